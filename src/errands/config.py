@@ -1,0 +1,34 @@
+"""Where settings come from, in one place: explicit argument, ERRANDS_* variable, default."""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import InvalidQueueName
+
+DEFAULT_DATABASE_URL = "sqlite:///errands.db"
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,60}$")
+
+
+def database_url(explicit: str | None = None) -> str:
+    """Explicit URL, then ``ERRANDS_DATABASE_URL``, then ``DATABASE_URL``, then a local SQLite file."""
+    return (explicit or os.environ.get("ERRANDS_DATABASE_URL") or os.environ.get("DATABASE_URL")
+            or DEFAULT_DATABASE_URL)
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for banners and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    userinfo = netloc[0].split(":", 1)[0] + ":***"
+    return urlunsplit(parts._replace(netloc=userinfo + "@" + netloc[1]))
+
+
+def check_queue_name(name: object) -> str:
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise InvalidQueueName(f"invalid queue name {name!r}: use 1-60 letters, digits, '-', '_' or '.'")
+    return name

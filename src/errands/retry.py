@@ -1,0 +1,102 @@
+"""Backoff strategies: pure functions from an attempt number to a delay in seconds.
+
+They take no clock and touch no database, so they are tested as plain functions
+and the store adds the delay to the *database's* clock when it reschedules a job.
+``attempt`` is 1 for the delay after the first failed run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from .errors import ConfigurationError
+
+DelayFunction = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A strategy plus optional jitter; call it with the attempt number."""
+
+    strategy: DelayFunction
+    jitter: float = 0.0
+    """Fraction of the delay added or removed at random (0.1 = ±10 %) so that
+    many jobs failing together do not all come back in the same second."""
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __call__(self, attempt: int) -> float:
+        delay = max(0.0, float(self.strategy(max(1, attempt))))
+        if self.jitter:
+            delay *= 1 + self.rng.uniform(-self.jitter, self.jitter)
+        return max(0.0, delay)
+
+
+def exponential(base: float = 10.0, factor: float = 2.0, cap: float = 3600.0) -> DelayFunction:
+    """10 s, 20 s, 40 s, ... capped at one hour: the seeds' default."""
+
+    def delay(attempt: int) -> float:
+        # Cap the exponent so huge attempt numbers do not overflow before the cap applies.
+        return min(cap, base * factor ** min(attempt - 1, 64))
+
+    return delay
+
+
+def linear(step: float = 10.0, cap: float = 3600.0) -> DelayFunction:
+    """10 s, 20 s, 30 s, ... capped."""
+    return lambda attempt: min(cap, step * attempt)
+
+
+def fixed(seconds: float = 10.0) -> DelayFunction:
+    """The same delay after every failure."""
+    return lambda attempt: seconds
+
+
+def explicit(delays: Sequence[float]) -> DelayFunction:
+    """Delays listed by hand; the last one repeats once the list runs out."""
+    if not delays:
+        raise ConfigurationError("an explicit backoff needs at least one delay")
+    values = [float(d) for d in delays]
+    return lambda attempt: values[min(attempt, len(values)) - 1]
+
+
+BackoffSpec = Union[str, float, int, Sequence[float], DelayFunction, Backoff, None]
+
+_NAMED: dict[str, Callable[[], DelayFunction]] = {
+    "exponential": exponential,
+    "linear": linear,
+    "fixed": fixed,
+}
+
+
+def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
+    """Turn what a user wrote in ``@app.job(backoff=...)`` into a :class:`Backoff`.
+
+    Accepted: a name (``"exponential"``, ``"linear"``, ``"fixed"``), a number of
+    seconds (fixed), a list of delays, any ``callable(attempt) -> seconds``, or a
+    ready :class:`Backoff`. ``None`` means the default, exponential.
+    """
+    if isinstance(spec, Backoff):
+        return spec if not jitter else Backoff(spec.strategy, jitter)
+    if not 0 <= jitter < 1:
+        raise ConfigurationError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
+    if spec is None:
+        return Backoff(exponential(), jitter)
+    if isinstance(spec, str):
+        try:
+            return Backoff(_NAMED[spec](), jitter)
+        except KeyError:
+            known = ", ".join(sorted(_NAMED))
+            raise ConfigurationError(f"unknown backoff {spec!r}; use one of {known}, "
+                                     "a number, a list of delays or a callable") from None
+    if isinstance(spec, bool):
+        raise ConfigurationError("backoff must not be a boolean")
+    if isinstance(spec, (int, float)):
+        return Backoff(fixed(float(spec)), jitter)
+    if callable(spec):
+        return Backoff(spec, jitter)
+    if isinstance(spec, Sequence):
+        return Backoff(explicit(spec), jitter)
+    raise ConfigurationError(f"cannot use {spec!r} as a backoff")

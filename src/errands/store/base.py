@@ -1,0 +1,628 @@
+"""The store: every SQL statement about jobs goes through one of these verbs.
+
+``SQLStore`` holds the flow that is the same on every database (which rows a
+settle touches, what moves in one transaction) and SQL that is portable.  Each
+dialect module subclasses it and supplies what genuinely differs: how to
+connect, how to open a write transaction, how to claim, how to express "the
+database's clock plus N seconds", how timestamps come back, and its DDL.
+
+Invariants kept here (see docs/architecture.md):
+
+* every move between ``jobs`` and ``failed_jobs`` is one transaction that locks
+  the rows it moves, so a job is never in both tables nor in neither;
+* every settle is conditional on ``reserved_by`` still naming the caller, so a
+  worker that lost its lease changes nothing;
+* time comparisons use the database clock (``{now}`` in the templates).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
+from .rows import FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, WorkerRow
+
+log = logging.getLogger("errands.store")
+
+T = TypeVar("T")
+
+JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, "
+               "created_at, reserved_by, reserved_at, reserved_until, last_error")
+FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
+                  "failed_at, error_type, error_message")
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
+
+ERROR_MESSAGE_CAP = 2000
+INSERT_CHUNK = 500
+
+# Outcome of classifying a driver exception.
+RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
+
+
+class SQLStore(ABC):
+    """Verb-level access to errands' tables on one database."""
+
+    dialect: str = ""
+    placeholder = "%s"
+    #: Appended to SELECTs that must lock the rows they read inside a transaction.
+    lock_rows = " FOR UPDATE"
+    #: Like ``lock_rows`` but skipping rows another transaction holds.
+    lock_rows_skip = " FOR UPDATE SKIP LOCKED"
+    schema_version = 1
+    auto_migrate = False
+    #: Whether ``_claim`` needs an explicit transaction (a SELECT then an UPDATE).
+    claim_needs_transaction = False
+
+    def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+        self.url = url
+        self.prefix = prefix
+        self.t_jobs = f"{prefix}jobs"
+        self.t_failed = f"{prefix}failed_jobs"
+        self.t_workers = f"{prefix}workers"
+        self.t_schema = f"{prefix}schema"
+        self._local = threading.local()
+        self._schema_checked = False
+        self._schema_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ dialect hooks
+    @abstractmethod
+    def _connect(self) -> Any:
+        """Open a new DB-API connection in autocommit mode."""
+
+    @abstractmethod
+    def _begin(self, conn: Any) -> None:
+        """Start a write transaction on ``conn``."""
+
+    @abstractmethod
+    def _classify(self, exc: BaseException) -> str | None:
+        """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
+
+    @abstractmethod
+    def now_sql(self) -> str:
+        """SQL expression for the database's current UTC time."""
+
+    @abstractmethod
+    def plus_seconds_sql(self) -> str:
+        """SQL expression for now plus a parameter of seconds (one placeholder)."""
+
+    @abstractmethod
+    def to_datetime(self, value: Any) -> datetime:
+        """Convert a stored timestamp into an aware UTC datetime."""
+
+    @abstractmethod
+    def from_datetime(self, value: datetime) -> Any:
+        """Convert an aware datetime into the stored representation."""
+
+    @abstractmethod
+    def migrations(self) -> list[tuple[int, list[str]]]:
+        """Numbered DDL steps; each step is idempotent."""
+
+    @abstractmethod
+    def _claim(self, conn: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their rows."""
+
+    def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
+        cur.execute(sql + " RETURNING id", params)
+        return sorted(int(r[0]) for r in cur.fetchall())
+
+    @contextmanager
+    def _migration_lock(self, conn: Any) -> Iterator[None]:
+        yield
+
+    # ------------------------------------------------------------------ plumbing
+    def q(self, template: str) -> str:
+        """Fill table names and clock expressions into a portable template."""
+        return template.format(jobs=self.t_jobs, failed=self.t_failed, workers=self.t_workers,
+                               schema=self.t_schema, now=self.now_sql(), now_plus=self.plus_seconds_sql(),
+                               p=self.placeholder)
+
+    def _in(self, values: Sequence[Any]) -> str:
+        return ", ".join([self.placeholder] * len(values))
+
+    def connection(self) -> Any:
+        """This thread's connection, opened on first use and never shared across a fork."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and getattr(local, "pid", None) == os.getpid():
+            return conn
+        try:
+            conn = self._connect()
+        except Exception as exc:
+            if self._classify(exc) is None:
+                raise
+            raise StoreUnavailable(f"cannot connect to {self.safe_url}: {exc}") from exc
+        local.conn, local.pid = conn, os.getpid()
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            try:
+                conn.close()
+            except Exception:  # the connection is already broken; closing is best effort
+                pass
+
+    @property
+    def safe_url(self) -> str:
+        from ..config import mask_url
+
+        return mask_url(self.url)
+
+    def run(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
+        """Run ``fn(cursor)``; inside a transaction when ``write``; map driver errors.
+
+        Deadlocks and "database is locked" are retried with a short random pause;
+        a lost connection is dropped (the next call reconnects) and surfaces as
+        :class:`StoreUnavailable` so the caller decides how long to wait.
+        """
+        self._ensure_schema()
+        return self._run(fn, write=write, attempts=attempts)
+
+    def _run(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
+        for attempt in range(1, attempts + 1):
+            conn = self.connection()
+            in_tx = False
+            try:
+                cur = conn.cursor()
+                try:
+                    if write:
+                        self._begin(conn)
+                        in_tx = True
+                    result = fn(cur)
+                    if write:
+                        conn.commit()
+                        in_tx = False
+                    return result
+                finally:
+                    cur.close()
+            except Exception as exc:
+                kind = self._classify(exc)
+                if kind is None:
+                    if in_tx:
+                        self._rollback(conn)
+                    raise
+                if kind == UNAVAILABLE:
+                    self._drop_connection()
+                    raise StoreUnavailable(f"database {self.safe_url} is unavailable: {exc}") from exc
+                if in_tx:
+                    self._rollback(conn)
+                if kind == RETRY and attempt < attempts:
+                    time.sleep(random.uniform(0.001, 0.005 * attempt))
+                    continue
+                raise StoreError(f"{self.dialect}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            conn.rollback()
+        except Exception:  # rollback of a broken connection; the error that matters is raised by the caller
+            self._drop_connection()
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    # ------------------------------------------------------------------ schema
+    def migration_sql(self) -> str:
+        out = [f"-- errands schema for {self.dialect}, version {self.schema_version}"]
+        out.append(self.q(self.schema_table_ddl()) + ";")
+        for version, steps in self.migrations():
+            out.append(f"-- version {version}")
+            out.extend(s + ";" for s in steps)
+            out.append(self.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
+        return "\n".join(out) + "\n"
+
+    def schema_table_ddl(self) -> str:
+        return "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY)"
+
+    def current_version(self) -> int | None:
+        def read(cur: Any) -> int | None:
+            try:
+                cur.execute(self.q("SELECT MAX(version) FROM {schema}"))
+            except Exception as exc:
+                if self._classify(exc) == FAIL:
+                    return None
+                raise
+            row = cur.fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+
+        return self._run(read, write=False)
+
+    def migrate(self) -> list[int]:
+        """Create or upgrade the tables; safe to run again and from many processes at once."""
+
+        def apply(cur: Any) -> list[int]:
+            applied: list[int] = []
+            conn = cur.connection
+            with self._migration_lock(conn):
+                cur.execute(self.q(self.schema_table_ddl()))
+                cur.execute(self.q("SELECT version FROM {schema}"))
+                done = {int(r[0]) for r in cur.fetchall()}
+                for version, steps in self.migrations():
+                    if version in done:
+                        continue
+                    for step in steps:
+                        cur.execute(step)
+                    cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
+                    applied.append(version)
+            return applied
+
+        applied = self._run(apply, write=True)
+        self._schema_checked = True
+        return applied
+
+    def _ensure_schema(self) -> None:
+        if self._schema_checked:
+            return
+        with self._schema_lock:
+            if self._schema_checked:
+                return
+            version = self.current_version()
+            if version is None or version < self.schema_version:
+                if self.auto_migrate:
+                    self.migrate()
+                elif version is None:
+                    raise SchemaError(f"errands tables do not exist in {self.safe_url}; "
+                                      "run `errands migrate` first")
+                else:
+                    raise SchemaError(f"errands schema is at version {version}, this code needs "
+                                      f"{self.schema_version}; run `errands migrate`")
+            elif version > self.schema_version:
+                raise SchemaError(f"errands schema is at version {version}, newer than this code "
+                                  f"({self.schema_version}); upgrade errands")
+            self._schema_checked = True
+
+    # ------------------------------------------------------------------ rows
+    def _job(self, r: Sequence[Any]) -> JobRow:
+        t = self.to_datetime
+        return JobRow(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
+                      None if r[7] is None else float(r[7]), t(r[8]), t(r[9]), r[10],
+                      None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13])
+
+    def _failed(self, r: Sequence[Any]) -> FailedJobRow:
+        t = self.to_datetime
+        return FailedJobRow(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
+                            None if r[7] is None else float(r[7]), t(r[8]), t(r[9]), r[10], r[11])
+
+    def _worker(self, r: Sequence[Any]) -> WorkerRow:
+        t = self.to_datetime
+        return WorkerRow(r[0], r[1], int(r[2]), r[3], int(r[4]), t(r[5]), t(r[6]), int(r[7]))
+
+    # ------------------------------------------------------------------ clock
+    def now(self) -> datetime:
+        def read(cur: Any) -> datetime:
+            cur.execute("SELECT " + self.now_sql())
+            return self.to_datetime(cur.fetchone()[0])
+
+        return self.run(read)
+
+    # ------------------------------------------------------------------ enqueue
+    def enqueue(self, jobs: Sequence[NewJob], cursor: Any = None) -> list[int]:
+        """Insert jobs with multi-row INSERTs; returns their ids in the given order.
+
+        With ``cursor`` the rows are written on the caller's own connection and
+        transaction, so they exist only if the caller commits.
+        """
+        if not jobs:
+            return []
+        row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
+
+        def insert(cur: Any) -> list[int]:
+            ids: list[int] = []
+            for start in range(0, len(jobs), INSERT_CHUNK):
+                chunk = jobs[start:start + INSERT_CHUNK]
+                params: list[Any] = []
+                for j in chunk:
+                    params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
+                               None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
+                sql = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, "
+                             "timeout, available_at, created_at) VALUES ") + ", ".join([row_sql] * len(chunk))
+                ids += self._insert_returning_ids(cur, sql, params, len(chunk))
+            return ids
+
+        if cursor is not None:
+            return insert(cursor)
+        return self.run(insert, write=len(jobs) > INSERT_CHUNK)
+
+    # ------------------------------------------------------------------ claim and settle
+    def claim(self, owner: str, queues: Sequence[str], limit: int, lease: float) -> list[JobRow]:
+        """Reserve up to ``limit`` jobs, taking queues in the given order of preference."""
+        rows: list[JobRow] = []
+        for queue in queues:
+            want = limit - len(rows)
+            if want <= 0:
+                break
+            got = self.run(lambda cur, queue=queue, want=want: self._claim(cur, owner, queue, want, lease),
+                           write=self.claim_needs_transaction)
+            rows.extend(self._job(r) for r in got)
+        return rows
+
+    def complete(self, owner: str, ids: Sequence[int]) -> int:
+        """Delete finished jobs still reserved by ``owner``; returns how many were ours."""
+        if not ids:
+            return 0
+
+        def delete(cur: Any) -> int:
+            cur.execute(self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND id IN (") + self._in(ids) + ")",
+                        [owner, *ids])
+            return int(cur.rowcount)
+
+        return self.run(delete)
+
+    def retry_later(self, owner: str, job_id: int, delay: float, error: str) -> bool:
+        """Put a failed run back in line after ``delay`` seconds of database time."""
+
+        def update(cur: Any) -> bool:
+            cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                               "available_at = {now_plus}, last_error = {p} WHERE id = {p} AND reserved_by = {p}"),
+                        (float(delay), error[:ERROR_MESSAGE_CAP], job_id, owner))
+            return cur.rowcount == 1
+
+        return self.run(update)
+
+    def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str) -> bool:
+        """Move a job to the dead letter in one transaction (``owner=None``: whoever holds it)."""
+
+        def move(cur: Any) -> bool:
+            where = "id = {p}" + ("" if owner is None else " AND reserved_by = {p}")
+            params = [job_id] if owner is None else [job_id, owner]
+            return self._bury_locked(cur, where, params, error_type, error_message) == 1
+
+        return self.run(move, write=True)
+
+    def _bury_locked(self, cur: Any, where: str, params: Sequence[Any], error_type: str,
+                     error_message: str) -> int:
+        cur.execute(self.q("SELECT id FROM {jobs} WHERE " + where) + self.lock_rows, params)
+        ids = [r[0] for r in cur.fetchall()]
+        if not ids:
+            return 0
+        marks = self._in(ids)
+        cur.execute(self.q("INSERT INTO {failed} (" + FAILED_COLUMNS + ") SELECT id, queue, name, payload, "
+                           "priority, attempts, max_attempts, timeout, created_at, {now}, {p}, {p} FROM {jobs} "
+                           "WHERE id IN (") + marks + ")",
+                    [error_type[:255], error_message[:ERROR_MESSAGE_CAP], *ids])
+        cur.execute(self.q("DELETE FROM {jobs} WHERE id IN (") + marks + ")", ids)
+        return len(ids)
+
+    def release(self, owner: str, ids: Sequence[int], *, refund: bool = True) -> int:
+        """Give jobs back unrun (shutdown); ``refund`` returns the attempt counted at claim."""
+        if not ids:
+            return 0
+        refund_sql = ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END" if refund else ""
+
+        def update(cur: Any) -> int:
+            cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL"
+                               + refund_sql + " WHERE reserved_by = {p} AND id IN (") + self._in(ids) + ")",
+                        [owner, *ids])
+            return int(cur.rowcount)
+
+        return self.run(update)
+
+    def extend_leases(self, owner: str, ids: Sequence[int], lease: float) -> int:
+        """Heartbeat: push the lease of running jobs forward; returns how many are still ours."""
+        if not ids:
+            return 0
+
+        def update(cur: Any) -> int:
+            cur.execute(self.q("UPDATE {jobs} SET reserved_until = {now_plus} WHERE reserved_by = {p} AND id IN (")
+                        + self._in(ids) + ")", [float(lease), owner, *ids])
+            return int(cur.rowcount)
+
+        return self.run(update)
+
+    def recover_stale(self, job_ids: Sequence[int] | None = None) -> RecoveryReport:
+        """Release jobs whose lease expired; bury those that have used every attempt.
+
+        Attempts were counted at claim time, so a job that kills its worker every
+        time reaches ``max_attempts`` and lands in the dead letter instead of looping.
+        """
+
+        def recover(cur: Any) -> RecoveryReport:
+            sql = self.q("SELECT id, attempts, max_attempts FROM {jobs} WHERE reserved_by IS NOT NULL "
+                         "AND reserved_until < {now}")
+            params: list[Any] = []
+            if job_ids is not None:
+                if not job_ids:
+                    return RecoveryReport([], [])
+                sql += " AND id IN (" + self._in(job_ids) + ")"
+                params = list(job_ids)
+            cur.execute(sql + self.lock_rows_skip, params)
+            rows = cur.fetchall()
+            release = [r[0] for r in rows if r[1] < r[2]]
+            bury = [r[0] for r in rows if r[1] >= r[2]]
+            if release:
+                cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                                   "last_error = {p} WHERE id IN (") + self._in(release) + ")",
+                            ["errands.LeaseExpired: the worker stopped heart-beating during this attempt", *release])
+            if bury:
+                self._bury_locked(cur, "id IN (" + self._in(bury) + ")", bury, "errands.LeaseExpired",
+                                  "the worker stopped heart-beating (it died or hung) during the last "
+                                  "attempt, and no attempts are left")
+            return RecoveryReport(release, bury)
+
+        return self.run(recover, write=True)
+
+    def force_release(self, owner: str, ids: Sequence[int], error_type: str, error_message: str,
+                      delays: dict[int, float]) -> tuple[list[int], list[int]]:
+        """Settle jobs of a dead worker process at once (used by the supervisor).
+
+        Jobs with attempts left go back after their backoff delay, the others are buried.
+        """
+
+        def settle(cur: Any) -> tuple[list[int], list[int]]:
+            if not ids:
+                return [], []
+            cur.execute(self.q("SELECT id, attempts, max_attempts FROM {jobs} WHERE reserved_by = {p} AND id IN (")
+                        + self._in(ids) + ")" + self.lock_rows, [owner, *ids])
+            rows = cur.fetchall()
+            again = [r[0] for r in rows if r[1] < r[2]]
+            dead = [r[0] for r in rows if r[1] >= r[2]]
+            message = f"{error_type}: {error_message}"[:ERROR_MESSAGE_CAP]
+            for job_id in again:
+                cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                                   "available_at = {now_plus}, last_error = {p} WHERE id = {p}"),
+                            (float(delays.get(job_id, 0.0)), message, job_id))
+            if dead:
+                self._bury_locked(cur, "id IN (" + self._in(dead) + ")", dead, error_type, error_message)
+            return again, dead
+
+        return self.run(settle, write=True)
+
+    # ------------------------------------------------------------------ dead letter
+    def list_failed(self, queue: str | None = None, limit: int = 100, offset: int = 0) -> list[FailedJobRow]:
+        def read(cur: Any) -> list[FailedJobRow]:
+            where, params = ("", []) if queue is None else (" WHERE queue = {p}", [queue])
+            cur.execute(self.q("SELECT " + FAILED_COLUMNS + " FROM {failed}" + where +
+                               " ORDER BY failed_at DESC, id DESC LIMIT {p} OFFSET {p}"),
+                        [*params, int(limit), int(offset)])
+            return [self._failed(r) for r in cur.fetchall()]
+
+        return self.run(read)
+
+    def get_failed(self, job_id: int) -> FailedJobRow | None:
+        def read(cur: Any) -> FailedJobRow | None:
+            cur.execute(self.q("SELECT " + FAILED_COLUMNS + " FROM {failed} WHERE id = {p}"), (job_id,))
+            row = cur.fetchone()
+            return None if row is None else self._failed(row)
+
+        return self.run(read)
+
+    def retry_failed(self, ids: Sequence[int] | None = None, *, queue: str | None = None) -> list[int]:
+        """Move dead-letter entries back to ``jobs`` (fresh attempts, ready now), in one transaction.
+
+        ``ids=None`` means every entry (of ``queue`` when given).
+        """
+
+        def move(cur: Any) -> list[int]:
+            clauses, params = [], []
+            if ids is not None:
+                if not ids:
+                    return []
+                clauses.append("id IN (" + self._in(ids) + ")")
+                params += list(ids)
+            if queue is not None:
+                clauses.append("queue = {p}")
+                params.append(queue)
+            where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+            cur.execute(self.q("SELECT id FROM {failed}" + where) + self.lock_rows, params)
+            found = sorted(r[0] for r in cur.fetchall())
+            for start in range(0, len(found), INSERT_CHUNK):
+                chunk = found[start:start + INSERT_CHUNK]
+                marks = self._in(chunk)
+                cur.execute(self.q("INSERT INTO {jobs} (id, queue, name, payload, priority, attempts, max_attempts, "
+                                   "timeout, available_at, created_at, last_error) SELECT id, queue, name, payload, "
+                                   "priority, 0, max_attempts, timeout, {now}, created_at, "
+                                   "error_message FROM {failed} WHERE id IN (") + marks + ")", chunk)
+                cur.execute(self.q("DELETE FROM {failed} WHERE id IN (") + marks + ")", chunk)
+            return found
+
+        moved = self.run(move, write=True)
+        if ids is not None and len(ids) == 1 and not moved:
+            raise JobNotFound(f"no dead-letter entry with id {ids[0]}")
+        return moved
+
+    def forget_failed(self, ids: Sequence[int] | None = None, *, queue: str | None = None) -> int:
+        """Delete dead-letter entries for good."""
+
+        def delete(cur: Any) -> int:
+            clauses, params = [], []
+            if ids is not None:
+                if not ids:
+                    return 0
+                clauses.append("id IN (" + self._in(ids) + ")")
+                params += list(ids)
+            if queue is not None:
+                clauses.append("queue = {p}")
+                params.append(queue)
+            where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+            cur.execute(self.q("DELETE FROM {failed}" + where), params)
+            return int(cur.rowcount)
+
+        count = self.run(delete)
+        if ids is not None and len(ids) == 1 and not count:
+            raise JobNotFound(f"no dead-letter entry with id {ids[0]}")
+        return count
+
+    # ------------------------------------------------------------------ reading
+    def get_job(self, job_id: int) -> JobRow | None:
+        def read(cur: Any) -> JobRow | None:
+            cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id = {p}"), (job_id,))
+            row = cur.fetchone()
+            return None if row is None else self._job(row)
+
+        return self.run(read)
+
+    def list_jobs(self, queue: str | None = None, limit: int = 100) -> list[JobRow]:
+        def read(cur: Any) -> list[JobRow]:
+            where, params = ("", []) if queue is None else (" WHERE queue = {p}", [queue])
+            cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs}" + where + " ORDER BY id LIMIT {p}"),
+                        [*params, int(limit)])
+            return [self._job(r) for r in cur.fetchall()]
+
+        return self.run(read)
+
+    def counts(self) -> dict[str, QueueCounts]:
+        """Per-queue counts of every state, computed against the database clock."""
+
+        def read(cur: Any) -> dict[str, QueueCounts]:
+            cur.execute(self.q(
+                "SELECT queue, "
+                "SUM(CASE WHEN reserved_by IS NULL AND available_at <= {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND available_at > {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until >= {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until < {now} THEN 1 ELSE 0 END) "
+                "FROM {jobs} GROUP BY queue"))
+            result = {r[0]: QueueCounts(int(r[1] or 0), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0))
+                      for r in cur.fetchall()}
+            cur.execute(self.q("SELECT queue, COUNT(*) FROM {failed} GROUP BY queue"))
+            for queue, failed in cur.fetchall():
+                base = result.get(queue, QueueCounts())
+                result[queue] = QueueCounts(base.ready, base.delayed, base.running, base.stale, int(failed))
+            return dict(sorted(result.items()))
+
+        return self.run(read)
+
+    # ------------------------------------------------------------------ workers
+    def register_worker(self, worker_id: str, hostname: str, pid: int, queues: Sequence[str],
+                        concurrency: int) -> None:
+        def insert(cur: Any) -> None:
+            cur.execute(self.q("INSERT INTO {workers} (" + WORKER_COLUMNS + ") VALUES "
+                               "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0)"),
+                        (worker_id, hostname, pid, ",".join(queues), concurrency))
+
+        self.run(insert)
+
+    def heartbeat(self, worker_id: str, jobs_done: int) -> None:
+        def update(cur: Any) -> None:
+            cur.execute(self.q("UPDATE {workers} SET heartbeat_at = {now}, jobs_done = {p} WHERE id = {p}"),
+                        (jobs_done, worker_id))
+
+        self.run(update)
+
+    def unregister_worker(self, worker_id: str) -> None:
+        self.run(lambda cur: cur.execute(self.q("DELETE FROM {workers} WHERE id = {p}"), (worker_id,)))
+
+    def list_workers(self) -> list[WorkerRow]:
+        def read(cur: Any) -> list[WorkerRow]:
+            cur.execute(self.q("SELECT " + WORKER_COLUMNS + " FROM {workers} ORDER BY started_at, id"))
+            return [self._worker(r) for r in cur.fetchall()]
+
+        return self.run(read)
+
+    def prune_workers(self, older_than: float) -> int:
+        """Forget registry rows whose heartbeat is older than ``older_than`` seconds."""
+
+        def delete(cur: Any) -> int:
+            cur.execute(self.q("DELETE FROM {workers} WHERE heartbeat_at < {now_plus}"), (-float(older_than),))
+            return int(cur.rowcount)
+
+        return self.run(delete)

@@ -1,0 +1,218 @@
+"""MySQL 8 and MariaDB through PyMySQL.
+
+Two ways to claim, chosen by behaviour rather than by version string:
+
+* ``skip_locked`` (MySQL 8, MariaDB 10.6+): ``SELECT ... FOR UPDATE SKIP LOCKED``
+  then ``UPDATE`` of those ids, in one short READ COMMITTED transaction.
+* ``update`` (MySQL 5.7, MariaDB < 10.6): a conditional ``UPDATE ... WHERE
+  reserved_by IS NULL ORDER BY ... LIMIT n`` stamped with this claim's database
+  time, then a read of the rows carrying that stamp.  InnoDB re-checks the WHERE
+  on rows another transaction just changed, so two workers cannot both win a row.
+
+The first claim tries SKIP LOCKED once; a syntax error switches this store to
+``update`` for good.  ``?claim=update`` (or ``skip_locked``) in the URL forces one
+path, which is how the tests cover both on the same server.  Deadlocks and lock
+wait timeouts are retried by the base class.  Timestamps are ``DATETIME(6)`` in
+UTC, compared against ``UTC_TIMESTAMP(6)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..errors import ConfigurationError
+from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, SQLStore
+
+try:
+    import pymysql
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigurationError("MySQL/MariaDB support needs PyMySQL: pip install 'errands[mysql]'") from exc
+
+NOW = "UTC_TIMESTAMP(6)"
+_RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
+_GONE_CODES = {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+_SYNTAX_ERROR = 1064
+CLAIM_MODES = ("auto", "skip_locked", "update")
+
+
+class MySQLStore(SQLStore):
+    dialect = "mysql"
+
+    def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:
+        super().__init__(url, prefix=prefix)
+        parts = urlsplit(url)
+        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        mode = claim or options.pop("claim", "auto")
+        if mode not in CLAIM_MODES:
+            raise ConfigurationError(f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {mode!r}")
+        self.claim_mode = mode
+        self.returning: bool | None = None
+        database = parts.path.lstrip("/")
+        if not database:
+            raise ConfigurationError(f"MySQL URL {self.safe_url!r} names no database; add /dbname")
+        self._params: dict[str, Any] = {
+            "host": parts.hostname or "127.0.0.1",
+            "port": parts.port or 3306,
+            "user": unquote(parts.username or "root"),
+            "password": unquote(parts.password or ""),
+            "database": unquote(database),
+            "charset": "utf8mb4",
+            "autocommit": True,
+            "connect_timeout": 10,
+        }
+        if "unix_socket" in options:
+            self._params["unix_socket"] = options["unix_socket"]
+
+    @property  # type: ignore[override]
+    def lock_rows_skip(self) -> str:
+        return " FOR UPDATE" if self.claim_mode == "update" else " FOR UPDATE SKIP LOCKED"
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self) -> Any:
+        conn = pymysql.connect(**self._params)
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            cur.execute("SET SESSION time_zone = '+00:00'")
+        return conn
+
+    def _begin(self, conn: Any) -> None:
+        conn.begin()
+
+    def _classify(self, exc: BaseException) -> str | None:
+        if isinstance(exc, pymysql.err.InterfaceError):
+            return UNAVAILABLE
+        if isinstance(exc, pymysql.err.MySQLError):
+            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+            if code in _RETRY_CODES:
+                return RETRY
+            if code in _GONE_CODES or (isinstance(exc, pymysql.err.OperationalError) and code is None):
+                return UNAVAILABLE
+            return FAIL
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return UNAVAILABLE
+        return None
+
+    @contextmanager
+    def _migration_lock(self, conn: Any) -> Iterator[None]:
+        # DDL commits implicitly in MySQL, so a named lock (not a transaction) serialises migrations.
+        with conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 60)", (self.t_schema,))
+        try:
+            yield
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("SELECT RELEASE_LOCK(%s)", (self.t_schema,))
+
+    # ------------------------------------------------------------------ time
+    def now_sql(self) -> str:
+        return NOW
+
+    def plus_seconds_sql(self) -> str:
+        return f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
+
+    def to_datetime(self, value: Any) -> datetime:
+        return value.replace(tzinfo=timezone.utc)
+
+    def from_datetime(self, value: datetime) -> Any:
+        if value.tzinfo is None:
+            raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    # ------------------------------------------------------------------ schema
+    def schema_table_ddl(self) -> str:
+        return "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
+
+    def migrations(self) -> list[tuple[int, list[str]]]:
+        table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+        return [(1, [self.q(s) for s in (
+            "CREATE TABLE IF NOT EXISTS {jobs} ("
+            " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+            " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload MEDIUMTEXT NOT NULL,"
+            " priority INT NOT NULL DEFAULT 0, attempts INT NOT NULL DEFAULT 0,"
+            " max_attempts INT NOT NULL, timeout DOUBLE NULL,"
+            " available_at DATETIME(6) NOT NULL, created_at DATETIME(6) NOT NULL,"
+            " reserved_by VARCHAR(120) NULL, reserved_at DATETIME(6) NULL, reserved_until DATETIME(6) NULL,"
+            " last_error TEXT NULL,"
+            # Matches the claim's WHERE (queue, reserved_by IS NULL) and ORDER BY (priority DESC, id).
+            " KEY {jobs}_claim (queue, reserved_by, priority DESC, id),"
+            " KEY {jobs}_lease (reserved_until))" + table,
+            "CREATE TABLE IF NOT EXISTS {failed} ("
+            " id BIGINT NOT NULL PRIMARY KEY, queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL,"
+            " payload MEDIUMTEXT NOT NULL, priority INT NOT NULL, attempts INT NOT NULL, max_attempts INT NOT NULL,"
+            " timeout DOUBLE NULL, created_at DATETIME(6) NOT NULL, failed_at DATETIME(6) NOT NULL,"
+            " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL,"
+            " KEY {failed}_queue (queue, failed_at))" + table,
+            "CREATE TABLE IF NOT EXISTS {workers} ("
+            " id VARCHAR(120) NOT NULL PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INT NOT NULL,"
+            " queues TEXT NOT NULL, concurrency INT NOT NULL, started_at DATETIME(6) NOT NULL,"
+            " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
+        )])]
+
+    # ------------------------------------------------------------------ insert
+    def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
+        if self.returning is not False:
+            try:
+                ids = super()._insert_returning_ids(cur, sql, params, count)
+                self.returning = True
+                return ids
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args[0] != _SYNTAX_ERROR or self.returning:
+                    raise
+                self.returning = False  # MySQL: no INSERT ... RETURNING
+        cur.execute(sql, params)
+        # A multi-row INSERT gets consecutive ids; LAST_INSERT_ID() is the first of them.
+        cur.execute("SELECT LAST_INSERT_ID(), @@auto_increment_increment")
+        first, step = cur.fetchone()
+        return [int(first) + i * int(step) for i in range(count)]
+
+    # ------------------------------------------------------------------ claim
+    claim_needs_transaction = True
+
+    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        if self.claim_mode != "update":
+            try:
+                rows = self._claim_skip_locked(cur, owner, queue, limit, lease)
+                self.claim_mode = "skip_locked"
+                return rows
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args[0] != _SYNTAX_ERROR or self.claim_mode == "skip_locked":
+                    raise
+                self.claim_mode = "update"  # server without SKIP LOCKED; never try again
+                cur.connection.rollback()
+                cur.connection.begin()
+        return self._claim_conditional_update(cur, owner, queue, limit, lease)
+
+    def _claim_skip_locked(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        cur.execute(self.q("SELECT " + JOB_COLUMNS + ", {now} FROM {jobs} WHERE queue = %s AND reserved_by IS NULL "
+                           "AND available_at <= {now} ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED"),
+                    (queue, int(limit)))
+        rows = cur.fetchall()
+        if not rows:
+            return []
+        now = rows[0][-1]
+        until = now + timedelta(seconds=lease)
+        ids = [r[0] for r in rows]
+        cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
+                           "attempts = attempts + 1 WHERE id IN (") + self._in(ids) + ")",
+                    [owner, now, until, *ids])
+        return [(*r[:5], r[5] + 1, *r[6:10], owner, now, until, r[13]) for r in rows]
+
+    def _claim_conditional_update(self, cur: Any, owner: str, queue: str, limit: int,
+                                  lease: float) -> list[tuple]:
+        cur.execute("SELECT " + NOW)
+        now = cur.fetchone()[0]
+        until = now + timedelta(seconds=lease)
+        cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
+                           "attempts = attempts + 1 WHERE queue = %s AND reserved_by IS NULL AND available_at <= %s "
+                           "ORDER BY priority DESC, id LIMIT %s"),
+                    (owner, now, until, queue, now, int(limit)))
+        if cur.rowcount == 0:
+            return []
+        # This owner claims from one thread, so (owner, claim time) names exactly this batch.
+        cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE reserved_by = %s AND reserved_at = %s "
+                           "ORDER BY priority DESC, id"), (owner, now))
+        return list(cur.fetchall())

@@ -1,0 +1,104 @@
+"""PostgreSQL through psycopg 3.
+
+Claiming is one statement: a CTE picks ready rows ``FOR UPDATE SKIP LOCKED`` in
+claim-index order and the UPDATE reserves them, so concurrent workers never wait
+on each other and never take the same row.  The claim index is partial (only
+unreserved rows), which keeps it small however many jobs are running.
+Timestamps are ``timestamptz`` compared against ``now()``, the server's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import ConfigurationError
+from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, SQLStore
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigurationError("PostgreSQL support needs psycopg 3: pip install 'errands[postgres]'") from exc
+
+_RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+
+
+class PostgresStore(SQLStore):
+    dialect = "postgresql"
+
+    def _connect(self) -> Any:
+        url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        return conn
+
+    def _begin(self, conn: Any) -> None:
+        conn.execute("BEGIN")
+
+    def _classify(self, exc: BaseException) -> str | None:
+        if isinstance(exc, _RETRYABLE):
+            return RETRY
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return UNAVAILABLE
+        if isinstance(exc, psycopg.Error):
+            if getattr(exc, "sqlstate", None) and str(exc.sqlstate).startswith(("08", "57P")):
+                return UNAVAILABLE
+            return FAIL
+        return None
+
+    def now_sql(self) -> str:
+        return "now()"
+
+    def plus_seconds_sql(self) -> str:
+        return "(now() + make_interval(secs => %s))"
+
+    def to_datetime(self, value: Any) -> datetime:
+        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+    def from_datetime(self, value: datetime) -> Any:
+        if value.tzinfo is None:
+            raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
+        return value
+
+    @contextmanager
+    def _migration_lock(self, conn: Any) -> Iterator[None]:
+        # Transaction-scoped: released at commit, so many processes may call migrate() at once.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
+        yield
+
+    def migrations(self) -> list[tuple[int, list[str]]]:
+        return [(1, [self.q(s) for s in (
+            "CREATE TABLE IF NOT EXISTS {jobs} ("
+            " id BIGSERIAL PRIMARY KEY,"
+            " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL,"
+            " priority INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+            " max_attempts INTEGER NOT NULL, timeout DOUBLE PRECISION,"
+            " available_at TIMESTAMPTZ NOT NULL, created_at TIMESTAMPTZ NOT NULL,"
+            " reserved_by VARCHAR(120), reserved_at TIMESTAMPTZ, reserved_until TIMESTAMPTZ, last_error TEXT)",
+            "CREATE INDEX IF NOT EXISTS {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+            "WHERE reserved_by IS NULL",
+            "CREATE INDEX IF NOT EXISTS {jobs}_lease ON {jobs} (reserved_until) WHERE reserved_by IS NOT NULL",
+            "CREATE TABLE IF NOT EXISTS {failed} ("
+            " id BIGINT PRIMARY KEY, queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL,"
+            " priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,"
+            " timeout DOUBLE PRECISION, created_at TIMESTAMPTZ NOT NULL, failed_at TIMESTAMPTZ NOT NULL,"
+            " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {failed}_queue ON {failed} (queue, failed_at)",
+            "CREATE TABLE IF NOT EXISTS {workers} ("
+            " id VARCHAR(120) PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INTEGER NOT NULL,"
+            " queues TEXT NOT NULL, concurrency INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL,"
+            " heartbeat_at TIMESTAMPTZ NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)",
+        )])]
+
+    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        cur.execute(self.q(
+            "WITH picked AS (SELECT id FROM {jobs} WHERE queue = %s AND reserved_by IS NULL "
+            "AND available_at <= now() ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED) "
+            "UPDATE {jobs} AS j SET reserved_by = %s, reserved_at = now(), "
+            "reserved_until = now() + make_interval(secs => %s), attempts = j.attempts + 1 "
+            "FROM picked WHERE j.id = picked.id RETURNING "
+            + ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))),
+            (queue, int(limit), owner, float(lease)))
+        return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))

@@ -1,0 +1,119 @@
+"""Immutable values that cross the store boundary: what goes in, what comes out."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class JobState(str, enum.Enum):
+    """States a user sees; derived from columns and the database clock, never stored."""
+
+    READY = "ready"
+    DELAYED = "delayed"
+    RUNNING = "running"
+    STALE = "stale"
+    FAILED = "failed"
+    FINISHED = "finished"
+    """No longer in any table: it ran successfully (or was forgotten)."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job ready to be inserted (payload already encoded and size-checked)."""
+
+    name: str
+    queue: str
+    payload: str
+    priority: int = 0
+    max_attempts: int = 3
+    timeout: float | None = None
+    delay: float = 0.0
+    run_at: datetime | None = None
+    """Absolute time (aware UTC) that wins over ``delay`` when set."""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One row of the jobs table as the worker and the tools see it."""
+
+    id: int
+    queue: str
+    name: str
+    payload: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    timeout: float | None
+    available_at: datetime
+    created_at: datetime
+    reserved_by: str | None
+    reserved_at: datetime | None
+    reserved_until: datetime | None
+    last_error: str | None
+
+    @property
+    def arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        data = json.loads(self.payload)
+        return list(data.get("args", [])), dict(data.get("kwargs", {}))
+
+    def state(self, now: datetime) -> JobState:
+        if self.reserved_by is None:
+            return JobState.READY if self.available_at <= now else JobState.DELAYED
+        if self.reserved_until is not None and self.reserved_until < now:
+            return JobState.STALE
+        return JobState.RUNNING
+
+
+@dataclass(frozen=True)
+class FailedJobRow:
+    """One entry of the dead letter (``failed_jobs``)."""
+
+    id: int
+    queue: str
+    name: str
+    payload: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    timeout: float | None
+    created_at: datetime
+    failed_at: datetime
+    error_type: str
+    error_message: str
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A worker's registry entry; ``heartbeat_at`` says whether it is alive."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: str
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    jobs_done: int
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    ready: int = 0
+    delayed: int = 0
+    running: int = 0
+    stale: int = 0
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"ready": self.ready, "delayed": self.delayed, "running": self.running,
+                "stale": self.stale, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    released: list[int]
+    buried: list[int]

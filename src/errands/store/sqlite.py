@@ -1,0 +1,121 @@
+"""SQLite: the embedded default.  One file, many processes, one writer at a time.
+
+WAL lets readers run beside the writer; ``busy_timeout`` makes a writer wait for
+the lock instead of failing; every write transaction starts with ``BEGIN
+IMMEDIATE`` so it takes the write lock up front and can never deadlock on a lock
+upgrade.  Claiming is a single ``UPDATE ... RETURNING`` (SQLite >= 3.35), which
+is atomic because SQLite has one writer.  Times are stored as REAL seconds since
+the epoch, read from SQLite's own clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import ConfigurationError
+from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, SQLStore
+
+MIN_VERSION = (3, 35, 0)
+NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
+    parts = urlsplit(url)
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise ConfigurationError(f"SQLite URL {url!r} names no file; use sqlite:///path/to/errands.db")
+    return path
+
+
+class SQLiteStore(SQLStore):
+    dialect = "sqlite"
+    placeholder = "?"
+    lock_rows = ""  # BEGIN IMMEDIATE already holds the only write lock
+    lock_rows_skip = ""
+    auto_migrate = True
+
+    def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+        if sqlite3.sqlite_version_info < MIN_VERSION:
+            raise ConfigurationError(
+                f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
+                "(for UPDATE ... RETURNING). Use a newer Python build or PostgreSQL/MySQL.")
+        super().__init__(url, prefix=prefix)
+        self.path = sqlite_path(url)
+        options = parse_qs(urlsplit(url).query)
+        self.busy_timeout_ms = int(options.get("busy_timeout", ["30000"])[0])
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _begin(self, conn: Any) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _classify(self, exc: BaseException) -> str | None:
+        if isinstance(exc, sqlite3.OperationalError):
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
+                return RETRY
+            if "unable to open" in text or "disk i/o" in text:
+                return UNAVAILABLE
+            return FAIL
+        if isinstance(exc, sqlite3.Error):
+            return FAIL
+        return None
+
+    def now_sql(self) -> str:
+        return NOW
+
+    def plus_seconds_sql(self) -> str:
+        return f"({NOW} + ?)"
+
+    def to_datetime(self, value: Any) -> datetime:
+        return datetime.fromtimestamp(float(value), timezone.utc)
+
+    def from_datetime(self, value: datetime) -> Any:
+        if value.tzinfo is None:
+            raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
+        return value.timestamp()
+
+    def migrations(self) -> list[tuple[int, list[str]]]:
+        return [(1, [self.q(s) for s in (
+            "CREATE TABLE IF NOT EXISTS {jobs} ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
+            " priority INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+            " max_attempts INTEGER NOT NULL, timeout REAL,"
+            " available_at REAL NOT NULL, created_at REAL NOT NULL,"
+            " reserved_by TEXT, reserved_at REAL, reserved_until REAL, last_error TEXT)",
+            # The claim query: ready jobs of one queue, by priority then age.
+            "CREATE INDEX IF NOT EXISTS {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+            "WHERE reserved_by IS NULL",
+            # Heartbeat and stale recovery look at reserved rows only.
+            "CREATE INDEX IF NOT EXISTS {jobs}_lease ON {jobs} (reserved_until) WHERE reserved_by IS NOT NULL",
+            "CREATE TABLE IF NOT EXISTS {failed} ("
+            " id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
+            " priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,"
+            " timeout REAL, created_at REAL NOT NULL, failed_at REAL NOT NULL,"
+            " error_type TEXT NOT NULL, error_message TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {failed}_queue ON {failed} (queue, failed_at)",
+            "CREATE TABLE IF NOT EXISTS {workers} ("
+            " id TEXT PRIMARY KEY, hostname TEXT NOT NULL, pid INTEGER NOT NULL, queues TEXT NOT NULL,"
+            " concurrency INTEGER NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,"
+            " jobs_done INTEGER NOT NULL DEFAULT 0)",
+        )])]
+
+    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        cur.execute(self.q(
+            "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
+            "attempts = attempts + 1 WHERE id IN (SELECT id FROM {jobs} WHERE queue = ? AND reserved_by IS NULL "
+            "AND available_at <= {now} ORDER BY priority DESC, id LIMIT ?) RETURNING " + JOB_COLUMNS),
+            (owner, float(lease), queue, int(limit)))
+        return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))
