@@ -44,6 +44,8 @@ WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_
 ERROR_MESSAGE_CAP = 2000
 INSERT_CHUNK = 500
 
+_INHERITED: list[Any] = []
+
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
 
@@ -132,8 +134,13 @@ class SQLStore(ABC):
         """This thread's connection, opened on first use and never shared across a fork."""
         local = self._local
         conn = getattr(local, "conn", None)
-        if conn is not None and getattr(local, "pid", None) == os.getpid():
-            return conn
+        if conn is not None:
+            if getattr(local, "pid", None) == os.getpid():
+                return conn
+            # Inherited through fork: never use it and never let it be garbage-collected here,
+            # because closing it would send a goodbye on the parent's socket.
+            _INHERITED.append(conn)
+            local.conn = None
         try:
             conn = self._connect()
         except Exception as exc:
@@ -451,26 +458,37 @@ class SQLStore(ABC):
 
         return self.run(recover, write=True)
 
-    def force_release(self, owner: str, ids: Sequence[int], error_type: str, error_message: str,
-                      delays: dict[int, float]) -> tuple[list[int], list[int]]:
-        """Settle jobs of a dead worker process at once (used by the supervisor).
+    def reserved_by(self, owner: str) -> list[int]:
+        """Ids of jobs ``owner`` holds (the supervisor asks this after a worker process died)."""
 
-        Jobs with attempts left go back after their backoff delay, the others are buried.
+        def read(cur: Any) -> list[int]:
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE reserved_by = {p}"), (owner,))
+            return sorted(int(r[0]) for r in cur.fetchall())
+
+        return self.run(read)
+
+    def force_release(self, owner: str, ids: Sequence[int], error_type: str, error_message: str,
+                      delay_for: Callable[[str, int], float]) -> tuple[list[int], list[int]]:
+        """Fail the current attempt of jobs whose worker process was killed or died.
+
+        Used by the supervisor.  Jobs with attempts left go back after
+        ``delay_for(name, attempts)`` seconds, the others are buried.
         """
 
         def settle(cur: Any) -> tuple[list[int], list[int]]:
             if not ids:
                 return [], []
-            cur.execute(self.q("SELECT id, attempts, max_attempts FROM {jobs} WHERE reserved_by = {p} AND id IN (")
-                        + self._in(ids) + ")" + self.lock_rows, [owner, *ids])
+            cur.execute(self.q("SELECT id, attempts, max_attempts, name FROM {jobs} WHERE reserved_by = {p} "
+                               "AND id IN (") + self._in(ids) + ")" + self.lock_rows, [owner, *ids])
             rows = cur.fetchall()
+            names = {r[0]: (r[3], r[1]) for r in rows}
             again = [r[0] for r in rows if r[1] < r[2]]
             dead = [r[0] for r in rows if r[1] >= r[2]]
             message = f"{error_type}: {error_message}"[:ERROR_MESSAGE_CAP]
             for job_id in again:
                 cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "available_at = {now_plus}, last_error = {p} WHERE id = {p}"),
-                            (float(delays.get(job_id, 0.0)), message, job_id))
+                            (float(delay_for(*names[job_id])), message, job_id))
             if dead:
                 self._bury_locked(cur, "id IN (" + self._in(dead) + ")", dead, error_type, error_message)
             return again, dead

@@ -1,0 +1,58 @@
+"""``errands``: the command line.  One module per command group; this one wires them together.
+
+Exit codes (also in ``errands --help``): 0 success; 1 errands refused the request
+(bad input, unknown job, missing entry); 2 usage error; 3 database unavailable;
+78 configuration error (app cannot be loaded, schema missing).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
+from .admin import migrate, recover
+from .context import Context, configure_logging
+from .failed import failed
+from .jobs import enqueue, status
+from .worker import worker
+
+EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
+
+
+class _Group(click.Group):
+    """Turns errands' own errors into one clear line and a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except StoreUnavailable as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_UNAVAILABLE)
+        except (ConfigurationError, SchemaError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_CONFIG)
+        except ErrandsError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_REFUSED)
+
+
+@click.group(cls=_Group, epilog="Exit codes: 0 ok, 1 refused (bad input or missing entry), 2 usage, "
+                                "3 database unavailable, 78 configuration (app or schema).")
+@click.option("--app", "app_path", envvar="ERRANDS_APP", metavar="MODULE:ATTR",
+              help="Your Errands object, e.g. myproject.tasks:app (env ERRANDS_APP).")
+@click.option("--database-url", envvar="ERRANDS_DATABASE_URL", metavar="URL",
+              help="Overrides the app's database (env ERRANDS_DATABASE_URL).")
+@click.option("--log-level", envvar="ERRANDS_LOG_LEVEL", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.version_option(package_name="errands")
+@click.pass_context
+def main(ctx: click.Context, app_path: str | None, database_url: str | None, log_level: str) -> None:
+    """errands: background jobs in the database you already run."""
+    configure_logging(log_level)
+    ctx.obj = Context(app_path, database_url)
+
+
+for command in (worker, enqueue, status, failed, recover, migrate):
+    main.add_command(command)

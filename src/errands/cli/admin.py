@@ -1,0 +1,30 @@
+"""``errands migrate`` and ``errands recover``."""
+
+from __future__ import annotations
+
+import click
+
+from .context import Context
+
+
+@click.command()
+@click.option("--sql", "print_sql", is_flag=True, help="Print the DDL instead of running it.")
+@click.pass_obj
+def migrate(ctx: Context, print_sql: bool) -> None:
+    """Create or upgrade errands' tables (safe to run again)."""
+    store = ctx.app().store
+    if print_sql:
+        click.echo(store.migration_sql(), nl=False)
+        return
+    applied = store.migrate()
+    click.echo(f"applied schema version(s) {', '.join(map(str, applied))}" if applied
+               else f"schema already at version {store.schema_version}")
+
+
+@click.command()
+@click.pass_obj
+def recover(ctx: Context) -> None:
+    """Release jobs whose lease expired now (workers also do this on their own)."""
+    report = ctx.app().recover_stale()
+    click.echo(f"released {len(report.released)} stale job(s), moved {len(report.buried)} "
+               "with no attempts left to the dead letter")

@@ -1,0 +1,68 @@
+"""``errands failed``: read and act on the dead letter."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import JobNotFound
+from .context import Context
+
+
+@click.group()
+def failed() -> None:
+    """The dead letter: jobs that used up their attempts."""
+
+
+@failed.command("list")
+@click.option("--queue", default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def list_failed(ctx: Context, queue: str | None, limit: int, as_json: bool) -> None:
+    """Newest first: id, job, queue, attempts, error."""
+    rows = ctx.app().failed(queue, limit)
+    if as_json:
+        click.echo(json.dumps([{"id": r.id, "name": r.name, "queue": r.queue, "payload": json.loads(r.payload),
+                                "attempts": r.attempts, "failed_at": r.failed_at.isoformat(),
+                                "error_type": r.error_type, "error_message": r.error_message} for r in rows],
+                              indent=2))
+        return
+    if not rows:
+        click.echo("the dead letter is empty")
+    for r in rows:
+        click.echo(f"{r.id:>8}  {r.failed_at:%Y-%m-%d %H:%M:%S}  {r.queue}  {r.name}  attempts={r.attempts}\n"
+                   f"          {r.error_type}: {r.error_message[:300]}")
+
+
+@failed.command("retry")
+@click.argument("job_id", type=int, required=False)
+@click.option("--all", "all_", is_flag=True, help="Every entry (of --queue when given).")
+@click.option("--queue", default=None)
+@click.pass_obj
+def retry(ctx: Context, job_id: int | None, all_: bool, queue: str | None) -> None:
+    """Move JOB_ID (or --all) back to the queue with fresh attempts."""
+    if (job_id is None) == (not all_):
+        raise click.UsageError("give either a JOB_ID or --all")
+    moved = ctx.app().retry_failed(job_id, queue=queue)
+    click.echo(f"retried {len(moved)} job(s)")
+
+
+@failed.command("forget")
+@click.argument("job_id", type=int, required=False)
+@click.option("--all", "all_", is_flag=True, help="Every entry (of --queue when given).")
+@click.option("--queue", default=None)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation with --all.")
+@click.pass_obj
+def forget(ctx: Context, job_id: int | None, all_: bool, queue: str | None, yes: bool) -> None:
+    """Delete JOB_ID (or --all) from the dead letter for good."""
+    if (job_id is None) == (not all_):
+        raise click.UsageError("give either a JOB_ID or --all")
+    if all_ and not yes:
+        click.confirm(f"forget every failed job{f' of queue {queue}' if queue else ''}?", abort=True)
+    try:
+        count = ctx.app().forget_failed(job_id, queue=queue)
+    except JobNotFound:
+        raise
+    click.echo(f"forgot {count} job(s)")

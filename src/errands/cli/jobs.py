@@ -1,0 +1,69 @@
+"""``errands enqueue`` and ``errands status``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..services.status import status_report
+from .context import Context
+
+
+def _json_option(value: str | None, kind: type, what: str) -> Any:
+    if value is None:
+        return kind()
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from None
+    if not isinstance(parsed, kind):
+        raise click.BadParameter(f"must be a JSON {'array' if kind is list else 'object'}", param_hint=what)
+    return parsed
+
+
+@click.command()
+@click.argument("name")
+@click.option("--args", "args_json", metavar="JSON", help='Positional arguments as a JSON array, e.g. "[42]".')
+@click.option("--kwargs", "kwargs_json", metavar="JSON", help='Keyword arguments as a JSON object.')
+@click.option("--queue", default=None, help="Queue (default: the job's).")
+@click.option("--priority", type=int, default=None, help="Higher runs first.")
+@click.option("--delay", type=click.FloatRange(0), default=None, help="Seconds before the job may run.")
+@click.pass_obj
+def enqueue(ctx: Context, name: str, args_json: str | None, kwargs_json: str | None, queue: str | None,
+            priority: int | None, delay: float | None) -> None:
+    """Enqueue registered job NAME and print its id."""
+    app = ctx.app(required=True)
+    args = _json_option(args_json, list, "--args")
+    kwargs = _json_option(kwargs_json, dict, "--kwargs")
+    options = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay).items() if v is not None}
+    handle = app.enqueue(name, args, kwargs, **options)
+    click.echo(handle.id)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: {queues: {...}, workers: [...]}.")
+@click.pass_obj
+def status(ctx: Context, as_json: bool) -> None:
+    """Counts per queue (ready, delayed, running, stale, failed) and live workers."""
+    report = status_report(ctx.app())
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    queues = report["queues"]
+    if not queues:
+        click.echo("no jobs")
+    else:
+        click.echo(f"{'queue':<24}{'ready':>8}{'delayed':>9}{'running':>9}{'stale':>8}{'failed':>8}")
+        for name, c in queues.items():
+            stale = click.style(f"{c['stale']:>8}", fg="yellow") if c["stale"] else f"{c['stale']:>8}"
+            click.echo(f"{name:<24}{c['ready']:>8}{c['delayed']:>9}{c['running']:>9}{stale}{c['failed']:>8}")
+    workers = report["workers"]
+    alive = [w for w in workers if w["alive"]]
+    if not alive:
+        click.secho("no worker is running (no heartbeat recently): start one with `errands worker`", fg="red")
+    for w in workers:
+        state = "alive" if w["alive"] else "STALE"
+        click.echo(f"worker {w['id']} {state}: queues {w['queues']}, concurrency {w['concurrency']}, "
+                   f"{w['jobs_done']} jobs done, last heartbeat {w['seconds_since_heartbeat']:.1f}s ago")

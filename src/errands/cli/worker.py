@@ -1,0 +1,62 @@
+"""``errands worker``: process jobs until stopped."""
+
+from __future__ import annotations
+
+import click
+
+from ..config import check_queue_name, mask_url
+from ..worker.runner import WorkerSettings
+from ..worker.supervisor import Supervisor
+from .context import Context
+
+
+def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
+    queues: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in queues:
+                queues.append(check_queue_name(name))
+    return tuple(queues)
+
+
+@click.command()
+@click.option("-q", "--queue", "queues", multiple=True, envvar="ERRANDS_QUEUES", metavar="NAME[,NAME]",
+              help="Queues to take jobs from, most important first (repeatable or comma list; "
+                   "default: every queue a registered job names).")
+@click.option("-c", "--concurrency", default=1, show_default=True, envvar="ERRANDS_CONCURRENCY",
+              type=click.IntRange(1, 1000), help="Jobs run at once per worker process (threads; async jobs "
+                                                 "share one event loop).")
+@click.option("-p", "--processes", default=1, show_default=True, envvar="ERRANDS_PROCESSES",
+              type=click.IntRange(1, 256), help="Worker processes under this supervisor.")
+@click.option("--max", "max_jobs", type=click.IntRange(1), default=None, envvar="ERRANDS_MAX_JOBS",
+              help="Exit after this many jobs (per process).")
+@click.option("--once", is_flag=True, help="Run at most one job, then exit (exits at once if none is ready).")
+@click.option("--burst", is_flag=True, help="Exit when no job is ready.")
+@click.option("--sleep", default=1.0, show_default=True, type=click.FloatRange(0.01), envvar="ERRANDS_SLEEP",
+              help="Longest wait in seconds between polls when idle.")
+@click.option("--shutdown-timeout", default=30.0, show_default=True, type=click.FloatRange(0),
+              envvar="ERRANDS_SHUTDOWN_TIMEOUT", help="Seconds running jobs get to finish after SIGTERM.")
+@click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE",
+              help="Seconds a claim is held without a heartbeat (default: the app's, 30).")
+@click.pass_obj
+def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: int, max_jobs: int | None,
+           once: bool, burst: bool, sleep: float, shutdown_timeout: float, lease: float | None) -> None:
+    """Claim and run jobs.
+
+    SIGTERM or Ctrl-C: stop claiming, let running jobs finish (up to
+    --shutdown-timeout), give the rest back, exit 0.  A second signal gives
+    running jobs back at once.  Jobs over their timeout are killed with their
+    process, recorded as failed attempts, and the process is replaced.
+    """
+    app = ctx.app(required=True)
+    names = split_queues(queues) or tuple(app.default_queues())
+    settings = WorkerSettings(queues=names, concurrency=concurrency, burst=burst or once,
+                              max_jobs=1 if once else max_jobs, sleep=sleep, shutdown_timeout=shutdown_timeout,
+                              lease=lease)
+    app.store.run(lambda cur: None)  # fail fast on a missing schema, before forking
+    jobs = ", ".join(sorted(app.registry)) or "none"
+    click.echo(f"errands worker: database {mask_url(app.database_url)}\n"
+               f"  queues: {', '.join(names)} | processes: {processes} x concurrency {concurrency} | "
+               f"lease {settings.lease or app.lease:g}s\n  jobs: {jobs}", err=True)
+    raise SystemExit(Supervisor(app, settings, processes).run())

@@ -1,0 +1,1 @@
+"""Read models and admin actions shared by the CLI and (later) the dashboard."""

@@ -1,0 +1,25 @@
+"""The status report: per-queue counts and the worker registry, as plain data."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+ALIVE_AFTER_LEASES = 2.0
+"""A worker is alive if it sent a heartbeat within this many lease periods."""
+
+
+def status_report(app: Errands) -> dict[str, Any]:
+    store = app.store
+    counts = store.counts()
+    now = store.now()
+    workers = []
+    for w in store.list_workers():
+        age = (now - w.heartbeat_at).total_seconds()
+        workers.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
+                        "concurrency": w.concurrency, "started_at": w.started_at.isoformat(),
+                        "last_heartbeat_at": w.heartbeat_at.isoformat(), "seconds_since_heartbeat": age,
+                        "jobs_done": w.jobs_done, "alive": age <= app.lease * ALIVE_AFTER_LEASES})
+    return {"queues": {name: c.as_dict() for name, c in counts.items()}, "workers": workers}

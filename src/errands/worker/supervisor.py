@@ -1,0 +1,212 @@
+"""The process that ``errands worker`` runs: it forks worker processes and watches them.
+
+Worker processes claim and run their own jobs, so no job costs an IPC round trip.
+Each writes "job id + deadline" per thread into a shared-memory
+:class:`~errands.worker.slots.SlotTable`; the supervisor reads those tables a few
+times a second.  When a job overruns its timeout the supervisor kills that
+process (the only way to stop code blocked in ``time.sleep`` or C), records the
+run as failed with :class:`~errands.errors.JobTimeout`, gives the process's other
+jobs back untouched, and starts a replacement.  A process that dies on its own
+(segfault, ``os._exit`` in a job, the OOM killer) is handled the same way, except
+that every job it was running is charged the attempt, since any of them may have
+killed it.
+
+Signals: the first SIGTERM/SIGINT asks every process to stop claiming and finish
+(within ``--shutdown-timeout``); a second asks them to give their jobs back and
+exit at once; a third kills them.  Worker processes run in their own process
+group so that Ctrl-C in a terminal reaches only the supervisor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ErrandsError, StoreError
+from .runner import Worker, WorkerSettings
+from .slots import SlotTable
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+log = logging.getLogger("errands.supervisor")
+
+_ctx = multiprocessing.get_context("fork")
+EXIT_CONFIG = 78
+POLL = 0.05
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class _Child:
+    index: int
+    process: Any
+    slots: SlotTable
+    id_cell: Any
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def worker_id(self) -> str:
+        return bytes(self.id_cell.value).decode()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the supervisor dies (no orphans running jobs)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the heartbeat thread checks getppid() instead
+        pass
+
+
+def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cell: Any, parent: int) -> None:
+    os.setpgrp()
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = 0
+    try:
+        worker = Worker(app, settings, slots=slots, parent_pid=parent)
+        id_cell.value = worker.id.encode()
+        worker.install_signal_handlers()
+        worker.run()
+    except ErrandsError as exc:
+        log.error("worker process cannot run: %s", exc)
+        code = EXIT_CONFIG
+    except Exception:
+        log.exception("worker process crashed")
+        code = 1
+    logging.shutdown()
+    os._exit(code)
+
+
+class Supervisor:
+    def __init__(self, app: Errands, settings: WorkerSettings, processes: int = 1) -> None:
+        if processes < 1:
+            raise ValueError("processes must be at least 1")
+        self.app = app
+        self.settings = settings
+        self.processes = processes
+        self.children: dict[int, _Child] = {}
+        self.signals = 0
+        self._handled_signals = 0
+        self._crashes = 0
+        self.exit_code = 0
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.app.store.close()  # never carry a connection across fork
+        for index in range(self.processes):
+            self._spawn(index)
+        while self.children:
+            self._forward_signals()
+            self._enforce_deadlines()
+            self._reap()
+            time.sleep(POLL)
+        return self.exit_code
+
+    @property
+    def stopping(self) -> bool:
+        return self.signals > 0
+
+    def _spawn(self, index: int) -> None:
+        slots = SlotTable(self.settings.concurrency)
+        id_cell = _ctx.Array("c", 160, lock=False)
+        process = _ctx.Process(target=_child_main, name=f"errands-worker-{index}",
+                               args=(self.app, self.settings, slots, id_cell, os.getpid()))
+        process.start()
+        self.children[process.pid] = _Child(index, process, slots, id_cell)
+
+    def _forward_signals(self) -> None:
+        while self._handled_signals < self.signals:
+            self._handled_signals += 1
+            nth = self._handled_signals
+            if nth == 1:
+                log.warning("stopping: finishing running jobs (up to %.0fs); signal again to stop now",
+                            self.settings.shutdown_timeout)
+            elif nth == 2:
+                log.warning("stopping now: giving running jobs back to the queue")
+            for child in self.children.values():
+                try:
+                    os.kill(child.process.pid, signal.SIGTERM if nth <= 2 else signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for pid, child in list(self.children.items()):
+            late = child.slots.overdue(now)
+            if not late:
+                continue
+            log.error("job(s) %s overran their timeout; killing worker process %d", late, pid)
+            child.process.kill()
+            child.process.join()
+            del self.children[pid]
+            self._settle_dead(child, late, "errands.JobTimeout",
+                              "job exceeded its timeout of {timeout}s and was stopped")
+            if not self.stopping:
+                self._spawn(child.index)
+
+    def _reap(self) -> None:
+        for pid, child in list(self.children.items()):
+            code = child.process.exitcode
+            if code is None:
+                continue
+            child.process.join()
+            del self.children[pid]
+            if code == 0:
+                continue
+            if code == EXIT_CONFIG:
+                self.exit_code = EXIT_CONFIG
+                self.signals = max(self.signals, 1)
+                continue
+            running = [job_id for _, job_id, _ in child.slots.running()]
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            log.error("worker process %d died (%s) while running %s", pid, how, running or "nothing")
+            self._settle_dead(child, running, "errands.WorkerDied",
+                              f"the worker process died ({how}) while running this job")
+            if not self.stopping:
+                self._crashes = self._crashes + 1 if time.monotonic() - child.started < 5 else 0
+                time.sleep(min(30.0, 0.1 * 2 ** min(self._crashes, 9)))
+                self._spawn(child.index)
+
+    def _settle_dead(self, child: _Child, charged: list[int], error_type: str, message: str) -> None:
+        """Fail the charged runs, give everything else the process held back untouched."""
+        owner = child.worker_id
+        if not owner:
+            return
+        store = self.app.store
+        registry = self.app.registry
+
+        def delay_for(name: str, attempts: int) -> float:
+            definition = registry.get(name)
+            return definition.backoff(attempts) if definition is not None else 0.0
+
+        for attempt in range(5):
+            try:
+                for job_id in charged:
+                    row = store.get_job(job_id)
+                    text = message.format(timeout=f"{row.timeout:g}" if row and row.timeout else "?")
+                    again, dead = store.force_release(owner, [job_id], error_type, text, delay_for)
+                    if dead:
+                        log.warning("job %d moved to the dead letter: %s: %s", job_id, error_type, text)
+                    elif again:
+                        log.warning("job %d will be retried: %s: %s", job_id, error_type, text)
+                rest = [job_id for job_id in store.reserved_by(owner) if job_id not in charged]
+                if rest:
+                    store.release(owner, rest)
+                store.unregister_worker(owner)
+                return
+            except StoreError as exc:
+                log.warning("cannot settle jobs of a dead worker process yet: %s", exc)
+                time.sleep(0.5 * (attempt + 1))
+        log.error("gave up settling jobs of worker %s; their leases will expire", owner)

@@ -1,0 +1,63 @@
+"""Jobs used by tests that start real worker processes through the CLI.
+
+The app reads ERRANDS_DATABASE_URL like a user's app would.  Handlers write what
+happened into ``test_runs`` (job id is the primary key), so a job that ran twice
+fails loudly with a duplicate-key error and shows up in the dead letter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from errands import Errands, current_job
+
+app = Errands(lease=float(os.environ.get("ERRANDS_TEST_LEASE", "30")))
+
+RUNS_DDL = "CREATE TABLE IF NOT EXISTS test_runs (job_id BIGINT PRIMARY KEY, attempt INTEGER NOT NULL, " \
+           "pid INTEGER NOT NULL, note VARCHAR(100))"
+
+
+def ensure_runs_table() -> None:
+    app.store.run(lambda cur: cur.execute(RUNS_DDL))
+
+
+def _record(note: str = "", key: int | None = None) -> None:
+    ctx = current_job()
+    p = app.store.placeholder
+    app.store.run(lambda cur: cur.execute(
+        f"INSERT INTO test_runs (job_id, attempt, pid, note) VALUES ({p}, {p}, {p}, {p})",
+        (ctx.id if key is None else key, ctx.attempt, os.getpid(), note)))
+
+
+@app.job(queue="default")
+def record() -> None:
+    """Runs once; a second run of the same job hits the primary key."""
+    _record()
+
+
+@app.job(queue="default", max_attempts=5, backoff=0)
+def sleep_then_record(seconds: float) -> None:
+    time.sleep(seconds)
+    _record()
+
+
+@app.job(queue="default", max_attempts=3, backoff=0)
+def record_attempt_then_sleep(seconds: float) -> None:
+    """Records each attempt under key job_id * 100 + attempt, then sleeps (to be killed mid-job)."""
+    ctx = current_job()
+    _record(key=ctx.id * 100 + ctx.attempt)
+    time.sleep(seconds)
+
+
+@app.job(queue="default", max_attempts=3, backoff=0)
+def kill_own_worker() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@app.job(queue="default", max_attempts=2, backoff=0, timeout=1)
+def overrun(seconds: float) -> None:
+    ctx = current_job()
+    _record(key=ctx.id * 100 + ctx.attempt)
+    time.sleep(seconds)

@@ -1,0 +1,155 @@
+"""Real databases for every test: a fresh SQLite file, PostgreSQL schema or MariaDB database each.
+
+PostgreSQL and MySQL/MariaDB come from ERRANDS_TEST_POSTGRES_URL / ERRANDS_TEST_MYSQL_URL
+(default: the local servers).  Outside CI an unreachable server skips its tests with a
+message naming it; under CI=true it fails the run, because those suites are mandatory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from errands import Errands
+
+sys.path.insert(0, str(Path(__file__).parent / "apps"))
+
+PG_ADMIN_URL = os.environ.get("ERRANDS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL_ADMIN_URL = os.environ.get("ERRANDS_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+START_HINTS = {
+    "postgres": "start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+    "mysql": "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
+}
+
+BACKENDS = ["sqlite", "postgres", "mariadb", "mariadb-update"]
+
+
+def _unreachable(server: str, url: str, exc: BaseException) -> None:
+    message = f"{server} at {url} is unreachable ({exc}); {START_HINTS[server]}"
+    if IN_CI:
+        pytest.fail(f"CI=true makes the {server} suite mandatory: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+class _Postgres:
+    """One scratch database per test session; one schema per test inside it."""
+
+    def __init__(self) -> None:
+        self.database: str | None = None
+        self.error: BaseException | None = None
+
+    def admin(self, database: str | None = None):  # type: ignore[no-untyped-def]
+        import psycopg
+
+        url = PG_ADMIN_URL if database is None else PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + database
+        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+
+    def new_url(self) -> tuple[str, str]:
+        if self.error is not None:
+            _unreachable("postgres", PG_ADMIN_URL, self.error)
+        try:
+            if self.database is None:
+                name = f"errands_test_{secrets.token_hex(4)}"
+                with self.admin() as conn:
+                    conn.execute(f"CREATE DATABASE {name}")
+                self.database = name
+        except Exception as exc:
+            self.error = exc
+            _unreachable("postgres", PG_ADMIN_URL, exc)
+        schema = f"t_{secrets.token_hex(5)}"
+        with self.admin(self.database) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        base = PG_ADMIN_URL.rsplit("/", 1)[0]
+        return f"{base}/{self.database}?options={quote('-csearch_path=' + schema)}", schema
+
+    def drop(self, schema: str) -> None:
+        with self.admin(self.database) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    def close(self) -> None:
+        if self.database:
+            with self.admin() as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+
+
+class _MySQL:
+    """One scratch database per test (cheap on MariaDB)."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+    def admin(self):  # type: ignore[no-untyped-def]
+        import pymysql
+
+        from errands.store.mysql import MySQLStore
+
+        params = dict(MySQLStore(MYSQL_ADMIN_URL)._params)
+        params["connect_timeout"] = 5
+        return pymysql.connect(**params)
+
+    def new_url(self) -> tuple[str, str]:
+        if self.error is not None:
+            _unreachable("mysql", MYSQL_ADMIN_URL, self.error)
+        name = f"errands_t_{secrets.token_hex(5)}"
+        try:
+            conn = self.admin()
+        except Exception as exc:
+            self.error = exc
+            _unreachable("mysql", MYSQL_ADMIN_URL, exc)
+        with conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {name}")
+        return MYSQL_ADMIN_URL.split("?")[0].rsplit("/", 1)[0] + "/" + name, name
+
+    def drop(self, name: str) -> None:
+        with self.admin() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="session")
+def _servers() -> Iterator[dict[str, object]]:
+    pg, my = _Postgres(), _MySQL()
+    yield {"postgres": pg, "mysql": my}
+    pg.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, _servers: dict[str, object], tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty database of the requested backend, dropped after the test."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'errands.db'}"
+        return
+    if backend == "postgres":
+        pg: _Postgres = _servers["postgres"]  # type: ignore[assignment]
+        url, schema = pg.new_url()
+        try:
+            yield url
+        finally:
+            pg.drop(schema)
+        return
+    my: _MySQL = _servers["mysql"]  # type: ignore[assignment]
+    url, name = my.new_url()
+    try:
+        yield url + ("?claim=update" if backend == "mariadb-update" else "")
+    finally:
+        my.drop(name)
+
+
+@pytest.fixture
+def app(db_url: str) -> Iterator[Errands]:
+    app = Errands(db_url, lease=5)
+    app.migrate()
+    yield app
+    app.store.close()
