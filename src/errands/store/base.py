@@ -72,6 +72,8 @@ class SQLStore(ABC):
         self.t_workers = f"{prefix}workers"
         self.t_schema = f"{prefix}schema"
         self._local = threading.local()
+        self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
+        self._open_lock = threading.Lock()
         self._schema_checked = False
         self._schema_lock = threading.Lock()
 
@@ -148,16 +150,23 @@ class SQLStore(ABC):
                 raise
             raise StoreUnavailable(f"cannot connect to {self.safe_url}: {exc}") from exc
         local.conn, local.pid = conn, os.getpid()
+        with self._open_lock:
+            self._open.append((os.getpid(), conn))
         return conn
 
     def _drop_connection(self) -> None:
+        """Close this thread's connection (threads that end call this too)."""
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            with self._open_lock:
+                self._open = [(pid, c) for pid, c in self._open if c is not conn]
             try:
                 conn.close()
             except Exception:  # the connection is already broken; closing is best effort
                 pass
+
+    release_thread_connection = _drop_connection
 
     @property
     def safe_url(self) -> str:
@@ -216,7 +225,16 @@ class SQLStore(ABC):
             self._drop_connection()
 
     def close(self) -> None:
+        """Close every connection this process opened, in any thread."""
         self._drop_connection()
+        with self._open_lock:
+            mine = [c for pid, c in self._open if pid == os.getpid()]
+            self._open = [(pid, c) for pid, c in self._open if pid != os.getpid()]
+        for conn in mine:
+            try:
+                conn.close()
+            except Exception:  # best effort: the connection may belong to a thread mid-call or be broken
+                pass
 
     # ------------------------------------------------------------------ schema
     def migration_sql(self) -> str:

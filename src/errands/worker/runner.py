@@ -87,6 +87,7 @@ class Worker:
         self._stop = threading.Event()
         self._stop_now = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self._to_complete: list[int] = []
         self._unsettled: list[Outcome] = []
@@ -182,11 +183,14 @@ class Worker:
             return Outcome(row, Result.ERROR, 0.0, type(exc).__name__, str(exc) or repr(exc), exc)
 
     def _runner(self, n: int) -> None:
-        while True:
-            item = self._work.get()
-            if item is None:
-                return
-            self._finished(run_sync(self.app, item.row, self.id))
+        try:
+            while True:
+                item = self._work.get()
+                if item is None:
+                    return
+                self._finished(run_sync(self.app, item.row, self.id))
+        finally:
+            self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _finished(self, outcome: Outcome) -> None:
         self._done.put(outcome)
@@ -195,7 +199,8 @@ class Worker:
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="errands-event-loop", daemon=True).start()
+            self._loop_thread = threading.Thread(target=loop.run_forever, name="errands-event-loop", daemon=True)
+            self._loop_thread.start()
             self._loop = loop
         return self._loop
 
@@ -288,6 +293,10 @@ class Worker:
                 time.sleep(0.5 * (attempt + 1))
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=2)
+            if not self._loop.is_running():
+                self._loop.close()
 
     # ------------------------------------------------------------------ background
     def _register(self) -> None:
@@ -305,6 +314,12 @@ class Worker:
                 delay = min(delay * 2, 30.0)
 
     def _heartbeat_loop(self) -> None:
+        try:
+            self._beat()
+        finally:
+            self.store.release_thread_connection()
+
+    def _beat(self) -> None:
         interval = max(0.2, self.lease / 3)
         rescue_every = max(1.0, self.lease / 2)
         next_rescue = time.monotonic() + random.uniform(0, rescue_every)

@@ -1,0 +1,364 @@
+"""The life of a job on every backend, driven by an in-process worker and the store's verbs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from errands import Errands, JobNotFound, JobState
+from errands.store.rows import NewJob
+from errands.worker.runner import Worker, WorkerSettings
+
+
+def run_jobs(app: Errands, max_jobs: int | None = None, queues=("default",), concurrency: int = 1) -> int:
+    settings = WorkerSettings(queues=tuple(queues), concurrency=concurrency, burst=True, max_jobs=max_jobs,
+                              sleep=0.05)
+    worker = Worker(app, settings)
+    worker.run()
+    return worker.jobs_done
+
+
+def test_success_deletes_the_row(app):
+    ran = []
+
+    @app.job(name="ok")
+    def ok(x):
+        ran.append(x)
+
+    handle = ok.enqueue(41)
+    assert handle.status() is JobState.READY
+    assert run_jobs(app) == 1
+    assert ran == [41]
+    assert app.store.get_job(handle.id) is None
+    assert app.store.list_jobs() == []
+    assert handle.status() is JobState.FINISHED
+
+
+def test_failure_retries_after_exactly_the_backoff_delay(app):
+    @app.job(name="boom", max_attempts=3, backoff=100)
+    def boom():
+        raise RuntimeError("kaput")
+
+    handle = boom.enqueue()
+    before = app.store.now()
+    run_jobs(app, max_jobs=1)
+    after = app.store.now()
+    row = app.store.get_job(handle.id)
+    assert row is not None and row.reserved_by is None and row.attempts == 1
+    assert before + timedelta(seconds=100) <= row.available_at <= after + timedelta(seconds=100)
+    assert row.last_error == "RuntimeError: kaput"
+    assert handle.status() is JobState.DELAYED
+    assert app.store.claim("someone", ["default"], 10, 30) == []  # not before the delay
+
+
+def test_backoff_grows_with_attempts(app):
+    @app.job(name="boom", max_attempts=5, backoff=[0, 0, 500])
+    def boom():
+        raise RuntimeError("again")
+
+    handle = boom.enqueue()
+    run_jobs(app, max_jobs=2)  # attempts 1 and 2 retry immediately
+    before = app.store.now()
+    run_jobs(app, max_jobs=1)  # attempt 3 waits 500 s
+    row = app.store.get_job(handle.id)
+    assert row.attempts == 3
+    assert row.available_at >= before + timedelta(seconds=500)
+
+
+def test_exhausted_job_lands_in_the_dead_letter_without_traceback(app):
+    @app.job(name="boom", max_attempts=2, backoff=0)
+    def boom(n):
+        raise ValueError("bad input " + "x" * 5000)
+
+    handle = boom.enqueue(7)
+    run_jobs(app)
+    assert app.store.get_job(handle.id) is None
+    [entry] = app.failed()
+    assert entry.id == handle.id and entry.name == "boom" and entry.attempts == 2
+    assert entry.error_type == "ValueError"
+    assert entry.error_message.startswith("bad input xxx")
+    assert len(entry.error_message) == 2000
+    assert "Traceback" not in entry.error_message
+    assert entry.payload == '{"args":[7],"kwargs":{}}'
+    assert handle.status() is JobState.FAILED
+    assert app.counts()["default"].failed == 1
+
+
+def test_retry_from_the_dead_letter_gives_fresh_attempts(app):
+    calls = []
+
+    @app.job(name="flaky", max_attempts=1)
+    def flaky():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first time")
+
+    handle = flaky.enqueue()
+    run_jobs(app)
+    assert [f.id for f in app.failed()] == [handle.id]
+    assert app.retry_failed(handle.id) == [handle.id]
+    assert app.failed() == []
+    row = app.store.get_job(handle.id)
+    assert row.attempts == 0 and row.reserved_by is None
+    run_jobs(app)
+    assert len(calls) == 2 and app.store.list_jobs() == [] and app.failed() == []
+
+
+def test_retry_all_and_by_queue_and_forget(app):
+    @app.job(name="dies", max_attempts=1)
+    def dies():
+        raise RuntimeError("no")
+
+    a = dies.enqueue()
+    b = dies.using(queue="other").enqueue()
+    c = dies.using(queue="other").enqueue()
+    run_jobs(app, queues=("default", "other"))
+    assert {f.id for f in app.failed()} == {a.id, b.id, c.id}
+    assert app.retry_failed(queue="other") == sorted([b.id, c.id])
+    assert [f.id for f in app.failed()] == [a.id]
+    run_jobs(app, queues=("other",))
+    assert app.forget_failed(a.id) == 1
+    assert {f.id for f in app.failed()} == {b.id, c.id}
+    assert sorted(app.retry_failed()) == sorted([b.id, c.id])
+    assert app.failed() == []
+    assert app.store.forget_failed() == 0
+    with pytest.raises(JobNotFound):
+        app.retry_failed(a.id)
+    with pytest.raises(JobNotFound):
+        app.forget_failed(a.id)
+
+
+def test_unknown_job_name_goes_to_the_dead_letter(app):
+    [job_id] = app.store.enqueue([NewJob("nobody.registered.this", "default", '{"args":[],"kwargs":{}}')])
+
+    @app.job(name="known")
+    def known(): ...
+
+    known.enqueue()
+    assert run_jobs(app) == 2  # the worker carried on
+    [entry] = app.failed()
+    assert entry.id == job_id
+    assert entry.error_type == "errands.UnknownJob"
+    assert "nobody.registered.this" in entry.error_message
+    assert entry.attempts == 1
+
+
+def test_undecodable_payload_goes_to_the_dead_letter(app):
+    [job_id] = app.store.enqueue([NewJob("known", "default", "{not json")])
+
+    @app.job(name="known")
+    def known(): ...
+
+    run_jobs(app)
+    [entry] = app.failed()
+    assert entry.id == job_id and entry.error_type == "errands.BadPayload"
+
+
+def test_async_handlers_run(app):
+    seen = []
+
+    @app.job(name="aj")
+    async def aj(x):
+        seen.append(x)
+
+    aj.enqueue(1)
+    run_jobs(app)
+    assert seen == [1]
+
+
+def test_aenqueue(app):
+    import asyncio
+
+    @app.job(name="aj")
+    async def aj(x): ...
+
+    handle = asyncio.run(aj.aenqueue(5))
+    assert app.store.get_job(handle.id).name == "aj"
+
+
+def test_async_job_timeout_is_enforced_in_process(app):
+    import asyncio
+
+    @app.job(name="slow", timeout=0.2, max_attempts=1)
+    async def slow():
+        await asyncio.sleep(30)
+
+    slow.enqueue()
+    run_jobs(app)
+    [entry] = app.failed()
+    assert entry.error_type == "errands.JobTimeout" and "0.2s" in entry.error_message
+
+
+def test_priority_higher_first_then_fifo(app):
+    order = []
+
+    @app.job(name="p")
+    def p(tag):
+        order.append(tag)
+
+    p.enqueue("a0")
+    p.using(priority=5).enqueue("b5")
+    p.enqueue("c0")
+    p.using(priority=-3).enqueue("d-3")
+    p.using(priority=5).enqueue("e5")
+    p.using(priority=10).enqueue("f10")
+    run_jobs(app)
+    assert order == ["f10", "b5", "e5", "a0", "c0", "d-3"]
+
+
+def test_queue_order_is_preference(app):
+    order = []
+
+    @app.job(name="p")
+    def p(tag):
+        order.append(tag)
+
+    p.using(queue="low").enqueue("low1")
+    p.using(queue="high").enqueue("high1")
+    p.using(queue="low").enqueue("low2")
+    run_jobs(app, queues=("high", "low"))
+    assert order == ["high1", "low1", "low2"]
+
+
+def test_a_delayed_job_is_never_claimed_early(app):
+    @app.job(name="later")
+    def later(): ...
+
+    soon = later.using(delay=1.5).enqueue()
+    far = later.using(delay=3600).enqueue()
+    assert app.counts()["default"].delayed == 2
+    assert app.store.claim("w", ["default"], 10, 30) == []
+    # wait on the database clock, not ours
+    deadline = app.store.now() + timedelta(seconds=1.5)
+    import time
+
+    while app.store.now() < deadline:
+        assert app.store.claim("w", ["default"], 10, 30) == []
+        time.sleep(0.1)
+    claimed = None
+    for _ in range(50):
+        claimed = app.store.claim("w", ["default"], 10, 30)
+        if claimed:
+            break
+        time.sleep(0.05)
+    assert [r.id for r in claimed] == [soon.id]
+    assert app.store.get_job(far.id).state(app.store.now()) is JobState.DELAYED
+
+
+def test_run_at_absolute_time(app):
+    @app.job(name="at")
+    def at(): ...
+
+    past = at.using(run_at=datetime.now(timezone.utc) - timedelta(seconds=5)).enqueue()
+    future = at.using(run_at=datetime.now(timezone.utc) + timedelta(hours=1)).enqueue()
+    claimed = app.store.claim("w", ["default"], 10, 30)
+    assert [r.id for r in claimed] == [past.id]
+    assert app.store.get_job(future.id).reserved_by is None
+
+
+def test_enqueue_many_is_one_batch_with_ids_in_order(app):
+    @app.job(name="m")
+    def m(i): ...
+
+    handles = app.enqueue_many([m.prepare(i) for i in range(1200)])
+    assert len(handles) == 1200 and len({h.id for h in handles}) == 1200
+    assert [h.id for h in handles] == sorted(h.id for h in handles)
+    assert app.store.get_job(handles[700].id).payload == '{"args":[700],"kwargs":{}}'
+    assert app.counts()["default"].ready == 1200
+
+
+def test_claim_counts_the_attempt_and_sets_a_lease(app):
+    @app.job(name="c", max_attempts=4)
+    def c(): ...
+
+    h = c.enqueue()
+    before = app.store.now()
+    [row] = app.store.claim("me", ["default"], 5, 30)
+    assert row.id == h.id and row.attempts == 1 and row.reserved_by == "me"
+    assert row.reserved_until >= before + timedelta(seconds=29)
+    assert h.status() is JobState.RUNNING
+    assert app.store.claim("other", ["default"], 5, 30) == []
+
+
+def test_settling_requires_holding_the_lease(app):
+    @app.job(name="c")
+    def c(): ...
+
+    h = c.enqueue()
+    app.store.claim("me", ["default"], 1, 30)
+    assert app.store.complete("someone-else", [h.id]) == 0
+    assert not app.store.retry_later("someone-else", h.id, 0, "x")
+    assert not app.store.bury("someone-else", h.id, "X", "y")
+    assert app.store.extend_leases("someone-else", [h.id], 30) == 0
+    assert app.store.get_job(h.id).reserved_by == "me"
+    assert app.store.complete("me", [h.id]) == 1
+
+
+def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
+    import time
+
+    @app.job(name="c", max_attempts=2)
+    def c(): ...
+
+    h = c.enqueue()
+    [row] = app.store.claim("dead-worker", ["default"], 1, 1)  # lease of 1 s, never extended
+    assert app.store.recover_stale().released == []
+    time.sleep(1.3)
+    assert app.counts()["default"].stale == 1
+    report = app.store.recover_stale()
+    assert report.released == [h.id] and report.buried == []
+    [row] = app.store.claim("second", ["default"], 1, 1)
+    assert row.attempts == 2
+    time.sleep(1.3)
+    report = app.store.recover_stale()
+    assert report.buried == [h.id]
+    [entry] = app.failed()
+    assert entry.error_type == "errands.LeaseExpired" and entry.attempts == 2
+
+
+def test_release_on_shutdown_refunds_the_attempt(app):
+    @app.job(name="c")
+    def c(): ...
+
+    h = c.enqueue()
+    app.store.claim("me", ["default"], 1, 30)
+    assert app.store.release("me", [h.id]) == 1
+    row = app.store.get_job(h.id)
+    assert row.reserved_by is None and row.attempts == 0
+
+
+def test_worker_registry(app):
+    app.store.register_worker("host:1:abc", "host", 1, ["a", "b"], 4)
+    [w] = app.store.list_workers()
+    assert (w.id, w.queues, w.concurrency, w.jobs_done) == ("host:1:abc", "a,b", 4, 0)
+    app.store.heartbeat("host:1:abc", 12)
+    assert app.store.list_workers()[0].jobs_done == 12
+    assert app.store.prune_workers(older_than=3600) == 0
+    app.store.unregister_worker("host:1:abc")
+    assert app.store.list_workers() == []
+
+
+def test_migrate_is_idempotent_and_versioned(app):
+    assert app.migrate() == []
+    assert app.store.current_version() == app.store.schema_version
+    assert "CREATE TABLE" in app.store.migration_sql()
+
+
+def test_transactional_enqueue_on_the_callers_cursor(app):
+    @app.job(name="t")
+    def t(): ...
+
+    conn = app.store._connect()
+    try:
+        app.store._begin(conn)
+        cur = conn.cursor()
+        [h] = app.enqueue_many([t.prepare()], cursor=cur)
+        conn.rollback()
+        assert app.store.get_job(h.id) is None
+        app.store._begin(conn)
+        [h] = app.enqueue_many([t.prepare()], cursor=cur)
+        conn.commit()
+        assert app.store.get_job(h.id) is not None
+    finally:
+        conn.close()

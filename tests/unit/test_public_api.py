@@ -1,0 +1,19 @@
+import errands
+
+
+def test_public_api_is_pinned():
+    assert sorted(errands.__all__) == [
+        "Backoff", "ConfigurationError", "EnqueueError", "Errands", "ErrandsError", "InvalidOption",
+        "InvalidQueueName", "JobContext", "JobDefinition", "JobHandle", "JobNotFound", "JobState", "JobTimeout",
+        "PayloadNotSerializable", "PayloadTooLarge", "SchemaError", "StoreError", "StoreUnavailable",
+        "UnknownJob", "__version__", "current_job",
+    ]
+    for name in errands.__all__:
+        assert hasattr(errands, name)
+
+
+def test_every_error_has_one_root():
+    for name in errands.__all__:
+        obj = getattr(errands, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, errands.ErrandsError)
