@@ -148,7 +148,7 @@ class SQLStore(ABC):
         except Exception as exc:
             if self._classify(exc) is None:
                 raise
-            raise StoreUnavailable(f"cannot connect to {self.safe_url}: {exc}") from exc
+            raise StoreUnavailable(f"database unavailable: cannot connect to {self.safe_url}: {exc}") from exc
         local.conn, local.pid = conn, os.getpid()
         with self._open_lock:
             self._open.append((os.getpid(), conn))

@@ -1,0 +1,135 @@
+"""The CLI's non-worker commands against real databases (worker runs are in tests/worker)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from errands import Errands
+from errands.store.rows import NewJob
+from helpers import run_cli
+
+
+_apps: dict[str, Errands] = {}
+
+
+@pytest.fixture
+def migrated(db_url):
+    app = Errands(db_url)
+    app.migrate()
+    _apps[db_url] = app
+    yield db_url
+    del _apps[db_url]
+    app.store.close()
+
+
+def opened(url: str) -> Errands:
+    """The test's own app on ``url`` (closed by the fixture)."""
+    return _apps[url]
+
+
+def test_enqueue_prints_the_id_and_stores_the_job(migrated):
+    done = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", "[0.5]",
+                   "--queue", "mails", "--priority", "3", "--delay", "60")
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.strip())
+    row = opened(migrated).store.get_job(job_id)
+    assert (row.name, row.queue, row.priority, row.payload) == (
+        "sample_jobs.sleep_then_record", "mails", 3, '{"args":[0.5],"kwargs":{}}')
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["enqueue", "sample_jobs.nope"], 1, "no job named 'sample_jobs.nope'"),
+    (["enqueue", "sample_jobs.record", "--args", "[1,"], 2, "not valid JSON"),
+    (["enqueue", "sample_jobs.record", "--kwargs", "[1]"], 2, "must be a JSON object"),
+    (["enqueue", "sample_jobs.record", "--queue", "bad queue"], 1, "invalid queue name"),
+    (["enqueue", "sample_jobs.record", "--args", "[1]"], 1, "do not match job"),
+])
+def test_enqueue_refuses_bad_input_and_stores_nothing(migrated, args, code, message):
+    done = run_cli(migrated, *args)
+    assert done.returncode == code
+    assert message in done.stderr
+    assert opened(migrated).store.list_jobs() == []
+
+
+def test_enqueue_payload_too_large(migrated):
+    done = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", json.dumps(["x" * 70000]))
+    assert done.returncode == 1 and "over the limit of 65536 bytes" in done.stderr
+    assert opened(migrated).store.list_jobs() == []
+
+
+def test_worker_and_enqueue_need_an_app(migrated):
+    done = run_cli(migrated, "worker", ERRANDS_APP="")
+    assert done.returncode == 78 and "--app" in done.stderr
+
+
+def test_status_json_shape(migrated):
+    app = opened(migrated)
+    app.store.enqueue([NewJob("x", "a", "{}"), NewJob("x", "a", "{}", delay=600), NewJob("x", "b", "{}")])
+    app.store.claim("w", ["b"], 1, 30)
+    app.store.register_worker("h:1:x", "h", 1, ["a"], 2)
+    done = run_cli(migrated, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["queues"] == {
+        "a": {"ready": 1, "delayed": 1, "running": 0, "stale": 0, "failed": 0},
+        "b": {"ready": 0, "delayed": 0, "running": 1, "stale": 0, "failed": 0},
+    }
+    [worker] = report["workers"]
+    assert worker["id"] == "h:1:x" and worker["alive"] is True
+    text = run_cli(migrated, "status")
+    assert text.returncode == 0 and "a" in text.stdout and "ready" in text.stdout
+
+
+def test_status_warns_when_no_worker_runs(migrated):
+    done = run_cli(migrated, "status")
+    assert "no worker is running" in done.stdout
+
+
+def test_failed_list_retry_forget(migrated):
+    app = opened(migrated)
+    ids = app.store.enqueue([NewJob("x", "a", "{}"), NewJob("x", "b", "{}"), NewJob("x", "b", "{}")])
+    for job_id in ids:
+        assert app.store.bury(None, job_id, "ValueError", f"broken {job_id}")
+    listing = run_cli(migrated, "failed", "list")
+    assert listing.returncode == 0 and f"broken {ids[0]}" in listing.stdout
+    as_json = json.loads(run_cli(migrated, "failed", "list", "--json").stdout)
+    assert {e["id"] for e in as_json} == set(ids)
+    assert run_cli(migrated, "failed", "retry", str(ids[0])).stdout.strip() == "retried 1 job(s)"
+    assert run_cli(migrated, "failed", "retry", "--all", "--queue", "b").stdout.strip() == "retried 2 job(s)"
+    assert app.failed() == []
+    missing = run_cli(migrated, "failed", "retry", "999999")
+    assert missing.returncode == 1 and "no dead-letter entry with id 999999" in missing.stderr
+    assert run_cli(migrated, "failed", "retry").returncode == 2
+    for job_id in ids:
+        app.store.claim("w", ["a", "b"], 5, 30)
+        app.store.bury(None, job_id, "E", "m")
+    assert run_cli(migrated, "failed", "forget", str(ids[1])).stdout.strip() == "forgot 1 job(s)"
+    assert run_cli(migrated, "failed", "forget", "--all", "--yes").stdout.strip() == "forgot 2 job(s)"
+    assert app.failed() == [] and app.store.list_jobs() == []
+
+
+def test_migrate_and_sql(db_url):
+    sql = run_cli(db_url, "migrate", "--sql")
+    assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout
+    first = run_cli(db_url, "migrate")
+    assert first.returncode == 0, first.stderr
+    again = run_cli(db_url, "migrate")
+    assert "already at version" in again.stdout
+
+
+def test_recover_command(migrated):
+    import time
+
+    app = opened(migrated)
+    app.store.enqueue([NewJob("x", "a", "{}")])
+    app.store.claim("gone", ["a"], 1, 1)
+    time.sleep(1.3)
+    done = run_cli(migrated, "recover")
+    assert done.returncode == 0 and "released 1 stale job(s)" in done.stdout
+
+
+def test_database_down_exit_code():
+    done = run_cli("postgresql://u:pw@127.0.0.1:1/x", "status")
+    assert done.returncode == 3 and "unavailable" in done.stderr and "pw@" not in done.stderr
