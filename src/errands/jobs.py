@@ -124,7 +124,7 @@ class JobDefinition(Generic[P, R]):
               run_at: datetime | None = None, max_attempts: int | None = None,
               timeout: float | None = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched."""
-        changes = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay, run_at=run_at,
+        changes: dict[str, Any] = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay, run_at=run_at,
                                          max_attempts=max_attempts, timeout=timeout).items() if v is not None}
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
         clone.__dict__.update(self.__dict__)

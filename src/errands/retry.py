@@ -98,5 +98,5 @@ def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
     if callable(spec):
         return Backoff(spec, jitter)
     if isinstance(spec, Sequence):
-        return Backoff(explicit(spec), jitter)
+        return Backoff(explicit([float(d) for d in spec]), jitter)
     raise ConfigurationError(f"cannot use {spec!r} as a backoff")

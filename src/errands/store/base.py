@@ -58,7 +58,7 @@ class SQLStore(ABC):
     #: Appended to SELECTs that must lock the rows they read inside a transaction.
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
-    lock_rows_skip = " FOR UPDATE SKIP LOCKED"
+    lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
     schema_version = 1
     auto_migrate = False
     #: Whether ``_claim`` needs an explicit transaction (a SELECT then an UPDATE).
@@ -366,8 +366,10 @@ class SQLStore(ABC):
             want = limit - len(rows)
             if want <= 0:
                 break
-            got = self.run(lambda cur, queue=queue, want=want: self._claim(cur, owner, queue, want, lease),
-                           write=self.claim_needs_transaction)
+            def claim_one(cur: Any, queue: str = queue, want: int = want) -> list[tuple]:
+                return self._claim(cur, owner, queue, want, lease)
+
+            got = self.run(claim_one, write=self.claim_needs_transaction)
             rows.extend(self._job(r) for r in got)
         return rows
 
@@ -539,7 +541,8 @@ class SQLStore(ABC):
         """
 
         def move(cur: Any) -> list[int]:
-            clauses, params = [], []
+            clauses: list[str] = []
+            params: list[Any] = []
             if ids is not None:
                 if not ids:
                     return []
@@ -570,7 +573,8 @@ class SQLStore(ABC):
         """Delete dead-letter entries for good."""
 
         def delete(cur: Any) -> int:
-            clauses, params = [], []
+            clauses: list[str] = []
+            params: list[Any] = []
             if ids is not None:
                 if not ids:
                     return 0

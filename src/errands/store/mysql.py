@@ -50,6 +50,8 @@ class MySQLStore(SQLStore):
         if mode not in CLAIM_MODES:
             raise ConfigurationError(f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {mode!r}")
         self.claim_mode = mode
+        if mode == "update":
+            self._use_conditional_update()
         self.returning: bool | None = None
         database = parts.path.lstrip("/")
         if not database:
@@ -66,10 +68,6 @@ class MySQLStore(SQLStore):
         }
         if "unix_socket" in options:
             self._params["unix_socket"] = options["unix_socket"]
-
-    @property  # type: ignore[override]
-    def lock_rows_skip(self) -> str:
-        return " FOR UPDATE" if self.claim_mode == "update" else " FOR UPDATE SKIP LOCKED"
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> Any:
@@ -181,10 +179,14 @@ class MySQLStore(SQLStore):
             except pymysql.err.ProgrammingError as exc:
                 if exc.args[0] != _SYNTAX_ERROR or self.claim_mode == "skip_locked":
                     raise
-                self.claim_mode = "update"  # server without SKIP LOCKED; never try again
+                self._use_conditional_update()  # server without SKIP LOCKED; never try again
                 cur.connection.rollback()
                 cur.connection.begin()
         return self._claim_conditional_update(cur, owner, queue, limit, lease)
+
+    def _use_conditional_update(self) -> None:
+        self.claim_mode = "update"
+        self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
     def _claim_skip_locked(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q("SELECT " + JOB_COLUMNS + ", {now} FROM {jobs} WHERE queue = %s AND reserved_by IS NULL "
