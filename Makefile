@@ -1,0 +1,33 @@
+# errands: set-up, tests and the demo.  Everything runs inside ./.venv.
+#
+#   make demo    run the demo (SQLite; needs nothing but python3)
+#   make test    run the test suite (PostgreSQL and MariaDB suites are skipped
+#                with a message when those servers are down, unless CI=true)
+#   make clean   remove .venv and the demo's output
+
+PYTHON ?= python3
+VENV = .venv
+VENV_PYTHON = $(VENV)/bin/python
+STAMP = $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv test demo clean
+
+venv: $(STAMP)
+
+$(VENV_PYTHON):
+	$(PYTHON) -m venv $(VENV)
+
+# Re-install only when pyproject.toml changed since the last successful install.
+$(STAMP): pyproject.toml | $(VENV_PYTHON)
+	$(VENV_PYTHON) -m pip install --disable-pip-version-check -q -e '.[dev]'
+	touch $(STAMP)
+
+test: venv
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+demo: venv
+	$(VENV_PYTHON) examples/demo/run_demo.py
+
+clean:
+	rm -rf $(VENV) demo-output
