@@ -189,9 +189,7 @@ class MySQLStore(SQLStore):
         self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
     def _claim_skip_locked(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
-        cur.execute(self.q("SELECT " + JOB_COLUMNS + ", {now} FROM {jobs} WHERE queue = %s AND reserved_by IS NULL "
-                           "AND available_at <= {now} ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED"),
-                    (queue, int(limit)))
+        cur.execute(self.pick_sql(JOB_COLUMNS + ", " + NOW) + " FOR UPDATE SKIP LOCKED", (queue, int(limit)))
         rows = cur.fetchall()
         if not rows:
             return []

@@ -94,8 +94,7 @@ class PostgresStore(SQLStore):
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
-            "WITH picked AS (SELECT id FROM {jobs} WHERE queue = %s AND reserved_by IS NULL "
-            "AND available_at <= now() ORDER BY priority DESC, id LIMIT %s FOR UPDATE SKIP LOCKED) "
+            "WITH picked AS (" + self.pick_sql() + " FOR UPDATE SKIP LOCKED) "
             "UPDATE {jobs} AS j SET reserved_by = %s, reserved_at = now(), "
             "reserved_until = now() + make_interval(secs => %s), attempts = j.attempts + 1 "
             "FROM picked WHERE j.id = picked.id RETURNING "

@@ -37,6 +37,7 @@ class SQLiteStore(SQLStore):
     lock_rows = ""  # BEGIN IMMEDIATE already holds the only write lock
     lock_rows_skip = ""
     auto_migrate = True
+    explain_prefix = "EXPLAIN QUERY PLAN "
 
     def __init__(self, url: str, *, prefix: str = "errands_") -> None:
         if sqlite3.sqlite_version_info < MIN_VERSION:
@@ -115,7 +116,6 @@ class SQLiteStore(SQLStore):
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
-            "attempts = attempts + 1 WHERE id IN (SELECT id FROM {jobs} WHERE queue = ? AND reserved_by IS NULL "
-            "AND available_at <= {now} ORDER BY priority DESC, id LIMIT ?) RETURNING " + JOB_COLUMNS),
+            "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + JOB_COLUMNS),
             (owner, float(lease), queue, int(limit)))
         return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))

@@ -1,0 +1,39 @@
+"""EXPLAIN guards: the claim query must stay an index range scan with no sort, on every backend.
+
+If someone changes the claim's WHERE/ORDER BY or the claim index so that they no
+longer match, draining slows down with the queue's length; these tests catch it.
+"""
+
+from __future__ import annotations
+
+from errands.store.rows import NewJob
+
+
+def fill(app, n: int = 3000) -> None:
+    jobs = [NewJob("x", "default" if i % 3 else "other", "{}", priority=i % 5, delay=0 if i % 4 else 600)
+            for i in range(n)]
+    app.store.enqueue(jobs)
+    app.store.claim("w", ["default"], 50, 30)  # some reserved rows too
+    stats = {"sqlite": "ANALYZE", "postgresql": "ANALYZE {jobs}", "mysql": "ANALYZE TABLE {jobs}"}
+
+    def analyze(cur):
+        cur.execute(app.store.q(stats[app.store.dialect]))
+        if cur.description:
+            cur.fetchall()
+
+    app.store.run(analyze)
+
+
+def test_claim_uses_the_claim_index_without_sorting(app):
+    fill(app)
+    plan = app.store.explain_claim("default", 10)
+    index = f"{app.store.t_jobs}_claim"
+    assert index in plan, plan
+    dialect = app.store.dialect
+    if dialect == "sqlite":
+        assert "SEARCH" in plan and "TEMP B-TREE" not in plan, plan
+    elif dialect == "postgresql":
+        assert "Index Scan" in plan and "Sort" not in plan and "Seq Scan" not in plan, plan
+    else:
+        access = plan.split(" | ")[3]
+        assert access in ("ref", "range") and "filesort" not in plan.lower(), plan
