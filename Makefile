@@ -15,11 +15,10 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
-$(VENV_PYTHON):
-	$(PYTHON) -m venv $(VENV)
-
-# Re-install only when pyproject.toml changed since the last successful install.
-$(STAMP): pyproject.toml | $(VENV_PYTHON)
+# Create the venv if missing; re-install only when pyproject.toml is newer than
+# the last successful install (the stamp lives inside .venv, so a new venv always installs).
+$(STAMP): pyproject.toml
+	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --disable-pip-version-check -q -e '.[dev]'
 	touch $(STAMP)
 
