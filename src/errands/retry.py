@@ -78,10 +78,10 @@ def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
     seconds (fixed), a list of delays, any ``callable(attempt) -> seconds``, or a
     ready :class:`Backoff`. ``None`` means the default, exponential.
     """
-    if isinstance(spec, Backoff):
-        return spec if not jitter else Backoff(spec.strategy, jitter)
     if not 0 <= jitter < 1:
         raise ConfigurationError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
+    if isinstance(spec, Backoff):
+        return spec if not jitter else Backoff(spec.strategy, jitter)
     if spec is None:
         return Backoff(exponential(), jitter)
     if isinstance(spec, str):

@@ -362,3 +362,37 @@ def test_transactional_enqueue_on_the_callers_cursor(app):
         assert app.store.get_job(h.id) is not None
     finally:
         conn.close()
+
+
+def test_transactional_enqueue_on_a_fresh_sqlite_database_creates_the_tables(tmp_path):
+    import sqlite3
+
+    app = Errands(f"sqlite:///{tmp_path / 'fresh.db'}")
+
+    @app.job(name="t")
+    def t(): ...
+
+    conn = sqlite3.connect(tmp_path / "fresh.db", isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        [h] = app.enqueue_many([t.prepare()], cursor=conn.cursor())
+        conn.execute("COMMIT")
+        assert app.store.get_job(h.id) is not None
+    finally:
+        conn.close()
+        app.store.close()
+
+
+def test_new_ids_never_collide_with_dead_letter_ids(app):
+    """Ids stay unique across both tables, so a retried job keeps its id and never clashes."""
+
+    @app.job(name="d", max_attempts=1)
+    def d():
+        raise RuntimeError("x")
+
+    first = d.enqueue()
+    run_jobs(app)
+    second = d.enqueue()
+    assert second.id > first.id
+    run_jobs(app)
+    assert sorted(app.retry_failed()) == [first.id, second.id]

@@ -122,6 +122,9 @@ class SQLStore(ABC):
     def _migration_lock(self, conn: Any) -> Iterator[None]:
         yield
 
+    def _after_schema_check(self, cur: Any) -> None:
+        """Once per process, after the schema is known to be current: dialect-specific repairs."""
+
     # ------------------------------------------------------------------ plumbing
     def q(self, template: str) -> str:
         """Fill table names and clock expressions into a portable template."""
@@ -249,61 +252,65 @@ class SQLStore(ABC):
     def schema_table_ddl(self) -> str:
         return "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY)"
 
-    def current_version(self) -> int | None:
-        def read(cur: Any) -> int | None:
-            try:
-                cur.execute(self.q("SELECT MAX(version) FROM {schema}"))
-            except Exception as exc:
-                if self._classify(exc) == FAIL:
-                    return None
-                raise
-            row = cur.fetchone()
-            return int(row[0]) if row and row[0] is not None else 0
+    def _read_version(self, cur: Any) -> int | None:
+        """Schema version on ``cur``'s connection; None when errands' tables do not exist."""
+        try:
+            cur.execute(self.q("SELECT MAX(version) FROM {schema}"))
+        except Exception as exc:
+            if self._classify(exc) == FAIL:
+                return None
+            raise
+        row = cur.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
 
-        return self._run(read, write=False)
+    def current_version(self) -> int | None:
+        return self._run(self._read_version, write=False)
+
+    def _apply_migrations(self, cur: Any) -> list[int]:
+        applied: list[int] = []
+        with self._migration_lock(cur.connection):
+            cur.execute(self.q(self.schema_table_ddl()))
+            cur.execute(self.q("SELECT version FROM {schema}"))
+            done = {int(r[0]) for r in cur.fetchall()}
+            for version, steps in self.migrations():
+                if version in done:
+                    continue
+                for step in steps:
+                    cur.execute(step)
+                cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
+                applied.append(version)
+        return applied
 
     def migrate(self) -> list[int]:
         """Create or upgrade the tables; safe to run again and from many processes at once."""
-
-        def apply(cur: Any) -> list[int]:
-            applied: list[int] = []
-            conn = cur.connection
-            with self._migration_lock(conn):
-                cur.execute(self.q(self.schema_table_ddl()))
-                cur.execute(self.q("SELECT version FROM {schema}"))
-                done = {int(r[0]) for r in cur.fetchall()}
-                for version, steps in self.migrations():
-                    if version in done:
-                        continue
-                    for step in steps:
-                        cur.execute(step)
-                    cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
-                    applied.append(version)
-            return applied
-
-        applied = self._run(apply, write=True)
+        applied = self._run(self._apply_migrations, write=True)
         self._schema_checked = True
         return applied
 
-    def _ensure_schema(self) -> None:
+    def _ensure_schema(self, cursor: Any = None) -> None:
+        """Check (SQLite: create) the schema once per process; on ``cursor`` when the caller owns the transaction."""
         if self._schema_checked:
             return
         with self._schema_lock:
             if self._schema_checked:
                 return
-            version = self.current_version()
-            if version is None or version < self.schema_version:
-                if self.auto_migrate:
-                    self.migrate()
-                elif version is None:
-                    raise SchemaError(f"errands tables do not exist in {self.safe_url}; "
-                                      "run `errands migrate` first")
-                else:
-                    raise SchemaError(f"errands schema is at version {version}, this code needs "
-                                      f"{self.schema_version}; run `errands migrate`")
-            elif version > self.schema_version:
+            version = self._read_version(cursor) if cursor is not None else self.current_version()
+            if version is not None and version > self.schema_version:
                 raise SchemaError(f"errands schema is at version {version}, newer than this code "
                                   f"({self.schema_version}); upgrade errands")
+            if version is None or version < self.schema_version:
+                if not self.auto_migrate:
+                    raise SchemaError(f"errands tables do not exist in {self.safe_url}; run `errands migrate` first"
+                                      if version is None else f"errands schema is at version {version}, this "
+                                      f"code needs {self.schema_version}; run `errands migrate`")
+                if cursor is not None:
+                    self._apply_migrations(cursor)  # part of the caller's transaction
+                else:
+                    self.migrate()
+            if cursor is not None:
+                self._after_schema_check(cursor)
+            else:
+                self._run(self._after_schema_check, write=False)
             self._schema_checked = True
 
     # ------------------------------------------------------------------ rows
@@ -355,7 +362,15 @@ class SQLStore(ABC):
             return ids
 
         if cursor is not None:
-            return insert(cursor)
+            try:
+                self._ensure_schema(cursor)
+                return insert(cursor)
+            except Exception as exc:
+                kind = self._classify(exc)
+                if kind is None:
+                    raise
+                error = StoreUnavailable if kind == UNAVAILABLE else StoreError
+                raise error(f"{self.dialect}: enqueue on the caller's transaction failed: {exc}") from exc
         return self.run(insert, write=len(jobs) > INSERT_CHUNK)
 
     # ------------------------------------------------------------------ claim and settle

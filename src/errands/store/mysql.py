@@ -150,6 +150,19 @@ class MySQLStore(SQLStore):
             " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
         )])]
 
+    def _after_schema_check(self, cur: Any) -> None:
+        # Before MySQL 8 (and MariaDB 10.2.4) InnoDB resets AUTO_INCREMENT to MAX(id)+1 on restart,
+        # which could hand out again an id that now lives in the dead letter.  Keep the counter above it.
+        cur.execute(self.q("SELECT MAX(id) FROM {failed}"))
+        highest = cur.fetchone()[0]
+        if highest is None:
+            return
+        cur.execute("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND TABLE_NAME = %s", (self.t_jobs,))
+        row = cur.fetchone()
+        if row and row[0] is not None and int(row[0]) <= int(highest):
+            cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
+
     # ------------------------------------------------------------------ insert
     def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
         if self.returning is not False:
@@ -214,5 +227,5 @@ class MySQLStore(SQLStore):
             return []
         # This owner claims from one thread, so (owner, claim time) names exactly this batch.
         cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE reserved_by = %s AND reserved_at = %s "
-                           "ORDER BY priority DESC, id"), (owner, now))
+                           "AND queue = %s ORDER BY priority DESC, id"), (owner, now, queue))
         return list(cur.fetchall())
