@@ -1,0 +1,131 @@
+"""errands under benchmark: run by the project's venv (``.venv/bin/python``).
+
+    python bench/errands_bench.py --mode drain --jobs 20000 --processes 2 \
+        --db-url postgresql://postgres@127.0.0.1:5432/errands_bench_x --workdir /tmp/x
+
+Workers are real ``python -m errands worker`` processes (supervisor + forked
+worker processes), at log level WARNING so no per-job log line is written.
+Prints one JSON line (see bench/common.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import common  # noqa: E402
+from errands_app import app, noop  # noqa: E402
+
+CONCURRENCY = int(os.environ.get("BENCH_ERRANDS_CONCURRENCY", "10"))
+"""Threads per worker process (``-c``); also the most jobs one claim takes."""
+PREFILL_BATCH = 5000
+
+SETTINGS = {
+    "worker": f"python -m errands --log-level WARNING worker -p P -c {CONCURRENCY} (--burst for drains)",
+    "concurrency": CONCURRENCY,
+    "sleep": "1.0 s (default: longest idle poll interval)",
+    "lease": "30 s (default)",
+    "enqueue": "noop.enqueue(stamp): one INSERT + commit per job",
+    "bulk": f"app.enqueue_many([noop.prepare(...) x {common.BULK_BATCH}]): multi-row INSERTs, one call per batch",
+    "sqlite": "WAL, synchronous=NORMAL, busy_timeout 30 s (errands' defaults)",
+}
+
+
+def _open(url: str) -> None:
+    app.use_database(url)
+    app.migrate()
+
+
+def _prefill(n: int) -> float:
+    t0 = time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(PREFILL_BATCH, n - done)
+        app.enqueue_many([noop.prepare(0.0) for _ in range(k)])
+        done += k
+    return time.perf_counter() - t0
+
+
+def _worker_cmd(url: str, processes: int, burst: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "errands", "--app", "errands_app:app", "--database-url", url,
+           "--log-level", "WARNING", "worker", "-p", str(processes), "-c", str(CONCURRENCY)]
+    return cmd + (["--burst"] if burst else [])
+
+
+def _env(collector: common.Collector) -> dict[str, str]:
+    env = collector.env
+    env["PYTHONPATH"] = HERE + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return env
+
+
+def enqueue(args: Any) -> dict[str, Any]:
+    _open(args.db_url)
+    return common.timed_enqueue(lambda: noop.enqueue(0.0), args.jobs)
+
+
+def bulk(args: Any) -> dict[str, Any]:
+    _open(args.db_url)
+    return common.timed_bulk(lambda k: app.enqueue_many([noop.prepare(0.0) for _ in range(k)]), args.jobs)
+
+
+def _drain(args: Any, n_waiting: int, n_measured: int, burst: bool, rss: bool) -> dict[str, Any]:
+    _open(args.db_url)
+    fill = _prefill(n_waiting)
+    app.store.close()
+    collector = common.Collector(args.workdir)
+    log = os.path.join(args.workdir, "worker.log")
+    proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst), _env(collector), log)
+    try:
+        result = common.measure_drain(collector, proc, n_measured, args.timeout, log, rss=rss)
+    finally:
+        common.stop_workers(proc)
+        collector.close()
+    result["prefill_seconds"] = round(fill, 3)
+    problems = common.tail(log, 6)
+    if problems:
+        result["worker_log_tail"] = problems[-600:]
+    return result
+
+
+def drain(args: Any) -> dict[str, Any]:
+    return _drain(args, args.jobs, args.jobs, burst=True, rss=False)
+
+
+def scale(args: Any) -> dict[str, Any]:
+    """Handle the first ``--jobs`` of ``--waiting`` jobs; sample the workers' RSS meanwhile."""
+    result = _drain(args, max(args.waiting, args.jobs), args.jobs, burst=False, rss=True)
+    result["waiting"] = max(args.waiting, args.jobs)
+    return result
+
+
+def latency(args: Any) -> dict[str, Any]:
+    _open(args.db_url)
+    app.store.close()
+    collector = common.Collector(args.workdir)
+    log = os.path.join(args.workdir, "worker.log")
+    proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst=False), _env(collector), log)
+    try:
+        return common.measure_latency(collector, proc, lambda stamp: noop.enqueue(stamp), args.samples,
+                                      args.interval, log)
+    finally:
+        common.stop_workers(proc)
+        collector.close()
+
+
+def info(args: Any) -> dict[str, Any]:
+    import sqlite3
+    from importlib.metadata import version
+
+    return {"settings": SETTINGS, "versions": {
+        "errands": version("errands"), "psycopg": version("psycopg"), "PyMySQL": version("PyMySQL"),
+        "click": version("click"), "python": sys.version.split()[0], "sqlite_library": sqlite3.sqlite_version}}
+
+
+if __name__ == "__main__":
+    common.run_main("errands", {"enqueue": enqueue, "bulk": bulk, "drain": drain, "latency": latency,
+                                "scale": scale, "info": info}, __doc__ or "")
