@@ -30,3 +30,10 @@ demo: venv
 
 clean:
 	rm -rf $(VENV) demo-output
+
+# make bench [QUICK=1]: errands against PgQueuer, procrastinate, Huey, dramatiq, Celery and bare-SQL loops
+# (docs/performance.md).  The peers go into their own venv, bench/.venv-peers, never into .venv.
+.PHONY: bench
+BENCH_ARGS ?=
+bench: venv
+	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)

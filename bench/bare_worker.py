@@ -72,7 +72,7 @@ class Bare:
 
     def insert(self, n: int) -> None:
         m = self.mark
-        sql = f"INSERT INTO bare_jobs (queue, payload, priority) VALUES " + ", ".join([f"({m}, {m}, 0)"] * n)
+        sql = "INSERT INTO bare_jobs (queue, payload, priority) VALUES " + ", ".join([f"({m}, {m}, 0)"] * n)
         params: list[Any] = []
         for _ in range(n):
             params += ["default", PAYLOAD]

@@ -331,6 +331,9 @@ def measure_drain(collector: Collector, proc: subprocess.Popen, n: int, timeout:
 
     def sample() -> None:
         while not stop.is_set():
+            if collector.first is None:  # growth is measured from the first handled job, not from boot
+                stop.wait(0.02)
+                continue
             for pid in [proc.pid, *descendants(proc.pid)]:
                 kib = rss_kib(pid)
                 if kib is not None:

@@ -86,20 +86,77 @@ def _drain(args: Any, n_waiting: int, n_measured: int, burst: bool, rss: bool) -
         common.stop_workers(proc)
         collector.close()
     result["prefill_seconds"] = round(fill, 3)
-    problems = common.tail(log, 6)
+    problems = _log_problems(log)
     if problems:
-        result["worker_log_tail"] = problems[-600:]
+        result["worker_log"] = problems
     return result
+
+
+def _log_problems(log: str) -> str:
+    """Worker log lines other than the banner and the expected "stopping" line (errors, warnings)."""
+    try:
+        lines = open(log, encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        return ""
+    keep = [x for x in lines if x.strip() and not x.startswith(("errands worker:", "  queues:", "  jobs:"))
+            and "stopping: finishing running jobs" not in x]
+    return "\n".join(keep[-20:])[-2000:]
 
 
 def drain(args: Any) -> dict[str, Any]:
     return _drain(args, args.jobs, args.jobs, burst=True, rss=False)
 
 
+def _fill_by_copy(n: int) -> float:
+    """Set-up for the scale test: 5,000 jobs through enqueue_many, then INSERT ... SELECT copies up to ``n``.
+
+    The copies are ordinary ready rows (same queue, job name and payload), so
+    the worker cannot tell them from enqueued ones; only the filling is faster.
+    """
+    from errands.store.base import JOB_COLUMNS
+
+    t0 = time.perf_counter()
+    seed = min(n, PREFILL_BATCH)
+    _prefill(seed)
+    store = app.store
+    cols = ", ".join(c.strip() for c in JOB_COLUMNS.split(",") if c.strip() != "id")
+    have = seed
+    while have < n:
+        k = min(have, n - have)
+
+        def copy(cur: Any, k: int = k) -> None:
+            cur.execute(f"INSERT INTO {store.t_jobs} ({cols}) SELECT {cols} FROM {store.t_jobs} "
+                        f"ORDER BY id LIMIT {int(k)}")
+
+        store.run(copy, write=True)
+        have += k
+    return time.perf_counter() - t0
+
+
 def scale(args: Any) -> dict[str, Any]:
-    """Handle the first ``--jobs`` of ``--waiting`` jobs; sample the workers' RSS meanwhile."""
-    result = _drain(args, max(args.waiting, args.jobs), args.jobs, burst=False, rss=True)
-    result["waiting"] = max(args.waiting, args.jobs)
+    """With ``--waiting`` jobs in the table, time the first ``--jobs`` handled; sample the workers' RSS."""
+    waiting = max(args.waiting, args.jobs)
+    _open(args.db_url)
+    fill = _fill_by_copy(waiting)
+    app.store.close()
+    collector = common.Collector(args.workdir)
+    log = os.path.join(args.workdir, "worker.log")
+    proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst=False), _env(collector), log)
+    try:
+        result = common.measure_drain(collector, proc, args.jobs, args.timeout, log, rss=True)
+    finally:
+        common.stop_workers(proc)
+        collector.close()
+    result["prefill_seconds"] = round(fill, 3)
+    result["waiting"] = waiting
+    problems = _log_problems(log)
+    if problems:
+        result["worker_log"] = problems
+    if "rss_kib" in result:
+        # The supervisor is the group leader; the forked worker processes do the work.
+        workers = {pid: v for pid, v in result["rss_kib"].items() if int(pid) != proc.pid}
+        result["worker_rss_growth_kib"] = sum(v["last"] - v["first"] for v in workers.values())
+        result["worker_rss_max_kib"] = sum(v["max"] for v in workers.values())
     return result
 
 
@@ -110,11 +167,15 @@ def latency(args: Any) -> dict[str, Any]:
     log = os.path.join(args.workdir, "worker.log")
     proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst=False), _env(collector), log)
     try:
-        return common.measure_latency(collector, proc, lambda stamp: noop.enqueue(stamp), args.samples,
-                                      args.interval, log)
+        result = common.measure_latency(collector, proc, lambda stamp: noop.enqueue(stamp), args.samples,
+                                        args.interval, log)
     finally:
         common.stop_workers(proc)
         collector.close()
+    problems = _log_problems(log)
+    if problems:
+        result["worker_log"] = problems
+    return result
 
 
 def info(args: Any) -> dict[str, Any]:
