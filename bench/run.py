@@ -347,7 +347,8 @@ def server_facts() -> dict[str, Any]:
     except Exception as e:
         facts["mariadb"] = {"error": str(e)[:200]}
     try:
-        info = common.redis_command(REDIS_URL, "INFO", "server") + common.redis_command(REDIS_URL, "INFO", "persistence")
+        info = common.redis_command(REDIS_URL, "INFO", "server")
+        info += common.redis_command(REDIS_URL, "INFO", "persistence")
         kv = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
         facts["redis"] = {"version": kv.get("redis_version", "?"), "aof_enabled": kv.get("aof_enabled", "?"),
                           "database": REDIS_URL}
