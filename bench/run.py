@@ -46,7 +46,7 @@ import common  # noqa: E402
 PROJECT_PY = sys.executable
 PEERS_VENV = os.environ.get("BENCH_PEERS_VENV", os.path.join(HERE, ".venv-peers"))
 PEERS_PY = os.path.join(PEERS_VENV, "bin", "python")
-REQUIREMENTS = os.path.join(HERE, "peers-requirements.txt")
+REQUIREMENTS = os.environ.get("BENCH_PEERS_REQUIREMENTS", os.path.join(HERE, "peers-requirements.txt"))
 RESULTS = os.path.join(HERE, "results")
 
 PG_ADMIN = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -426,7 +426,35 @@ def aggregate(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict
     return out
 
 
-def fmt(cell: dict[str, Any], unit: str, width: int = 40) -> str:
+def short_reason(reason: str, width: int = 30) -> str:
+    """A table-sized reason: the exception's class when there is one; the full text goes below the table."""
+    import re
+
+    text = reason.replace("set-up failed: ", "").replace("|", "/")
+    if text.startswith("pip install"):
+        return "not installed (pip failed)"
+    m = re.match(r"\s*([A-Za-z_.]*(?:Error|Exception|Timeout|Interrupt))\b", text)
+    if m:
+        text = m.group(1)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def failure_lines(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """One line per system and distinct reason, naming the figures it cost."""
+    out = []
+    for key, figs in agg.items():
+        by_reason: dict[str, list[str]] = {}
+        for f, c in figs.items():
+            if c["status"] == "failed":
+                by_reason.setdefault(c["reason"], []).append(FIGURES.get(f, (f,))[0])
+            for r in c.get("failed_runs", []):
+                by_reason.setdefault(r, []).append(FIGURES.get(f, (f,))[0] + " (one run)")
+        for reason, names in by_reason.items():
+            out.append(f"{BY_KEY[key].label} [{', '.join(names)}]: {reason}")
+    return out
+
+
+def fmt(cell: dict[str, Any], unit: str, width: int = 30) -> str:
     if cell["status"] == "ok":
         v = cell["median"]
         text = f"{v:,.1f}" if unit == "ms" else f"{v:,.0f}"
@@ -434,7 +462,7 @@ def fmt(cell: dict[str, Any], unit: str, width: int = 40) -> str:
             text += f" ({len(cell['failed_runs'])} run(s) failed)"
         return text
     if cell["status"] == "failed":
-        return "failed: " + cell["reason"].replace("|", "/")[:width]
+        return "failed: " + short_reason(cell["reason"], width)
     return "n/a" if cell["status"] == "n/a" else "—"
 
 
@@ -475,7 +503,7 @@ def ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         for fig, (title, unit, higher) in FIGURES.items():
             mine = agg[ekey][fig]
             if mine["status"] != "ok":
-                lines.append(f"{e.short} {title} = {fmt(mine, unit, 40)}")
+                lines.append(f"{e.short} {title} = {fmt(mine, unit)}")
                 continue
             parts = []
             for other in [BY_KEY[bkey]] + PEERS:
@@ -500,10 +528,9 @@ def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
            "Throughput in jobs/s (higher is better); pickup latency in ms (lower is better). "
            "Drains are timed from the first handled job to the N-th; see docs/performance.md.", "",
            tbl, "", "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], ""]
-    failures = [(BY_KEY[k].label, FIGURES.get(f, (f,))[0], c["reason"]) for k, figs in report["results"].items()
-                for f, c in figs.items() if c["status"] == "failed"]
+    failures = failure_lines(report["results"])
     if failures:
-        out += ["## Failures", ""] + [f"- {s}, {f}: {r}" for s, f, r in failures] + [""]
+        out += ["## Failures", ""] + [f"- {x}" for x in failures] + [""]
     out += ["## Settings", ""]
     for key, settings in report["settings"].items():
         out.append(f"- **{key}**")
@@ -641,12 +668,11 @@ def main() -> int:
     print("errands' ratios (errands / other, same figure):")
     for line in ratio_lines:
         print("  " + line)
-    failures = [(BY_KEY[k].label, FIGURES.get(f, (f,))[0], c["reason"]) for k, figs in agg.items()
-                for f, c in figs.items() if c["status"] == "failed"]
+    failures = failure_lines(agg)
     if failures:
         print("\nfailures:")
-        for s, f, r in failures:
-            print(f"  {s}, {f}: {r}")
+        for x in failures:
+            print("  " + x)
     print(f"\nresults: {os.path.relpath(os.path.join(RESULTS, stamp + '.json'), ROOT)} (+ .md, latest.json, "
           f"latest.md); wall time {wall:.0f} s; load average {machine['load_average_at_start']} -> "
           f"{machine['load_average_at_end']}")
