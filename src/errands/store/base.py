@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import select
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -141,11 +142,16 @@ class SQLStore(ABC):
         conn = getattr(local, "conn", None)
         if conn is not None:
             if getattr(local, "pid", None) == os.getpid():
-                return conn
-            # Inherited through fork: never use it and never let it be garbage-collected here,
-            # because closing it would send a goodbye on the parent's socket.
-            _INHERITED.append(conn)
-            local.conn = None
+                if not self._closed_by_server(conn):
+                    return conn
+                # The server ended this idle connection (it restarted, or timed the session out).
+                # Nothing has been sent on it, so a new one is safe even for a write.
+                self._drop_connection()
+            else:
+                # Inherited through fork: never use it and never let it be garbage-collected here,
+                # because closing it would send a goodbye on the parent's socket.
+                _INHERITED.append(conn)
+                local.conn = None
         try:
             conn = self._connect()
         except Exception as exc:
@@ -156,6 +162,28 @@ class SQLStore(ABC):
         with self._open_lock:
             self._open.append((os.getpid(), conn))
         return conn
+
+    def _socket_of(self, conn: Any) -> int | None:
+        """The connection's socket descriptor (-1 once closed); None for a file database."""
+        return None
+
+    def _closed_by_server(self, conn: Any) -> bool:
+        """Whether an idle connection already has something to read, which can only be the server's
+        goodbye (an error message, end of file): no request is outstanding on it.  One poll with no
+        timeout, so a thread whose connection died in a restart reconnects instead of failing once."""
+        fd = self._socket_of(conn)
+        if fd is None:
+            return False
+        if fd < 0:
+            return True
+        try:
+            if hasattr(select, "poll"):
+                poller = select.poll()
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+                return bool(poller.poll(0))
+            return bool(select.select([fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     def _drop_connection(self) -> None:
         """Close this thread's connection (threads that end call this too)."""

@@ -80,6 +80,13 @@ class MySQLStore(SQLStore):
     def _begin(self, conn: Any) -> None:
         conn.begin()
 
+    def _socket_of(self, conn: Any) -> int | None:
+        sock = getattr(conn, "_sock", None)  # PyMySQL has no public accessor; None once closed
+        try:
+            return -1 if sock is None else int(sock.fileno())
+        except OSError:
+            return -1
+
     def _classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, pymysql.err.InterfaceError):
             return UNAVAILABLE

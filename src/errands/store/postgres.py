@@ -37,6 +37,14 @@ class PostgresStore(SQLStore):
     def _begin(self, conn: Any) -> None:
         conn.execute("BEGIN")
 
+    def _socket_of(self, conn: Any) -> int | None:
+        if conn.closed or conn.broken:
+            return -1
+        try:
+            return int(conn.fileno())
+        except psycopg.Error:
+            return -1
+
     def _classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, _RETRYABLE):
             return RETRY

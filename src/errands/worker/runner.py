@@ -212,13 +212,13 @@ class Worker:
                 outcome = self._done.get_nowait()
             except queue_mod.Empty:
                 break
-            self._release_slot(outcome.row.id)
-            self._log(outcome)
-            self.jobs_done += 1
             if outcome.result is Result.OK:
                 self._to_complete.append(outcome.row.id)
             else:
                 self._unsettled.append(outcome)
+            self._release_slot(outcome.row.id)  # after: the heartbeat must always see it as held
+            self._log(outcome)
+            self.jobs_done += 1
         try:
             if self._to_complete:
                 self.store.complete(self.id, self._to_complete)
@@ -327,9 +327,11 @@ class Worker:
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
             try:
-                running = self.running_ids
-                if running:
-                    self.store.extend_leases(self.id, running, self.lease)
+                # Finished runs whose outcome is not recorded yet (the database was down) are still
+                # ours too: if their leases lapsed, recover_stale below would hand them out again.
+                held = self.running_ids + list(self._to_complete) + [o.row.id for o in list(self._unsettled)]
+                if held:
+                    self.store.extend_leases(self.id, held, self.lease)
                 self.store.heartbeat(self.id, self.jobs_done)
                 if time.monotonic() >= next_rescue:
                     next_rescue = time.monotonic() + rescue_every
