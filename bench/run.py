@@ -358,6 +358,17 @@ def server_facts() -> dict[str, Any]:
     return facts
 
 
+def pip_freeze(python: str) -> dict[str, str]:
+    """Every installed distribution of one interpreter, name -> version."""
+    code = ("import json, importlib.metadata as m; "
+            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+    try:
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        return dict(sorted(json.loads(r.stdout).items(), key=lambda kv: kv[0].lower()))
+    except Exception as e:  # informative only
+        return {"error": str(e)[:200]}
+
+
 def machine_facts() -> dict[str, Any]:
     cpu = "?"
     try:
@@ -646,6 +657,9 @@ def main() -> int:
     }
     versions["peers' venv"] = {"path": os.path.relpath(PEERS_VENV, ROOT),
                                "install failures": install_failures or "none"}
+    versions["all packages, project venv"] = pip_freeze(PROJECT_PY)
+    if os.path.exists(PEERS_PY):
+        versions["all packages, peers' venv"] = pip_freeze(PEERS_PY)
     report = {"started": started.isoformat(timespec="seconds"), "wall_seconds": round(wall, 1),
               "params": p.__dict__, "machine": machine, "servers": server_facts(), "versions": versions,
               "settings": settings, "results": agg, "raw": raw, "ratios": ratio_lines, "table": tbl}
