@@ -51,6 +51,17 @@ _INHERITED: list[Any] = []
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
 
 
+class Listener(ABC):
+    """Wakes an idle worker when jobs are enqueued (PostgreSQL LISTEN/NOTIFY)."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True if jobs may have arrived."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
 class SQLStore(ABC):
     """Verb-level access to errands' tables on one database."""
 
@@ -122,6 +133,10 @@ class SQLStore(ABC):
     @contextmanager
     def _migration_lock(self, conn: Any) -> Iterator[None]:
         yield
+
+    def listener(self) -> Listener | None:
+        """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
+        return None
 
     def _after_schema_check(self, cur: Any) -> None:
         """Once per process, after the schema is known to be current: dialect-specific repairs."""
