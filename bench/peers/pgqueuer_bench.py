@@ -13,7 +13,7 @@ import common  # noqa: E402
 
 BATCH_SIZE = 10
 SETTINGS = {
-    "driver": "asyncpg (AsyncpgDriver), uvloop (pgq run)",
+    "driver": "asyncpg (AsyncpgDriver) on uvloop, as `pgq run` does",
     "worker": f"pgqueuer.run(factory, batch_size={BATCH_SIZE}, mode=drain|continuous) on uvloop, log level "
               "WARNING: the code of `pgq run` (whose CLI fails in 1.6.0 with the current typer), one per process",
     "entrypoint": "async def, concurrency_limit 0 (unlimited)",
