@@ -369,6 +369,19 @@ def pip_freeze(python: str) -> dict[str, str]:
         return {"error": str(e)[:200]}
 
 
+def errands_revision() -> dict[str, Any]:
+    """Which errands code ran: the commit, and whether src/ had uncommitted changes."""
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip()
+
+    try:
+        changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
+        return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted changes in src/": changed or "none"}
+    except Exception as e:  # not a git checkout
+        return {"error": str(e)[:200]}
+
+
 def machine_facts() -> dict[str, Any]:
     cpu = "?"
     try:
@@ -657,6 +670,7 @@ def main() -> int:
     }
     versions["peers' venv"] = {"path": os.path.relpath(PEERS_VENV, ROOT),
                                "install failures": install_failures or "none"}
+    versions["errands source"] = errands_revision()
     versions["all packages, project venv"] = pip_freeze(PROJECT_PY)
     if os.path.exists(PEERS_PY):
         versions["all packages, peers' venv"] = pip_freeze(PEERS_PY)
