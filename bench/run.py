@@ -376,7 +376,7 @@ def errands_revision() -> dict[str, Any]:
         return r.stdout.strip()
 
     try:
-        changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
+        changed = [line.split(maxsplit=1)[-1] for line in git("status", "--porcelain", "--", "src").splitlines()]
         return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted changes in src/": changed or "none"}
     except Exception as e:  # not a git checkout
         return {"error": str(e)[:200]}
