@@ -389,20 +389,8 @@ class SQLStore(ABC):
         """
         if not jobs:
             return []
-        row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
-
         def insert(cur: Any) -> list[int]:
-            ids: list[int] = []
-            for start in range(0, len(jobs), INSERT_CHUNK):
-                chunk = jobs[start:start + INSERT_CHUNK]
-                params: list[Any] = []
-                for j in chunk:
-                    params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
-                               None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
-                sql = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, "
-                             "timeout, available_at, created_at) VALUES ") + ", ".join([row_sql] * len(chunk))
-                ids += self._insert_returning_ids(cur, sql, params, len(chunk))
-            return ids
+            return self._insert_jobs(cur, jobs)
 
         if cursor is not None:
             try:
@@ -415,6 +403,21 @@ class SQLStore(ABC):
                 error = StoreUnavailable if kind == UNAVAILABLE else StoreError
                 raise error(f"{self.dialect}: enqueue on the caller's transaction failed: {exc}") from exc
         return self.run(insert, write=len(jobs) > INSERT_CHUNK)
+
+    def _insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+        """Multi-row INSERTs of at most INSERT_CHUNK rows; ids in input order."""
+        row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
+        ids: list[int] = []
+        for start in range(0, len(jobs), INSERT_CHUNK):
+            chunk = jobs[start:start + INSERT_CHUNK]
+            params: list[Any] = []
+            for j in chunk:
+                params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
+                           None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
+            sql = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, "
+                         "timeout, available_at, created_at) VALUES ") + ", ".join([row_sql] * len(chunk))
+            ids += self._insert_returning_ids(cur, sql, params, len(chunk))
+        return ids
 
     # ------------------------------------------------------------------ claim and settle
     def claim(self, owner: str, queues: Sequence[str], limit: int, lease: float) -> list[JobRow]:
