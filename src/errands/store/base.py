@@ -84,6 +84,7 @@ class SQLStore(ABC):
         self.t_workers = f"{prefix}workers"
         self.t_schema = f"{prefix}schema"
         self._local = threading.local()
+        self._sql_cache: dict[str, str] = {}
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
         self._open_lock = threading.Lock()
         self._schema_checked = False
@@ -143,7 +144,13 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ plumbing
     def q(self, template: str) -> str:
-        """Fill table names and clock expressions into a portable template."""
+        """Fill table names and clock expressions into a portable template (memoised: hot path)."""
+        cached = self._sql_cache.get(template)
+        if cached is None:
+            cached = self._sql_cache[template] = self._render(template)
+        return cached
+
+    def _render(self, template: str) -> str:
         return template.format(jobs=self.t_jobs, failed=self.t_failed, workers=self.t_workers,
                                schema=self.t_schema, now=self.now_sql(), now_plus=self.plus_seconds_sql(),
                                p=self.placeholder)
@@ -414,8 +421,10 @@ class SQLStore(ABC):
             for j in chunk:
                 params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
                            None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
-            sql = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, "
-                         "timeout, available_at, created_at) VALUES ") + ", ".join([row_sql] * len(chunk))
+            sql = self._sql_cache.get(f"insert:{len(chunk)}") or self._sql_cache.setdefault(
+                f"insert:{len(chunk)}", self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, "
+                                               "max_attempts, timeout, available_at, created_at) VALUES ")
+                + ", ".join([row_sql] * len(chunk)))
             ids += self._insert_returning_ids(cur, sql, params, len(chunk))
         return ids
 
