@@ -4,10 +4,11 @@ Two ways to claim, chosen by behaviour rather than by version string:
 
 * ``skip_locked`` (MySQL 8, MariaDB 10.6+): ``SELECT ... FOR UPDATE SKIP LOCKED``
   then ``UPDATE`` of those ids, in one short READ COMMITTED transaction.
-* ``update`` (MySQL 5.7, MariaDB < 10.6): a conditional ``UPDATE ... WHERE
-  reserved_by IS NULL ORDER BY ... LIMIT n`` stamped with this claim's database
-  time, then a read of the rows carrying that stamp.  InnoDB re-checks the WHERE
-  on rows another transaction just changed, so two workers cannot both win a row.
+* ``update`` (MySQL 5.7, MariaDB < 10.6): a plain read of the next few ready ids,
+  a conditional ``UPDATE ... WHERE id IN (those) AND reserved_by IS NULL ORDER BY
+  ... LIMIT n`` stamped with this claim's database time, then a read of the rows
+  carrying that stamp.  InnoDB re-checks the WHERE on rows another transaction
+  just changed, so two workers cannot both win a row.
 
 The first claim tries SKIP LOCKED once; a syntax error switches this store to
 ``update`` for good.  ``?claim=update`` (or ``skip_locked``) in the URL forces one
@@ -221,16 +222,32 @@ class MySQLStore(SQLStore):
                     [owner, now, until, *ids])
         return [(*r[:5], r[5] + 1, *r[6:10], owner, now, until, r[13]) for r in rows]
 
+    #: Ready rows past ``limit`` that one fallback claim considers.
+    claim_window = 32
+
     def _claim_conditional_update(self, cur: Any, owner: str, queue: str, limit: int,
                                   lease: float) -> list[tuple]:
-        cur.execute("SELECT " + NOW)
-        now = cur.fetchone()[0]
-        until = now + timedelta(seconds=lease)
-        cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
-                           "attempts = attempts + 1 WHERE queue = %s AND reserved_by IS NULL AND available_at <= %s "
-                           "ORDER BY priority DESC, id LIMIT %s"),
-                    (owner, now, until, queue, now, int(limit)))
-        if cur.rowcount == 0:
+        # The UPDATE cannot walk the claim index in order (it changes reserved_by, a column of that
+        # index), so on its own it sorts, and keeps locked until commit, every ready row of the queue
+        # on every claim: claims serialise and each costs O(ready jobs).  A plain read of the next
+        # ready ids through the index bounds that to limit + claim_window rows.  The UPDATE is still
+        # conditional on reserved_by IS NULL, which InnoDB re-checks under the row lock, so two claims
+        # cannot take the same row; when others took every candidate meanwhile, pick again.
+        for _ in range(8):
+            cur.execute(self.pick_sql(), (queue, int(limit) + self.claim_window))
+            candidates = [r[0] for r in cur.fetchall()]
+            if not candidates:
+                return []
+            cur.execute("SELECT " + NOW)
+            now = cur.fetchone()[0]
+            until = now + timedelta(seconds=lease)
+            cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
+                               "attempts = attempts + 1 WHERE id IN (" + self._in(candidates) + ") "
+                               "AND reserved_by IS NULL AND available_at <= %s ORDER BY priority DESC, id LIMIT %s"),
+                        (owner, now, until, *candidates, now, int(limit)))
+            if cur.rowcount:
+                break
+        else:
             return []
         # This owner claims from one thread, so (owner, claim time) names exactly this batch.
         cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE reserved_by = %s AND reserved_at = %s "
