@@ -29,9 +29,13 @@ def run_cli(db_url: str, *args: str, **extra: str) -> subprocess.CompletedProces
 
 
 def start_worker(db_url: str, *args: str, log_path: Path | None = None, **extra: str) -> subprocess.Popen[str]:
-    out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
-    return subprocess.Popen([sys.executable, "-m", "errands", "worker", *args], env=cli_env(db_url, **extra),
-                            stdout=out, stderr=subprocess.STDOUT, text=True)
+    if log_path is None:
+        return subprocess.Popen([sys.executable, "-m", "errands", "worker", *args], env=cli_env(db_url, **extra),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
+    # The child gets its own copy of the descriptor; ours is closed at once (no ResourceWarning later).
+    with open(log_path, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "errands", "worker", *args], env=cli_env(db_url, **extra),
+                                stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
@@ -45,3 +49,36 @@ def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+# ---------------------------------------------------------------------- process trees (Linux /proc)
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], parent pid is [1])."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a zombie has already died)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def pid_state(pid: int) -> str | None:
+    """One-letter scheduler state (R, S, T for stopped, Z...) or None when gone."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[0]
+
+
+def child_pids(pid: int) -> list[int]:
+    """Live children of ``pid`` (what ``pgrep -P`` prints), found by scanning /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
+                found.append(int(entry))
+    return sorted(found)

@@ -61,3 +61,28 @@ def overrun(seconds: float) -> None:
     ctx = current_job()
     _record(key=ctx.id * 100 + ctx.attempt)
     time.sleep(seconds)
+
+
+@app.job(queue="default", max_attempts=3, backoff=0)
+def mark_start_sleep_record(seconds: float) -> None:
+    """Marks its start (key -job_id, note 'start'), sleeps, then records the run (key job_id)."""
+    ctx = current_job()
+    _record(note="start", key=-ctx.id)
+    time.sleep(seconds)
+    _record(note="done")
+
+
+@app.job(queue="default", max_attempts=3, backoff=0)
+def gated_attempt(gate_dir: str, fail_first: bool) -> None:
+    """Records each attempt (key job_id * 100 + attempt), then waits until the test creates the file
+    ``<gate_dir>/<job id>-<attempt>``; the first attempt then raises when ``fail_first``."""
+    ctx = current_job()
+    _record(key=ctx.id * 100 + ctx.attempt)
+    gate = os.path.join(gate_dir, f"{ctx.id}-{ctx.attempt}")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nobody opened {gate}")
+        time.sleep(0.02)
+    if ctx.attempt == 1 and fail_first:
+        raise RuntimeError("late failure of a worker that lost its lease")

@@ -41,6 +41,7 @@ _ctx = multiprocessing.get_context("fork")
 EXIT_CONFIG = 78
 POLL = 0.05
 _PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = {signal.SIGTERM}
 
 
 @dataclass
@@ -74,6 +75,7 @@ def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cel
         worker = Worker(app, settings, slots=slots, parent_pid=parent)
         id_cell.value = worker.id.encode()
         worker.install_signal_handlers()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # a stop sent while starting arrives now
         worker.run()
     except ErrandsError as exc:
         log.error("worker process cannot run: %s", exc)
@@ -123,7 +125,15 @@ class Supervisor:
         id_cell = _ctx.Array("c", 160, lock=False)
         process = _ctx.Process(target=_child_main, name=f"errands-worker-{index}",
                                args=(self.app, self.settings, slots, id_cell, os.getpid()))
-        process.start()
+        # Until the new process has its own handlers, a forwarded SIGTERM would run the copy of
+        # the supervisor's handler inherited through fork and be lost: the process would then run
+        # on and the supervisor wait for it forever.  It is born with the signal blocked instead
+        # (pending, not lost) and unblocks it once the worker's handlers are in place.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.children[process.pid] = _Child(index, process, slots, id_cell)
 
     def _forward_signals(self) -> None:
