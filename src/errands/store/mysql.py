@@ -19,14 +19,15 @@ UTC, compared against ``UTC_TIMESTAMP(6)``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import ConfigurationError
-from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, SQLStore
+from ..errors import ConfigurationError, StoreUnavailable
+from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, Listener, SQLStore
 
 try:
     import pymysql
@@ -38,6 +39,44 @@ _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
 _GONE_CODES = {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
 _SYNTAX_ERROR = 1064
 CLAIM_MODES = ("auto", "skip_locked", "update")
+
+
+class _NewRowsListener(Listener):
+    """Polls the highest job id on its own connection: one indexed single-row read, no locks.
+
+    MySQL has no LISTEN, so this is the cheapest signal that something was enqueued;
+    jobs that merely become due (a delay ends) are found by the worker's regular poll.
+    """
+
+    interval = 0.02
+
+    def __init__(self, store: MySQLStore) -> None:
+        self.conn = store._connect()
+        self.sql = store.q("SELECT MAX(id) FROM {jobs}")
+        self.highest = self._read()
+
+    def _read(self) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(self.sql)
+            return int(cur.fetchone()[0] or 0)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                highest = self._read()
+                if highest != self.highest:
+                    self.highest = highest
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(self.interval, left))
+        except pymysql.err.MySQLError as exc:
+            raise StoreUnavailable(f"lost the polling connection: {exc}") from exc
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class MySQLStore(SQLStore):
@@ -80,6 +119,12 @@ class MySQLStore(SQLStore):
 
     def _begin(self, conn: Any) -> None:
         conn.begin()
+
+    def listener(self) -> Listener | None:
+        try:
+            return _NewRowsListener(self)
+        except pymysql.err.MySQLError as exc:
+            raise StoreUnavailable(f"cannot poll {self.safe_url}: {exc}") from exc
 
     def _socket_of(self, conn: Any) -> int | None:
         sock = getattr(conn, "_sock", None)  # PyMySQL has no public accessor; None once closed

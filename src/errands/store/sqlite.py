@@ -11,12 +11,13 @@ the epoch, read from SQLite's own clock.
 from __future__ import annotations
 
 import sqlite3
+import time
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigurationError
-from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, SQLStore
+from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, Listener, SQLStore
 
 MIN_VERSION = (3, 35, 0)
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -29,6 +30,38 @@ def sqlite_path(url: str) -> str:
     if not path:
         raise ConfigurationError(f"SQLite URL {url!r} names no file; use sqlite:///path/to/errands.db")
     return path
+
+
+class _DataVersionListener(Listener):
+    """Polls ``PRAGMA data_version``, which changes whenever another connection commits.
+
+    It costs a few microseconds and touches no table, so an idle worker can look
+    every few milliseconds and still use a tiny fraction of a core.
+    """
+
+    interval = 0.005
+
+    def __init__(self, connect: Any) -> None:
+        self.conn = connect()
+        self.version = self._read()
+
+    def _read(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            version = self._read()
+            if version != self.version:
+                self.version = version
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self.interval, left))
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class SQLiteStore(SQLStore):
@@ -60,6 +93,9 @@ class SQLiteStore(SQLStore):
 
     def _begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
+
+    def listener(self) -> Listener | None:
+        return _DataVersionListener(self._connect)
 
     def _classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, sqlite3.OperationalError):
