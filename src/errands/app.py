@@ -119,7 +119,7 @@ class Errands:
                 raise TypeError(f"enqueue_many takes job.prepare(...) values, got {type(new).__name__}")
             self.get_job(new.name)
         ids = self.store.enqueue(batch, cursor=cursor)
-        return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch)]
+        return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch, strict=True)]
 
     # ------------------------------------------------------------------ operations
     def job_state(self, job_id: int) -> JobState:

@@ -39,9 +39,12 @@ def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
               envvar="ERRANDS_SHUTDOWN_TIMEOUT", help="Seconds running jobs get to finish after SIGTERM.")
 @click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE",
               help="Seconds a claim is held without a heartbeat (default: the app's, 30).")
+@click.option("--prefetch", type=click.IntRange(0, 1000), default=None, envvar="ERRANDS_PREFETCH",
+              help="Jobs held beyond the running ones (default: adapts to job duration, up to 100).")
 @click.pass_obj
 def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: int, max_jobs: int | None,
-           once: bool, burst: bool, sleep: float, shutdown_timeout: float, lease: float | None) -> None:
+           once: bool, burst: bool, sleep: float, shutdown_timeout: float, lease: float | None,
+           prefetch: int | None) -> None:
     """Claim and run jobs.
 
     SIGTERM or Ctrl-C: stop claiming, let running jobs finish (up to
@@ -53,7 +56,7 @@ def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: i
     names = split_queues(queues) or tuple(app.default_queues())
     settings = WorkerSettings(queues=names, concurrency=concurrency, burst=burst or once,
                               max_jobs=1 if once else max_jobs, sleep=sleep, shutdown_timeout=shutdown_timeout,
-                              lease=lease)
+                              lease=lease, prefetch=0 if once else prefetch)
     app.store.run(lambda cur: None)  # fail fast on a missing schema, before forking
     jobs = ", ".join(sorted(app.registry)) or "none"
     click.echo(f"errands worker: database {mask_url(app.database_url)}\n"

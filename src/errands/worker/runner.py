@@ -1,15 +1,24 @@
-"""One worker process: claim in batches, run on threads (and an event loop), settle, heartbeat.
+"""One worker process: claim in batches, run on threads (and an event loop), settle in batches.
 
-The main thread owns the claim/settle loop and is the only one that decides what
-happens to a job; runner threads only execute and hand back an
-:class:`~errands.worker.execution.Outcome`.  A heartbeat thread extends the
-leases of running jobs and the worker's registry row, and periodically releases
-other workers' stale claims.  Signal handlers only set flags.
+The main thread owns the database conversation about jobs: it claims a batch
+into a local buffer, and later records the outcomes of many runs at once (all
+successes in one DELETE).  Runner threads take jobs from the buffer, run them
+and hand back an :class:`~errands.worker.execution.Outcome`; they wake the main
+thread only when the buffer runs low or a run failed, so a stream of short jobs
+costs a few statements per batch rather than per job.
+
+How many jobs to hold beyond the running ones (the prefetch) adapts to how long
+jobs take: enough for about 50 ms of work, at most 100, none while jobs are slow,
+so a long job never sits in one worker's buffer while another worker idles.
+Every held job is ours by lease: the heartbeat thread extends the leases of all
+of them (buffered, running, finished but not yet recorded).  Signal handlers
+only set flags.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import queue as queue_mod
@@ -19,7 +28,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
@@ -29,11 +38,17 @@ from .slots import SlotTable
 
 if TYPE_CHECKING:
     from ..app import Errands
+    from ..store.base import Listener
 
 log = logging.getLogger("errands.worker")
 
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
+MAX_PREFETCH = 100
+PREFETCH_HORIZON = 0.05
+"""Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
+SETTLE_EVERY = 0.02
+"""Longest delay before finished runs are recorded while jobs keep coming."""
 
 
 @dataclass(frozen=True)
@@ -44,22 +59,19 @@ class WorkerSettings:
     """Exit once nothing is ready (delayed jobs are not waited for)."""
     max_jobs: int | None = None
     sleep: float = 1.0
-    """Longest wait between polls when idle."""
+    """Longest wait between polls when idle (with a listener: between safety polls)."""
     shutdown_timeout: float = 30.0
     lease: float | None = None
     """Seconds a claim stays ours without a heartbeat; the app's setting when None."""
     min_sleep: float = 0.02
+    prefetch: int | None = None
+    """Jobs held beyond the running ones; None adapts to job duration (0..100)."""
+    listen: bool = True
+    """Use the database's wake-up signal (NOTIFY, data_version, new ids) when idle."""
 
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-@dataclass
-class _Running:
-    row: JobRow
-    slot: int
-    started: float = field(default_factory=time.monotonic)
 
 
 class Worker:
@@ -78,19 +90,30 @@ class Worker:
         self.parent_pid = parent_pid
         self.jobs_done = 0
         self.claimed = 0
-        self._running: dict[int, _Running] = {}
-        self._running_lock = threading.Lock()
-        self._free_slots = list(range(settings.concurrency))
-        self._work: queue_mod.SimpleQueue[_Running | None] = queue_mod.SimpleQueue()
-        self._done: queue_mod.SimpleQueue[Outcome] = queue_mod.SimpleQueue()
+        self._held: dict[int, JobRow] = {}
+        """Claimed and not yet recorded: buffered, running, or finished awaiting settle."""
+        self._held_lock = threading.Lock()
+        self._outstanding = 0
+        """Claimed and not yet finished (buffered or running); guarded by _count_lock."""
+        self._count_lock = threading.Lock()
+        self._work: queue_mod.SimpleQueue[JobRow | None] = queue_mod.SimpleQueue()
+        self._succeeded: collections.deque[int] = collections.deque()
+        self._failed: collections.deque[Outcome] = collections.deque()
+        self._to_complete: list[int] = []
+        self._unsettled: list[Outcome] = []
+        self._low_water = 0
+        self._avg_duration = 0.0
+        self._db_ok = threading.Event()
+        self._db_ok.set()
+        self._outage = 0.5
+        self._retry_at = 0.0
         self._wake = threading.Event()
+        self._new_jobs = threading.Event()
         self._stop = threading.Event()
         self._stop_now = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
-        self._to_complete: list[int] = []
-        self._unsettled: list[Outcome] = []
 
     # ------------------------------------------------------------------ control
     def request_stop(self, immediate: bool = False) -> None:
@@ -108,9 +131,9 @@ class Worker:
         signal.signal(signal.SIGINT, handle)
 
     @property
-    def running_ids(self) -> list[int]:
-        with self._running_lock:
-            return list(self._running)
+    def held_ids(self) -> list[int]:
+        with self._held_lock:
+            return list(self._held)
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> None:
@@ -120,60 +143,153 @@ class Worker:
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
             t.start()
             self._threads.append(t)
-        beat = threading.Thread(target=self._heartbeat_loop, name="errands-heartbeat", daemon=True)
-        beat.start()
+        threading.Thread(target=self._heartbeat_loop, name="errands-heartbeat", daemon=True).start()
+        listening = s.listen and not s.burst
+        if listening:
+            threading.Thread(target=self._listen_loop, name="errands-listener", daemon=True).start()
         idle = s.min_sleep
-        outage = 0.5
+        next_claim = 0.0  # monotonic time before which an empty queue is not asked again
         try:
             while not self._stop.is_set():
+                if not self._db_ok.is_set() and not self._retry_due():
+                    continue
                 self._settle()
-                if s.max_jobs is not None and self.claimed >= s.max_jobs:
+                if not self._db_ok.is_set():
+                    continue
+                if self._new_jobs.is_set():
+                    self._new_jobs.clear()
+                    next_claim, idle = 0.0, s.min_sleep
+                if s.max_jobs is not None and self.claimed >= s.max_jobs and not self._outstanding:
                     break
-                free = s.concurrency - len(self._running)
-                if free > 0:
-                    if s.max_jobs is not None:
-                        free = min(free, s.max_jobs - self.claimed)
+                want = self._capacity() - self._outstanding
+                if s.max_jobs is not None:
+                    want = min(want, s.max_jobs - self.claimed)
+                # Claim when a runner is idle, or when the buffer ran low; never when nothing
+                # was ready a moment ago (unless the listener said jobs arrived).
+                needed = self._outstanding < s.concurrency or self._outstanding <= self._low_water
+                now = time.monotonic()
+                if want > 0 and needed and now >= next_claim:
                     try:
-                        rows = self.store.claim(self.id, s.queues, free, self.lease)
-                        outage = 0.5
+                        rows = self.store.claim(self.id, s.queues, want, self.lease)
                     except StoreUnavailable as exc:
-                        log.warning("database unavailable, retrying in %.1fs: %s", outage, exc)
-                        self._wake.wait(outage)
-                        self._wake.clear()
-                        outage = min(outage * 2, 30.0) * random.uniform(0.8, 1.2)
+                        self._database_down(exc)
                         continue
+                    self._database_up()
                     if rows:
-                        for row in rows:
-                            self._start(row)
-                        idle = s.min_sleep
-                        continue
-                    if s.burst and not self._running:
+                        self._hand_out(rows)
+                        next_claim, idle = 0.0, s.min_sleep
+                        if len(rows) == want:
+                            continue  # more may be ready: top up as soon as the buffer runs low
+                    elif s.burst and not self._outstanding:
                         break
-                self._wake.wait(idle)
+                    else:
+                        next_claim = now + idle * random.uniform(0.8, 1.0)
+                        idle = min(idle * 2, s.sleep)
+                timeout = max(0.0, next_claim - time.monotonic()) if next_claim else s.sleep
+                if self._outstanding or self._to_complete or self._unsettled:
+                    timeout = min(timeout, SETTLE_EVERY)
+                self._wake.wait(timeout)
                 self._wake.clear()
-                if not self._running:
-                    idle = min(idle * 2, s.sleep)
             self._drain()
         finally:
             self._shutdown()
 
-    def _start(self, row: JobRow) -> None:
-        slot = self._free_slots.pop()
-        item = _Running(row, slot)
-        with self._running_lock:
-            self._running[row.id] = item
-        self.claimed += 1
+    # ------------------------------------------------------------------ database outages
+    def _database_down(self, exc: BaseException) -> None:
+        """Pause: runners start no buffered job and the loop retries with growing pauses."""
+        self._db_ok.clear()
+        self._retry_at = time.monotonic() + self._outage
+        log.warning("database unavailable, retrying in %.1fs: %s", self._outage, exc)
+        self._outage = min(self._outage * 2, 30.0) * random.uniform(0.8, 1.2)
+
+    def _database_up(self) -> None:
+        if not self._db_ok.is_set():
+            log.warning("database is reachable again; resuming")
+            self._db_ok.set()
+        self._outage = 0.5
+
+    def _retry_due(self) -> bool:
+        """While the database is down, sleep until the next retry; True when it is time."""
+        left = self._retry_at - time.monotonic()
+        if left > 0:
+            self._stop.wait(left)
+            return False
+        return True
+
+    def _capacity(self) -> int:
+        """Running slots plus an adaptive prefetch sized to about PREFETCH_HORIZON of work."""
+        concurrency = self.settings.concurrency
+        prefetch = self.settings.prefetch
+        if prefetch is None:
+            if self._avg_duration <= 0:
+                prefetch = 0
+            else:
+                prefetch = min(MAX_PREFETCH, int(concurrency * PREFETCH_HORIZON / self._avg_duration))
+        self._low_water = max(0, min(prefetch // 4, prefetch))
+        return concurrency + prefetch
+
+    def _hand_out(self, rows: list[JobRow]) -> None:
+        with self._held_lock:
+            for row in rows:
+                self._held[row.id] = row
+        with self._count_lock:
+            self._outstanding += len(rows)
+        self.claimed += len(rows)
+        for row in rows:
+            self._work.put(row)
+
+    # ------------------------------------------------------------------ runner threads
+    def _runner(self, slot: int) -> None:
+        try:
+            while True:
+                row = self._work.get()
+                # Jobs usually need the database too: while it is away, start nothing new.
+                while not self._db_ok.wait(0.5):
+                    if self._stop_now.is_set():
+                        return
+                if row is None or self._stop_now.is_set():
+                    return
+                if self._stop.is_set():  # stopping: leave it held, _shutdown gives it back unrun
+                    with self._count_lock:
+                        self._outstanding -= 1
+                    self._wake.set()
+                    continue
+                self._run_one(slot, row)
+        finally:
+            self.store.release_thread_connection()  # a handler may have used the app's store
+
+    def _run_one(self, slot: int, row: JobRow) -> None:
+        is_async = is_async_job(self.app, row)
         if self.slots is not None:
             timeout = row.timeout
-            if timeout is not None and is_async_job(self.app, row):
+            if timeout is not None and is_async:
                 timeout += ASYNC_HARD_GRACE
             self.slots.start(slot, row.id, timeout)
-        if is_async_job(self.app, row):
-            loop = self._event_loop()
-            future = asyncio.run_coroutine_threadsafe(run_async(self.app, row, self.id), loop)
-            future.add_done_callback(lambda f, row=row: self._finished(self._future_outcome(f, row)))
+        try:
+            if is_async:
+                future = asyncio.run_coroutine_threadsafe(run_async(self.app, row, self.id), self._event_loop())
+                outcome = self._future_outcome(future, row)
+            else:
+                outcome = run_sync(self.app, row, self.id)
+        finally:
+            if self.slots is not None:
+                self.slots.clear(slot)
+        if isinstance(outcome.exc, StoreUnavailable):
+            self._db_ok.clear()  # the handler lost the database: pause the others before they start
+        self._log(outcome)
+        # Recorded as finished before the outstanding count drops: the heartbeat keeps
+        # extending its lease through _held until the main thread has written the outcome.
+        if outcome.result is Result.OK:
+            self._succeeded.append(row.id)
         else:
-            self._work.put(item)
+            self._failed.append(outcome)
+        self._avg_duration = self._avg_duration * 0.9 + outcome.duration * 0.1 if self._avg_duration \
+            else outcome.duration
+        with self._count_lock:
+            self._outstanding -= 1
+            low = self._outstanding <= self._low_water
+        if low or outcome.result is not Result.OK:
+            self._wake.set()
 
     @staticmethod
     def _future_outcome(future: Any, row: JobRow) -> Outcome:
@@ -182,52 +298,51 @@ class Worker:
         except BaseException as exc:  # cancelled at shutdown, or a bug in execution itself
             return Outcome(row, Result.ERROR, 0.0, type(exc).__name__, str(exc) or repr(exc), exc)
 
-    def _runner(self, n: int) -> None:
-        try:
-            while True:
-                item = self._work.get()
-                if item is None:
-                    return
-                self._finished(run_sync(self.app, item.row, self.id))
-        finally:
-            self.store.release_thread_connection()  # a handler may have used the app's store
-
-    def _finished(self, outcome: Outcome) -> None:
-        self._done.put(outcome)
-        self._wake.set()
-
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            loop = asyncio.new_event_loop()
-            self._loop_thread = threading.Thread(target=loop.run_forever, name="errands-event-loop", daemon=True)
-            self._loop_thread.start()
-            self._loop = loop
+            with self._held_lock:
+                if self._loop is None:
+                    loop = asyncio.new_event_loop()
+                    self._loop_thread = threading.Thread(target=loop.run_forever, name="errands-event-loop",
+                                                         daemon=True)
+                    self._loop_thread.start()
+                    self._loop = loop
         return self._loop
 
     # ------------------------------------------------------------------ settling
+    def _collect(self) -> None:
+        succeeded, failed = self._succeeded, self._failed
+        while succeeded:
+            self._to_complete.append(succeeded.popleft())
+        while failed:
+            self._unsettled.append(failed.popleft())
+
     def _settle(self) -> None:
-        """Write the outcome of finished runs: successes in one DELETE, failures one by one."""
-        while True:
-            try:
-                outcome = self._done.get_nowait()
-            except queue_mod.Empty:
-                break
-            if outcome.result is Result.OK:
-                self._to_complete.append(outcome.row.id)
-            else:
-                self._unsettled.append(outcome)
-            self._release_slot(outcome.row.id)  # after: the heartbeat must always see it as held
-            self._log(outcome)
-            self.jobs_done += 1
+        """Record finished runs: successes in one DELETE, failures one by one."""
+        self._collect()
+        if not self._to_complete and not self._unsettled:
+            return
         try:
             if self._to_complete:
                 self.store.complete(self.id, self._to_complete)
+                self._forget(self._to_complete)
+                self.jobs_done += len(self._to_complete)
                 self._to_complete = []
             while self._unsettled:
-                self._settle_failure(self._unsettled[0])
+                outcome = self._unsettled[0]
+                self._settle_failure(outcome)
                 self._unsettled.pop(0)
+                self._forget([outcome.row.id])
+                self.jobs_done += 1
         except StoreUnavailable as exc:
-            log.warning("cannot record finished jobs yet (database unavailable): %s", exc)
+            self._database_down(exc)
+            return
+        self._database_up()
+
+    def _forget(self, ids: list[int]) -> None:
+        with self._held_lock:
+            for job_id in ids:
+                self._held.pop(job_id, None)
 
     def _settle_failure(self, outcome: Outcome) -> None:
         row = outcome.row
@@ -242,29 +357,41 @@ class Worker:
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
                         row.attempts, outcome.error_text)
 
-    def _release_slot(self, job_id: int) -> None:
-        with self._running_lock:
-            item = self._running.pop(job_id, None)
-        if item is not None:
-            if self.slots is not None:
-                self.slots.clear(item.slot)
-            self._free_slots.append(item.slot)
-
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
-        ms = outcome.duration * 1000
         if outcome.result is Result.OK:
-            log.info("job %d %s done in %.1f ms", row.id, row.name, ms)
+            if log.isEnabledFor(logging.INFO):
+                log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000)
         else:
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
-                        describe_arguments(row, 80), ms, row.attempts, row.max_attempts, outcome.error_text,
-                        exc_info=outcome.exc if outcome.result is Result.ERROR else None)
+                        describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,
+                        outcome.error_text, exc_info=outcome.exc if outcome.result is Result.ERROR else None)
 
     # ------------------------------------------------------------------ stopping
+    def _unstarted(self) -> list[int]:
+        """Take back buffered jobs no runner has started (they are released on shutdown)."""
+        ids: list[int] = []
+        while True:
+            try:
+                row = self._work.get_nowait()
+            except queue_mod.Empty:
+                return ids
+            if row is not None:
+                ids.append(row.id)
+                with self._count_lock:
+                    self._outstanding -= 1
+
     def _drain(self) -> None:
-        """Graceful stop: let running jobs finish within the shutdown timeout."""
+        """Graceful stop: give back unstarted jobs, let running ones finish within the shutdown timeout."""
+        unstarted = self._unstarted()
+        if unstarted:
+            try:
+                self.store.release(self.id, unstarted)
+                self._forget(unstarted)
+            except StoreError as exc:
+                log.warning("could not give back %d buffered job(s) now (%s)", len(unstarted), exc)
         deadline = time.monotonic() + self.settings.shutdown_timeout
-        while self._running and not self._stop_now.is_set() and time.monotonic() < deadline:
+        while self._outstanding > 0 and not self._stop_now.is_set() and time.monotonic() < deadline:
             self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
             self._settle()
@@ -272,20 +399,24 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._stop.set()
+        self._stop_now.set()  # runner threads still waiting for work leave at once
         for _ in self._threads:
             self._work.put(None)
-        leftover = self.running_ids
+        self._collect()
         for attempt in range(3):
             try:
-                if leftover:
-                    n = self.store.release(self.id, leftover)
-                    log.warning("released %d unfinished job(s) for another worker: %s", n, leftover)
                 if self._to_complete:
                     self.store.complete(self.id, self._to_complete)
+                    self._forget(self._to_complete)
                     self._to_complete = []
                 for outcome in list(self._unsettled):
                     self._settle_failure(outcome)
                     self._unsettled.remove(outcome)
+                    self._forget([outcome.row.id])
+                leftover = self.held_ids
+                if leftover:
+                    n = self.store.release(self.id, leftover)
+                    log.warning("released %d unfinished job(s) for another worker: %s", n, leftover)
                 self.store.unregister_worker(self.id)
                 break
             except StoreError as exc:
@@ -329,7 +460,7 @@ class Worker:
             try:
                 # Finished runs whose outcome is not recorded yet (the database was down) are still
                 # ours too: if their leases lapsed, recover_stale below would hand them out again.
-                held = self.running_ids + list(self._to_complete) + [o.row.id for o in list(self._unsettled)]
+                held = self.held_ids
                 if held:
                     self.store.extend_leases(self.id, held, self.lease)
                 self.store.heartbeat(self.id, self.jobs_done)
@@ -342,6 +473,35 @@ class Worker:
                     self.store.prune_workers(older_than=max(self.lease * 4, 120.0))
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
-            if self._stop.is_set() and not self._running:
+            if self._stop.is_set() and not self._held:
                 return
+
+    def _listen_loop(self) -> None:
+        """Wake the claim loop as soon as the database signals new jobs (idle pickup latency)."""
+        listener: Listener | None = None
+        delay = 0.5
+        try:
+            while not self._stop.is_set():
+                try:
+                    if listener is None:
+                        listener = self.store.listener()
+                        if listener is None:
+                            return
+                        delay = 0.5
+                    if listener.wait(0.5):
+                        self._new_jobs.set()
+                        self._wake.set()
+                except StoreError as exc:
+                    log.debug("wake-up listener unavailable (%s); polling meanwhile", exc)
+                    if listener is not None:
+                        try:
+                            listener.close()
+                        except Exception:  # already broken
+                            pass
+                        listener = None
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, 30.0)
+        finally:
+            if listener is not None:
+                listener.close()
 

@@ -19,6 +19,7 @@ group so that Ctrl-C in a terminal reaches only the supervisor.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import multiprocessing
@@ -98,6 +99,7 @@ class Supervisor:
         self.signals = 0
         self._handled_signals = 0
         self._crashes = 0
+        self._restarts: dict[int, float] = {}
         self.exit_code = 0
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -109,12 +111,23 @@ class Supervisor:
         self.app.store.close()  # never carry a connection across fork
         for index in range(self.processes):
             self._spawn(index)
-        while self.children:
+        while self.children or (self._restarts and not self.stopping):
             self._forward_signals()
             self._enforce_deadlines()
             self._reap()
+            self._restart_due()
             time.sleep(POLL)
         return self.exit_code
+
+    def _restart_due(self) -> None:
+        """Replace crashed processes once their back-off has passed (never while stopping)."""
+        now = time.monotonic()
+        for index, when in list(self._restarts.items()):
+            if self.stopping:
+                del self._restarts[index]
+            elif now >= when:
+                del self._restarts[index]
+                self._spawn(index)
 
     @property
     def stopping(self) -> bool:
@@ -134,6 +147,7 @@ class Supervisor:
             process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        assert process.pid is not None  # set by start()
         self.children[process.pid] = _Child(index, process, slots, id_cell)
 
     def _forward_signals(self) -> None:
@@ -145,11 +159,9 @@ class Supervisor:
                             self.settings.shutdown_timeout)
             elif nth == 2:
                 log.warning("stopping now: giving running jobs back to the queue")
-            for child in self.children.values():
-                try:
-                    os.kill(child.process.pid, signal.SIGTERM if nth <= 2 else signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            for pid in self.children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM if nth <= 2 else signal.SIGKILL)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
@@ -185,9 +197,10 @@ class Supervisor:
             self._settle_dead(child, running, "errands.WorkerDied",
                               f"the worker process died ({how}) while running this job")
             if not self.stopping:
+                # A process that keeps dying right after start (a broken import, a poisoned
+                # environment) is restarted with growing pauses, without blocking this loop.
                 self._crashes = self._crashes + 1 if time.monotonic() - child.started < 5 else 0
-                time.sleep(min(30.0, 0.1 * 2 ** min(self._crashes, 9)))
-                self._spawn(child.index)
+                self._restarts[child.index] = time.monotonic() + min(30.0, 0.1 * 2 ** min(self._crashes, 9))
 
     def _settle_dead(self, child: _Child, charged: list[int], error_type: str, message: str) -> None:
         """Fail the charged runs, give everything else the process held back untouched."""
