@@ -158,6 +158,11 @@ class SQLStore(ABC):
     def _in(self, values: Sequence[Any]) -> str:
         return ", ".join([self.placeholder] * len(values))
 
+    def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """``id IN (...)`` and its parameters; PostgreSQL overrides with one array parameter so
+        that batch statements keep one text whatever their size (parsed and prepared once)."""
+        return "id IN (" + self._in(ids) + ")", list(ids)
+
     def connection(self) -> Any:
         """This thread's connection, opened on first use and never shared across a fork."""
         local = self._local
@@ -470,8 +475,8 @@ class SQLStore(ABC):
             return 0
 
         def delete(cur: Any) -> int:
-            cur.execute(self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND id IN (") + self._in(ids) + ")",
-                        [owner, *ids])
+            match, params = self.ids_match(ids)
+            cur.execute(self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND ") + match, [owner, *params])
             return int(cur.rowcount)
 
         return self.run(delete)
@@ -518,9 +523,9 @@ class SQLStore(ABC):
         refund_sql = ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END" if refund else ""
 
         def update(cur: Any) -> int:
+            match, params = self.ids_match(ids)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL"
-                               + refund_sql + " WHERE reserved_by = {p} AND id IN (") + self._in(ids) + ")",
-                        [owner, *ids])
+                               + refund_sql + " WHERE reserved_by = {p} AND ") + match, [owner, *params])
             return int(cur.rowcount)
 
         return self.run(update)
@@ -531,8 +536,9 @@ class SQLStore(ABC):
             return 0
 
         def update(cur: Any) -> int:
-            cur.execute(self.q("UPDATE {jobs} SET reserved_until = {now_plus} WHERE reserved_by = {p} AND id IN (")
-                        + self._in(ids) + ")", [float(lease), owner, *ids])
+            match, params = self.ids_match(ids)
+            cur.execute(self.q("UPDATE {jobs} SET reserved_until = {now_plus} WHERE reserved_by = {p} AND ") + match,
+                        [float(lease), owner, *params])
             return int(cur.rowcount)
 
         return self.run(update)

@@ -52,6 +52,9 @@ class _NotifyListener(Listener):
 class PostgresStore(SQLStore):
     dialect = "postgresql"
 
+    def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        return "id = ANY(%s)", [list(ids)]
+
     @property
     def channel(self) -> str:
         return f"{self.prefix}jobs"
