@@ -142,3 +142,12 @@ def test_database_url_from_environment(monkeypatch):
     assert Errands().database_url == "postgresql://h/db"
     monkeypatch.delenv("DATABASE_URL")
     assert Errands().database_url == "sqlite:///errands.db"
+
+
+def test_old_sqlite_is_refused_with_a_clear_message(monkeypatch, tmp_path):
+    import sqlite3
+
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    with pytest.raises(ConfigurationError, match=r"SQLite 3\.31\.1 is too old: errands needs 3\.35"):
+        Errands(f"sqlite:///{tmp_path / 'x.db'}").store

@@ -340,3 +340,32 @@ def test_overrunning_job_is_stopped_retried_and_buried(jobs_app, workers):
     assert failed is not None and failed.error_type == "errands.JobTimeout" and failed.attempts == 2
     assert "timeout of 1s" in failed.error_message
     assert elapsed < 15, f"two 1 s timeouts took {elapsed:.1f}s"
+
+
+# ---------------------------------------------------------------------- second signal, --once, --max
+def test_second_sigterm_gives_the_running_job_back_at_once(jobs_app, workers):
+    proc = workers.start("--lease", "30", "-c", "1", "--shutdown-timeout", "60")
+    job = sample_jobs.mark_start_sleep_record.enqueue(60)
+    wait_for(lambda: -job.id in runs(jobs_app), message="the job to start")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # the first signal is being handled: stop claiming, wait for the job
+    proc.send_signal(signal.SIGTERM)
+    assert workers.wait_exit([proc], timeout=20) == [0], workers.tail()
+    assert time.monotonic() - started < 15  # not the 60 s job, not the 60 s shutdown timeout
+    row = jobs_app.store.get_job(job.id)
+    # Released for another worker at once, attempt refunded: it did not fail, it was interrupted.
+    assert row is not None and row.reserved_by is None and row.attempts == 0
+    assert count(jobs_app, "failed") == 0
+
+
+def test_once_runs_one_job_and_max_stops_after_n(jobs_app, workers):
+    jobs = [sample_jobs.record.enqueue() for _ in range(5)]
+    once = workers.start("--once")
+    assert workers.wait_exit([once], timeout=30) == [0], workers.tail()
+    assert len(runs(jobs_app)) == 1 and count(jobs_app, "jobs") == 4
+    limited = workers.start("--max", "3", "-c", "2")
+    assert workers.wait_exit([limited], timeout=30) == [0], workers.tail()
+    assert len(runs(jobs_app)) == 4 and count(jobs_app, "jobs") == 1
+    left = jobs_app.store.list_jobs()
+    assert [(r.id, r.reserved_by, r.attempts) for r in left] == [(jobs[-1].id, None, 0)]
