@@ -40,7 +40,7 @@ def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE",
               help="Seconds a claim is held without a heartbeat (default: the app's, 30).")
 @click.option("--prefetch", type=click.IntRange(0, 1000), default=None, envvar="ERRANDS_PREFETCH",
-              help="Jobs held beyond the running ones (default: adapts to job duration, up to 100).")
+              help="Jobs held beyond the running ones (default: adapts to job duration, up to 500).")
 @click.pass_obj
 def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: int, max_jobs: int | None,
            once: bool, burst: bool, sleep: float, shutdown_timeout: float, lease: float | None,

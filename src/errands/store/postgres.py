@@ -138,7 +138,8 @@ class PostgresStore(SQLStore):
         return "(now() + make_interval(secs => %s))"
 
     def to_datetime(self, value: Any) -> datetime:
-        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        # timestamptz arrives aware (in the session's time zone): comparable as is, no conversion.
+        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:

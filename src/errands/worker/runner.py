@@ -8,7 +8,7 @@ thread only when the buffer runs low or a run failed, so a stream of short jobs
 costs a few statements per batch rather than per job.
 
 How many jobs to hold beyond the running ones (the prefetch) adapts to how long
-jobs take: enough for about 50 ms of work, at most 100, none while jobs are slow,
+jobs take: enough for about 50 ms of work, at most 500, none while jobs are slow,
 so a long job never sits in one worker's buffer while another worker idles.
 Every held job is ours by lease: the heartbeat thread extends the leases of all
 of them (buffered, running, finished but not yet recorded).  Signal handlers
@@ -44,7 +44,7 @@ log = logging.getLogger("errands.worker")
 
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
-MAX_PREFETCH = 100
+MAX_PREFETCH = 500
 PREFETCH_HORIZON = 0.05
 """Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
 SETTLE_EVERY = 0.02
@@ -225,7 +225,8 @@ class Worker:
                 prefetch = 0
             else:
                 prefetch = min(MAX_PREFETCH, int(concurrency * PREFETCH_HORIZON / self._avg_duration))
-        self._low_water = max(0, min(prefetch // 4, prefetch))
+        # Top up when half the prefetch is left: the next batch arrives while the rest still runs.
+        self._low_water = prefetch // 2
         return concurrency + prefetch
 
     def _hand_out(self, rows: list[JobRow]) -> None:
