@@ -276,7 +276,9 @@ def test_claim_counts_the_attempt_and_sets_a_lease(app):
     before = app.store.now()
     [row] = app.store.claim("me", ["default"], 5, 30)
     assert row.id == h.id and row.attempts == 1 and row.reserved_by == "me"
-    assert row.reserved_until >= before + timedelta(seconds=29)
+    stored = app.store.get_job(h.id)
+    assert stored.reserved_by == "me" and stored.attempts == 1
+    assert stored.reserved_until >= before + timedelta(seconds=29)
     assert h.status() is JobState.RUNNING
     assert app.store.claim("other", ["default"], 5, 30) == []
 

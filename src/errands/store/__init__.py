@@ -6,9 +6,9 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
 from .base import SQLStore
-from .rows import FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
+from .rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
 
-__all__ = ["SQLStore", "open_store", "FailedJobRow", "JobRow", "JobState", "NewJob", "QueueCounts",
+__all__ = ["SQLStore", "open_store", "ClaimedJob", "FailedJobRow", "JobRow", "JobState", "NewJob", "QueueCounts",
            "RecoveryReport", "WorkerRow"]
 
 SCHEMES = {

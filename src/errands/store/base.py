@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
-from .rows import FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, WorkerRow
+from .rows import ClaimedJob, FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, WorkerRow
 
 log = logging.getLogger("errands.store")
 
@@ -40,6 +40,7 @@ JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, time
                "created_at, reserved_by, reserved_at, reserved_until, last_error")
 FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
                   "failed_at, error_type, error_message")
+CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, timeout"
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
 
 ERROR_MESSAGE_CAP = 2000
@@ -125,7 +126,8 @@ class SQLStore(ABC):
 
     @abstractmethod
     def _claim(self, conn: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
-        """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their rows."""
+        """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
+        (attempts already counted), in claim order."""
 
     def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
         cur.execute(sql + " RETURNING id", params)
@@ -434,9 +436,9 @@ class SQLStore(ABC):
         return ids
 
     # ------------------------------------------------------------------ claim and settle
-    def claim(self, owner: str, queues: Sequence[str], limit: int, lease: float) -> list[JobRow]:
+    def claim(self, owner: str, queues: Sequence[str], limit: int, lease: float) -> list[ClaimedJob]:
         """Reserve up to ``limit`` jobs, taking queues in the given order of preference."""
-        rows: list[JobRow] = []
+        rows: list[ClaimedJob] = []
         for queue in queues:
             want = limit - len(rows)
             if want <= 0:
@@ -445,7 +447,8 @@ class SQLStore(ABC):
                 return self._claim(cur, owner, queue, want, lease)
 
             got = self.run(claim_one, write=self.claim_needs_transaction)
-            rows.extend(self._job(r) for r in got)
+            rows.extend(ClaimedJob(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
+                                   None if r[7] is None else float(r[7]), owner) for r in got)
         return rows
 
     def pick_sql(self, columns: str = "id") -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..errors import StoreUnavailable
-from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, Listener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore
 from .rows import NewJob
 
 BULK_CHUNK = 5000
@@ -182,6 +182,6 @@ class PostgresStore(SQLStore):
             "UPDATE {jobs} AS j SET reserved_by = %s, reserved_at = now(), "
             "reserved_until = now() + make_interval(secs => %s), attempts = j.attempts + 1 "
             "FROM picked WHERE j.id = picked.id RETURNING "
-            + ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))),
+            + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
             (queue, int(limit), owner, float(lease)))
         return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))

@@ -36,6 +36,35 @@ class NewJob:
     """Absolute time (aware UTC) that wins over ``delay`` when set."""
 
 
+def decode_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
+    data = json.loads(payload)
+    return list(data.get("args", [])), dict(data.get("kwargs", {}))
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """What a claim hands a worker: only the columns needed to run and settle the job.
+
+    Leaving timestamps out keeps a claim of hundreds of rows cheap to transfer and
+    decode; the full row is one ``store.get_job(id)`` away.
+    """
+
+    id: int
+    queue: str
+    name: str
+    payload: str
+    priority: int
+    attempts: int
+    """Including this run: attempts are counted when a job is claimed."""
+    max_attempts: int
+    timeout: float | None
+    reserved_by: str
+
+    @property
+    def arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        return decode_arguments(self.payload)
+
+
 @dataclass(frozen=True)
 class JobRow:
     """One row of the jobs table as the worker and the tools see it."""
@@ -57,8 +86,7 @@ class JobRow:
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
-        data = json.loads(self.payload)
-        return list(data.get("args", [])), dict(data.get("kwargs", {}))
+        return decode_arguments(self.payload)
 
     def state(self, now: datetime) -> JobState:
         if self.reserved_by is None:

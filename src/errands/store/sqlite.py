@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigurationError
-from .base import FAIL, JOB_COLUMNS, RETRY, UNAVAILABLE, Listener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore
 
 MIN_VERSION = (3, 35, 0)
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -152,6 +152,6 @@ class SQLiteStore(SQLStore):
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
-            "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + JOB_COLUMNS),
+            "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
             (owner, float(lease), queue, int(limit)))
         return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrandsError, JobTimeout, UnknownJob
-from ..store.rows import JobRow
+from ..store.rows import ClaimedJob
 from .context import JobContext, reset_current, set_current
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class Result(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Outcome:
-    row: JobRow
+    row: ClaimedJob
     result: Result
     duration: float
     error_type: str = ""
@@ -51,7 +51,7 @@ def error_name(exc: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def prepare(app: Errands, row: JobRow) -> tuple[Any, list[Any], dict[str, Any]] | Outcome:
+def prepare(app: Errands, row: ClaimedJob) -> tuple[Any, list[Any], dict[str, Any]] | Outcome:
     """Find the registered handler and decode arguments, or say why the job can never run."""
     try:
         definition = app.get_job(row.name)
@@ -65,7 +65,7 @@ def prepare(app: Errands, row: JobRow) -> tuple[Any, list[Any], dict[str, Any]] 
     return definition, args, kwargs
 
 
-def run_sync(app: Errands, row: JobRow, worker_id: str) -> Outcome:
+def run_sync(app: Errands, row: ClaimedJob, worker_id: str) -> Outcome:
     """Run a job in the calling thread (an async handler gets its own short event loop)."""
     prepared = prepare(app, row)
     if isinstance(prepared, Outcome):
@@ -85,7 +85,7 @@ def run_sync(app: Errands, row: JobRow, worker_id: str) -> Outcome:
     return Outcome(row, Result.OK, time.perf_counter() - started)
 
 
-async def run_async(app: Errands, row: JobRow, worker_id: str) -> Outcome:
+async def run_async(app: Errands, row: ClaimedJob, worker_id: str) -> Outcome:
     """Run an ``async def`` job on the worker's event loop, with a soft timeout."""
     prepared = prepare(app, row)
     if isinstance(prepared, Outcome):
@@ -111,16 +111,16 @@ async def _with_timeout(coro: Any, timeout: float | None) -> Any:
         raise JobTimeout(f"job exceeded its timeout of {timeout:g}s and was cancelled") from None
 
 
-def failure(row: JobRow, exc: BaseException, duration: float) -> Outcome:
+def failure(row: ClaimedJob, exc: BaseException, duration: float) -> Outcome:
     return Outcome(row, Result.ERROR, duration, error_name(exc), str(exc) or repr(exc), exc)
 
 
-def is_async_job(app: Errands, row: JobRow) -> bool:
+def is_async_job(app: Errands, row: ClaimedJob) -> bool:
     definition = app.registry.get(row.name)
     return definition is not None and definition.is_async
 
 
-def describe_arguments(row: JobRow, limit: int = 200) -> str:
+def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
     """Short form of a job's arguments for log lines."""
     try:
         text = json.dumps(json.loads(row.payload), separators=(",", ":"))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
-from ..store.rows import JobRow
+from ..store.rows import ClaimedJob
 from .execution import Outcome, Result, describe_arguments, is_async_job, run_async, run_sync
 from .slots import SlotTable
 
@@ -90,13 +90,13 @@ class Worker:
         self.parent_pid = parent_pid
         self.jobs_done = 0
         self.claimed = 0
-        self._held: dict[int, JobRow] = {}
+        self._held: dict[int, ClaimedJob] = {}
         """Claimed and not yet recorded: buffered, running, or finished awaiting settle."""
         self._held_lock = threading.Lock()
         self._outstanding = 0
         """Claimed and not yet finished (buffered or running); guarded by _count_lock."""
         self._count_lock = threading.Lock()
-        self._work: queue_mod.SimpleQueue[JobRow | None] = queue_mod.SimpleQueue()
+        self._work: queue_mod.SimpleQueue[ClaimedJob | None] = queue_mod.SimpleQueue()
         self._succeeded: collections.deque[int] = collections.deque()
         self._failed: collections.deque[Outcome] = collections.deque()
         self._to_complete: list[int] = []
@@ -229,7 +229,7 @@ class Worker:
         self._low_water = prefetch // 2
         return concurrency + prefetch
 
-    def _hand_out(self, rows: list[JobRow]) -> None:
+    def _hand_out(self, rows: list[ClaimedJob]) -> None:
         with self._held_lock:
             for row in rows:
                 self._held[row.id] = row
@@ -259,7 +259,7 @@ class Worker:
         finally:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
-    def _run_one(self, slot: int, row: JobRow) -> None:
+    def _run_one(self, slot: int, row: ClaimedJob) -> None:
         is_async = is_async_job(self.app, row)
         if self.slots is not None:
             timeout = row.timeout
@@ -293,7 +293,7 @@ class Worker:
             self._wake.set()
 
     @staticmethod
-    def _future_outcome(future: Any, row: JobRow) -> Outcome:
+    def _future_outcome(future: Any, row: ClaimedJob) -> Outcome:
         try:
             return future.result()
         except BaseException as exc:  # cancelled at shutdown, or a bug in execution itself
