@@ -398,3 +398,23 @@ def test_new_ids_never_collide_with_dead_letter_ids(app):
     assert second.id > first.id
     run_jobs(app)
     assert sorted(app.retry_failed()) == [first.id, second.id]
+
+
+def test_large_batches_keep_order_delays_and_run_at(app):
+    """Big batches take another path on some databases (COPY on PostgreSQL): same promises."""
+
+    @app.job(name="big")
+    def big(i): ...
+
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    prepared = [big.using(delay=3600).prepare(i) if i % 10 == 0 else big.prepare(i) for i in range(2600)]
+    prepared[5] = big.using(run_at=later, priority=7).prepare(5)
+    handles = app.enqueue_many(prepared)
+    assert [h.id for h in handles] == sorted(h.id for h in handles) and len(set(handles)) == 2600
+    assert app.store.get_job(handles[1234].id).payload == '{"args":[1234],"kwargs":{}}'
+    five = app.store.get_job(handles[5].id)
+    assert five.priority == 7 and abs((five.available_at - later).total_seconds()) < 0.01
+    counts = app.counts()["default"]
+    assert (counts.ready, counts.delayed) == (2600 - 261, 261)
+    first = app.store.claim("w", ["default"], 3, 30)
+    assert [r.id for r in first] == [handles[1].id, handles[2].id, handles[3].id]

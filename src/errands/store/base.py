@@ -416,7 +416,11 @@ class SQLStore(ABC):
                     raise
                 error = StoreUnavailable if kind == UNAVAILABLE else StoreError
                 raise error(f"{self.dialect}: enqueue on the caller's transaction failed: {exc}") from exc
-        return self.run(insert, write=len(jobs) > INSERT_CHUNK)
+        return self.run(insert, write=self._enqueue_in_transaction(len(jobs)))
+
+    def _enqueue_in_transaction(self, count: int) -> bool:
+        """Whether inserting ``count`` jobs takes more than one statement (then it must be atomic)."""
+        return count > INSERT_CHUNK
 
     def _insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
         """Multi-row INSERTs of at most INSERT_CHUNK rows; ids in input order."""
