@@ -63,6 +63,31 @@ class Listener(ABC):
     def close(self) -> None: ...
 
 
+class PollingListener(Listener):
+    """A listener for databases without LISTEN: polls a cheap value that changes on enqueue."""
+
+    interval = 0.02
+
+    def __init__(self) -> None:
+        self.last = self._read()
+
+    @abstractmethod
+    def _read(self) -> Any:
+        """The value to watch (read on the listener's own connection)."""
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self._read()
+            if value != self.last:
+                self.last = value
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(self.interval, left))
+
+
 class SQLStore(ABC):
     """Verb-level access to errands' tables on one database."""
 

@@ -19,7 +19,6 @@ UTC, compared against ``UTC_TIMESTAMP(6)``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -27,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigurationError, StoreUnavailable
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore
 
 try:
     import pymysql
@@ -41,37 +40,23 @@ _SYNTAX_ERROR = 1064
 CLAIM_MODES = ("auto", "skip_locked", "update")
 
 
-class _NewRowsListener(Listener):
+class _NewRowsListener(PollingListener):
     """Polls the highest job id on its own connection: one indexed single-row read, no locks.
 
     MySQL has no LISTEN, so this is the cheapest signal that something was enqueued;
     jobs that merely become due (a delay ends) are found by the worker's regular poll.
     """
 
-    interval = 0.02
-
     def __init__(self, store: MySQLStore) -> None:
         self.conn = store._connect()
         self.sql = store.q("SELECT MAX(id) FROM {jobs}")
-        self.highest = self._read()
+        super().__init__()
 
     def _read(self) -> int:
-        with self.conn.cursor() as cur:
-            cur.execute(self.sql)
-            return int(cur.fetchone()[0] or 0)
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
         try:
-            while True:
-                highest = self._read()
-                if highest != self.highest:
-                    self.highest = highest
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(self.interval, left))
+            with self.conn.cursor() as cur:
+                cur.execute(self.sql)
+                return int(cur.fetchone()[0] or 0)
         except pymysql.err.MySQLError as exc:
             raise StoreUnavailable(f"lost the polling connection: {exc}") from exc
 

@@ -11,13 +11,12 @@ the epoch, read from SQLite's own clock.
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigurationError
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore
 
 MIN_VERSION = (3, 35, 0)
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -32,7 +31,7 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-class _DataVersionListener(Listener):
+class _DataVersionListener(PollingListener):
     """Polls ``PRAGMA data_version``, which changes whenever another connection commits.
 
     It costs a few microseconds and touches no table, so an idle worker can look
@@ -43,22 +42,10 @@ class _DataVersionListener(Listener):
 
     def __init__(self, connect: Any) -> None:
         self.conn = connect()
-        self.version = self._read()
+        super().__init__()
 
     def _read(self) -> int:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            version = self._read()
-            if version != self.version:
-                self.version = version
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(self.interval, left))
 
     def close(self) -> None:
         self.conn.close()
