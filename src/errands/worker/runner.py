@@ -151,8 +151,16 @@ class Worker:
         next_claim = 0.0  # monotonic time before which an empty queue is not asked again
         try:
             while not self._stop.is_set():
-                if not self._db_ok.is_set() and not self._retry_due():
-                    continue
+                if not self._db_ok.is_set():
+                    # Paused by an outage (seen here, or by a handler): probe before resuming.
+                    if not self._retry_due():
+                        continue
+                    try:
+                        self.store.now()
+                    except StoreUnavailable as exc:
+                        self._database_down(exc)
+                        continue
+                    self._database_up()
                 self._settle()
                 if not self._db_ok.is_set():
                     continue
