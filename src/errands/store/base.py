@@ -476,8 +476,8 @@ class SQLStore(ABC):
                 return self._claim(cur, owner, queue, want, lease)
 
             got = self.run(claim_one, write=self.claim_needs_transaction)
-            rows.extend(ClaimedJob(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
-                                   None if r[7] is None else float(r[7]), owner) for r in got)
+            make = ClaimedJob._make
+            rows.extend(make((*r, owner)) for r in got)
         return rows
 
     def pick_sql(self, columns: str = "id") -> str:

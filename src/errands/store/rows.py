@@ -6,7 +6,7 @@ import enum
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class JobState(str, enum.Enum):
@@ -41,12 +41,12 @@ def decode_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
     return list(data.get("args", [])), dict(data.get("kwargs", {}))
 
 
-@dataclass(frozen=True)
-class ClaimedJob:
+class ClaimedJob(NamedTuple):
     """What a claim hands a worker: only the columns needed to run and settle the job.
 
     Leaving timestamps out keeps a claim of hundreds of rows cheap to transfer and
-    decode; the full row is one ``store.get_job(id)`` away.
+    decode; the full row is one ``store.get_job(id)`` away.  A named tuple rather
+    than a frozen dataclass: a claim builds hundreds at once, and tuples build in C.
     """
 
     id: int
