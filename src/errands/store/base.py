@@ -64,12 +64,21 @@ class Listener(ABC):
 
 
 class PollingListener(Listener):
-    """A listener for databases without LISTEN: polls a cheap value that changes on enqueue."""
+    """A listener for databases without LISTEN: polls a cheap value that changes on enqueue.
+
+    It polls every ``interval`` while jobs keep arriving and slows to ``idle_interval``
+    after ``active_for`` seconds without a change: each wake-up of a sleeping thread
+    costs tens of microseconds of CPU here, so a worker idle for long stays well
+    under 1 % of a core, while one that is receiving jobs picks them up quickly.
+    """
 
     interval = 0.02
+    idle_interval = 0.06
+    active_for = 2.0
 
     def __init__(self) -> None:
         self.last = self._read()
+        self.changed_at = time.monotonic()
 
     @abstractmethod
     def _read(self) -> Any:
@@ -79,13 +88,15 @@ class PollingListener(Listener):
         deadline = time.monotonic() + timeout
         while True:
             value = self._read()
+            now = time.monotonic()
             if value != self.last:
-                self.last = value
+                self.last, self.changed_at = value, now
                 return True
-            left = deadline - time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return False
-            time.sleep(min(self.interval, left))
+            pause = self.interval if now - self.changed_at < self.active_for else self.idle_interval
+            time.sleep(min(pause, left))
 
 
 class SQLStore(ABC):

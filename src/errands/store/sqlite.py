@@ -39,6 +39,7 @@ class _DataVersionListener(PollingListener):
     """
 
     interval = 0.005
+    idle_interval = 0.05
 
     def __init__(self, connect: Any) -> None:
         self.conn = connect()

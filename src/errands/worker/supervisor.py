@@ -40,7 +40,8 @@ log = logging.getLogger("errands.supervisor")
 
 _ctx = multiprocessing.get_context("fork")
 EXIT_CONFIG = 78
-POLL = 0.05
+POLL = 0.1
+"""Seconds between looks at the slot tables: timeouts are enforced to within this."""
 _PR_SET_PDEATHSIG = 1
 _STOP_SIGNALS = {signal.SIGTERM}
 
