@@ -253,7 +253,7 @@ def median(values: Sequence[float]) -> float:
 def parser(description: str) -> argparse.ArgumentParser:
     """The CLI every system's script shares."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--mode", required=True, choices=["enqueue", "bulk", "drain", "latency", "scale", "info"])
+    p.add_argument("--mode", required=True, choices=["enqueue", "bulk", "drain", "io", "latency", "scale", "info"])
     p.add_argument("--jobs", type=int, default=1000, help="jobs to enqueue or drain")
     p.add_argument("--processes", type=int, default=1, help="worker processes (drain, latency)")
     p.add_argument("--samples", type=int, default=200, help="latency samples")

@@ -19,11 +19,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-from errands_app import app, noop  # noqa: E402
+from errands_app import app, noop, sleepy  # noqa: E402
 
 CONCURRENCY = int(os.environ.get("BENCH_ERRANDS_CONCURRENCY", "10"))
 """Threads per worker process (``-c``); also the most jobs one claim takes."""
 PREFILL_BATCH = 5000
+IO_CONCURRENCY = 32
+"""Threads of the single worker process in the I/O-bound run (each job sleeps 10 ms)."""
 
 SETTINGS = {
     "worker": f"python -m errands --log-level WARNING worker -p P -c {CONCURRENCY} (--burst for drains)",
@@ -41,19 +43,19 @@ def _open(url: str) -> None:
     app.migrate()
 
 
-def _prefill(n: int) -> float:
+def _prefill(n: int, job: Any = noop) -> float:
     t0 = time.perf_counter()
     done = 0
     while done < n:
         k = min(PREFILL_BATCH, n - done)
-        app.enqueue_many([noop.prepare(0.0) for _ in range(k)])
+        app.enqueue_many([job.prepare(0.0) for _ in range(k)])
         done += k
     return time.perf_counter() - t0
 
 
-def _worker_cmd(url: str, processes: int, burst: bool) -> list[str]:
+def _worker_cmd(url: str, processes: int, burst: bool, concurrency: int = CONCURRENCY) -> list[str]:
     cmd = [sys.executable, "-m", "errands", "--app", "errands_app:app", "--database-url", url,
-           "--log-level", "WARNING", "worker", "-p", str(processes), "-c", str(CONCURRENCY)]
+           "--log-level", "WARNING", "worker", "-p", str(processes), "-c", str(concurrency)]
     return cmd + (["--burst"] if burst else [])
 
 
@@ -73,13 +75,14 @@ def bulk(args: Any) -> dict[str, Any]:
     return common.timed_bulk(lambda k: app.enqueue_many([noop.prepare(0.0) for _ in range(k)]), args.jobs)
 
 
-def _drain(args: Any, n_waiting: int, n_measured: int, burst: bool, rss: bool) -> dict[str, Any]:
+def _drain(args: Any, n_waiting: int, n_measured: int, burst: bool, rss: bool, job: Any = noop,
+           concurrency: int = CONCURRENCY) -> dict[str, Any]:
     _open(args.db_url)
-    fill = _prefill(n_waiting)
+    fill = _prefill(n_waiting, job)
     app.store.close()
     collector = common.Collector(args.workdir)
     log = os.path.join(args.workdir, "worker.log")
-    proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst), _env(collector), log)
+    proc = common.start_workers(_worker_cmd(args.db_url, args.processes, burst, concurrency), _env(collector), log)
     try:
         result = common.measure_drain(collector, proc, n_measured, args.timeout, log, rss=rss)
     finally:
@@ -105,6 +108,14 @@ def _log_problems(log: str) -> str:
 
 def drain(args: Any) -> dict[str, Any]:
     return _drain(args, args.jobs, args.jobs, burst=True, rss=False)
+
+
+def io(args: Any) -> dict[str, Any]:
+    """Issue 3 item 5: jobs that sleep 10 ms, one process, concurrency 32 (ideal 3,200 jobs/s)."""
+    result = _drain(args, args.jobs, args.jobs, burst=True, rss=False, job=sleepy, concurrency=IO_CONCURRENCY)
+    if "value" in result:
+        result["fraction_of_ideal"] = round(result["value"] / (IO_CONCURRENCY / 0.01), 3)
+    return result
 
 
 def _fill_by_copy(n: int) -> float:
@@ -188,5 +199,5 @@ def info(args: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    common.run_main("errands", {"enqueue": enqueue, "bulk": bulk, "drain": drain, "latency": latency,
+    common.run_main("errands", {"enqueue": enqueue, "bulk": bulk, "drain": drain, "io": io, "latency": latency,
                                 "scale": scale, "info": info}, __doc__ or "")

@@ -71,11 +71,11 @@ class System:
 
 SYSTEMS = [
     System("errands-pg", "errands (PostgreSQL)", "errands PG", "pg", "errands_bench.py",
-           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "scale_small", "scale_big")),
+           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "io", "scale_small", "scale_big")),
     System("errands-mariadb", "errands (MariaDB)", "errands MariaDB", "mysql", "errands_bench.py",
-           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "scale_small", "scale_big")),
+           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "io", "scale_small", "scale_big")),
     System("errands-sqlite", "errands (SQLite)", "errands SQLite", "sqlite", "errands_bench.py",
-           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "scale_small", "scale_big")),
+           modes=("enqueue", "bulk", "drain1", "drain2", "latency", "io", "scale_small", "scale_big")),
     System("pgqueuer", "PgQueuer (PostgreSQL)", "PgQueuer", "pg", "peers/pgqueuer_bench.py", True,
            ("pgqueuer", "asyncpg")),
     System("procrastinate", "procrastinate (PostgreSQL)", "procrastinate", "pg", "peers/procrastinate_bench.py", True,
@@ -105,7 +105,10 @@ FIGURES = {
     "drain2": ("drain 2p", "jobs/s", True),
     "latency_p50": ("pickup p50", "ms", False),
     "latency_p99": ("pickup p99", "ms", False),
+    "io": ("I/O 10 ms x32", "jobs/s", True),
 }
+IO_IDEAL = 3200
+"""32 threads each finishing a 10 ms job: the most an I/O-bound run can reach."""
 
 
 @dataclass
@@ -121,13 +124,14 @@ class Params:
     scale_measured_small: int
     scale_measured_big: int
     timeout: float
+    io_jobs: int = 6400
 
     @classmethod
     def make(cls, quick: bool, jobs: int | None, reps: int | None, scale: bool) -> Params:
         if quick:
             n = jobs or 1000
             return cls(True, reps or 1, n, n, 50, 0.02, 10_000 if scale else 0, 100_000 if scale else 0,
-                       2_000, 2_000, 120.0)
+                       2_000, 2_000, 120.0, io_jobs=1600)
         n = jobs or 20_000
         return cls(False, reps or 3, n, n, 200, 0.02, 10_000 if scale else 0, 1_000_000 if scale else 0,
                    10_000, 100_000, max(600.0, n / 20))
@@ -289,6 +293,7 @@ def run_script(system: System, mode: str, url: str, workdir: str, p: Params, tim
                             str(p.scale_measured_small), "--processes", "1"],
             "scale_big": ["--mode", "scale", "--waiting", str(p.scale_big), "--jobs", str(p.scale_measured_big),
                           "--processes", "1"],
+            "io": ["--mode", "io", "--jobs", str(p.io_jobs), "--processes", "1"],
             "info": ["--mode", "info"]}[mode]
     cmd = [python, os.path.join(HERE, system.script), *args, "--db-url", url, "--workdir", workdir,
            "--timeout", str(timeout)]
@@ -409,7 +414,7 @@ def value_of(result: dict[str, Any], figure: str) -> float | None:
 
 
 FIGURE_MODE = {"enqueue": "enqueue", "bulk": "bulk", "drain1": "drain1", "drain2": "drain2",
-               "latency_p50": "latency", "latency_p99": "latency"}
+               "latency_p50": "latency", "latency_p99": "latency", "io": "io"}
 
 
 def aggregate(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -529,6 +534,9 @@ def ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             if mine["status"] != "ok":
                 lines.append(f"{e.short} {title} = {fmt(mine, unit)}")
                 continue
+            if fig == "io":
+                lines.append(f"{e.short} {title} = {mine['median'] / IO_IDEAL:.0%} of the ideal {IO_IDEAL:,} jobs/s")
+                continue
             parts = []
             for other in [BY_KEY[bkey]] + PEERS:
                 theirs = agg[other.key][fig]
@@ -627,7 +635,7 @@ def main() -> int:
         if info.get("versions"):
             versions.setdefault(name, info["versions"])
 
-    plan = [(mode, s) for mode in ("enqueue", "bulk", "drain1", "drain2", "latency")
+    plan = [(mode, s) for mode in ("enqueue", "bulk", "drain1", "drain2", "latency", "io")
             for s in SYSTEMS if s.key in wanted and mode in s.modes]
     if p.scale_big:
         plan += [(mode, s) for mode in ("scale_small", "scale_big") for s in SYSTEMS
