@@ -3,6 +3,7 @@
 #   make demo    run the demo (SQLite; needs nothing but python3)
 #   make test    run the test suite (PostgreSQL and MariaDB suites are skipped
 #                with a message when those servers are down, unless CI=true)
+#   make check   lint and type-check (ruff, mypy; installed into .venv on first use)
 #   make clean   remove .venv and the demo's output
 
 PYTHON ?= python3
@@ -11,7 +12,7 @@ VENV_PYTHON = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo clean
+.PHONY: venv test demo check clean
 
 venv: $(STAMP)
 
@@ -27,6 +28,11 @@ test: venv
 
 demo: venv
 	$(VENV_PYTHON) examples/demo/run_demo.py
+
+check: venv
+	test -x $(VENV)/bin/ruff -a -x $(VENV)/bin/mypy || $(VENV_PYTHON) -m pip install --disable-pip-version-check -q ruff mypy
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy src
 
 clean:
 	rm -rf $(VENV) demo-output

@@ -126,7 +126,7 @@ def test_registering_two_functions_under_one_name_is_refused(app):
 
 def test_unsupported_url_scheme(app):
     with pytest.raises(ConfigurationError, match="unsupported database URL scheme 'redis'"):
-        Errands("redis://localhost/0").store
+        _ = Errands("redis://localhost/0").store
 
 
 def test_password_is_masked():
@@ -150,4 +150,4 @@ def test_old_sqlite_is_refused_with_a_clear_message(monkeypatch, tmp_path):
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
     monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
     with pytest.raises(ConfigurationError, match=r"SQLite 3\.31\.1 is too old: errands needs 3\.35"):
-        Errands(f"sqlite:///{tmp_path / 'x.db'}").store
+        _ = Errands(f"sqlite:///{tmp_path / 'x.db'}").store

@@ -177,7 +177,7 @@ class SQLStore(ABC):
         """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
         return None
 
-    def _after_schema_check(self, cur: Any) -> None:
+    def _after_schema_check(self, cur: Any) -> None:  # noqa: B027 - an optional hook, empty by default
         """Once per process, after the schema is known to be current: dialect-specific repairs."""
 
     # ------------------------------------------------------------------ plumbing
