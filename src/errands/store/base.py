@@ -681,18 +681,10 @@ class SQLStore(ABC):
         """
 
         def move(cur: Any) -> list[int]:
-            clauses: list[str] = []
-            params: list[Any] = []
-            if ids is not None:
-                if not ids:
-                    return []
-                clauses.append("id IN (" + self._in(ids) + ")")
-                params += list(ids)
-            if queue is not None:
-                clauses.append("queue = {p}")
-                params.append(queue)
-            where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-            cur.execute(self.q("SELECT id FROM {failed}" + where) + self.lock_rows, params)
+            if ids is not None and not ids:
+                return []
+            where, params = self._failed_filter(ids, queue)
+            cur.execute(self.q("SELECT id FROM {failed}") + where + self.lock_rows, params)
             found = sorted(r[0] for r in cur.fetchall())
             for start in range(0, len(found), INSERT_CHUNK):
                 chunk = found[start:start + INSERT_CHUNK]
@@ -709,22 +701,26 @@ class SQLStore(ABC):
             raise JobNotFound(f"no dead-letter entry with id {ids[0]}")
         return moved
 
+    def _failed_filter(self, ids: Sequence[int] | None, queue: str | None) -> tuple[str, list[Any]]:
+        """`` WHERE ...`` selecting dead-letter entries by ids and/or queue (empty: all of them)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if ids is not None:
+            clauses.append("id IN (" + self._in(ids) + ")")
+            params += list(ids)
+        if queue is not None:
+            clauses.append("queue = " + self.placeholder)
+            params.append(queue)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
     def forget_failed(self, ids: Sequence[int] | None = None, *, queue: str | None = None) -> int:
         """Delete dead-letter entries for good."""
 
         def delete(cur: Any) -> int:
-            clauses: list[str] = []
-            params: list[Any] = []
-            if ids is not None:
-                if not ids:
-                    return 0
-                clauses.append("id IN (" + self._in(ids) + ")")
-                params += list(ids)
-            if queue is not None:
-                clauses.append("queue = {p}")
-                params.append(queue)
-            where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-            cur.execute(self.q("DELETE FROM {failed}" + where), params)
+            if ids is not None and not ids:
+                return 0
+            where, params = self._failed_filter(ids, queue)
+            cur.execute(self.q("DELETE FROM {failed}") + where, params)
             return int(cur.rowcount)
 
         count = self.run(delete)

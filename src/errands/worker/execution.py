@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ErrandsError, JobTimeout, UnknownJob
+from ..errors import JobTimeout, UnknownJob
 from ..store.rows import ClaimedJob
 from .context import JobContext, reset_current, set_current
 
@@ -45,9 +44,12 @@ class Outcome:
 
 
 def error_name(exc: BaseException) -> str:
+    """``ValueError`` for builtins, ``errands.JobTimeout`` for ours, ``module.Class`` otherwise."""
     cls = type(exc)
-    if isinstance(exc, ErrandsError) or cls.__module__ == "builtins":
-        return cls.__qualname__ if cls.__module__ == "builtins" else f"errands.{cls.__qualname__}"
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    if cls.__module__.startswith("errands."):
+        return f"errands.{cls.__qualname__}"
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -66,7 +68,7 @@ def prepare(app: Errands, row: ClaimedJob) -> tuple[Any, list[Any], dict[str, An
 
 
 def run_sync(app: Errands, row: ClaimedJob, worker_id: str) -> Outcome:
-    """Run a job in the calling thread (an async handler gets its own short event loop)."""
+    """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``."""
     prepared = prepare(app, row)
     if isinstance(prepared, Outcome):
         return prepared
@@ -74,10 +76,7 @@ def run_sync(app: Errands, row: ClaimedJob, worker_id: str) -> Outcome:
     token = set_current(JobContext(row.id, row.name, row.queue, row.attempts, row.max_attempts, worker_id))
     started = time.perf_counter()
     try:
-        if definition.is_async:
-            asyncio.run(_with_timeout(definition.func(*args, **kwargs), row.timeout))
-        else:
-            definition.func(*args, **kwargs)
+        definition.func(*args, **kwargs)
     except Exception as exc:  # a handler's failure is data for the retry decision
         return failure(row, exc, time.perf_counter() - started)
     finally:
@@ -121,9 +120,6 @@ def is_async_job(app: Errands, row: ClaimedJob) -> bool:
 
 
 def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
-    """Short form of a job's arguments for log lines."""
-    try:
-        text = json.dumps(json.loads(row.payload), separators=(",", ":"))
-    except ValueError:
-        text = row.payload
+    """Short form of a job's arguments for log lines (the payload is already compact JSON)."""
+    text = row.payload
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
 from ..store.rows import ClaimedJob
-from .execution import Outcome, Result, describe_arguments, is_async_job, run_async, run_sync
+from .execution import Outcome, Result, describe_arguments, failure, is_async_job, run_async, run_sync
 from .slots import SlotTable
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ class Worker:
         self._stop_now = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ control
@@ -305,11 +306,11 @@ class Worker:
         try:
             return future.result()
         except BaseException as exc:  # cancelled at shutdown, or a bug in execution itself
-            return Outcome(row, Result.ERROR, 0.0, type(exc).__name__, str(exc) or repr(exc), exc)
+            return failure(row, exc, 0.0)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            with self._held_lock:
+            with self._loop_lock:  # runner threads may meet their first async job at once
                 if self._loop is None:
                     loop = asyncio.new_event_loop()
                     self._loop_thread = threading.Thread(target=loop.run_forever, name="errands-event-loop",
