@@ -248,7 +248,7 @@ class MySQLStore(SQLStore):
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
                            "attempts = attempts + 1 WHERE id IN (") + self._in(rows) + ")",
                     [owner, float(lease), *(r[0] for r in rows)])
-        return [(*r[:5], r[5] + 1, *r[6:]) for r in rows]
+        return [(*r[:5], r[5] + 1, r[6], r[7], owner) for r in rows]
 
     #: Ready rows past ``limit`` that one fallback claim considers.
     claim_window = 32

@@ -218,4 +218,4 @@ class PostgresStore(SQLStore):
             "FROM picked WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
             (queue, int(limit), owner, float(lease)))
-        return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))
+        return self.claim_order(cur.fetchall())

@@ -142,4 +142,4 @@ class SQLiteStore(SQLStore):
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
             "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
             (owner, float(lease), queue, int(limit)))
-        return sorted(cur.fetchall(), key=lambda r: (-r[4], r[0]))
+        return self.claim_order(cur.fetchall())

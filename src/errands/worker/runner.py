@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
 from ..store.rows import ClaimedJob
-from .execution import Outcome, Result, describe_arguments, failure, is_async_job, run_async, run_sync
+from .execution import Outcome, Result, describe_arguments, failure, run_async, run_sync
 from .slots import SlotTable
 
 if TYPE_CHECKING:
@@ -130,6 +130,8 @@ class Worker:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        # The supervisor's "stop now" (a distinct signal, so that it cannot merge with a SIGTERM).
+        signal.signal(signal.SIGUSR1, lambda signum, frame: self.request_stop(immediate=True))
 
     @property
     def held_ids(self) -> list[int]:
@@ -250,16 +252,17 @@ class Worker:
 
     # ------------------------------------------------------------------ runner threads
     def _runner(self, slot: int) -> None:
+        get, db_ok, stop, stop_now = self._work.get, self._db_ok, self._stop, self._stop_now
         try:
             while True:
-                row = self._work.get()
+                row = get()
                 # Jobs usually need the database too: while it is away, start nothing new.
-                while not self._db_ok.wait(0.5):
-                    if self._stop_now.is_set():
+                while not db_ok.is_set() and not db_ok.wait(0.5):
+                    if stop_now.is_set():
                         return
-                if row is None or self._stop_now.is_set():
+                if row is None or stop_now.is_set():
                     return
-                if self._stop.is_set():  # stopping: leave it held, _shutdown gives it back unrun
+                if stop.is_set():  # stopping: leave it held, _shutdown gives it back unrun
                     with self._count_lock:
                         self._outstanding -= 1
                     self._wake.set()
@@ -269,32 +272,36 @@ class Worker:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
-        is_async = is_async_job(self.app, row)
-        if self.slots is not None:
+        definition = self.app.registry.get(row.name)
+        is_async = definition is not None and definition.is_async
+        slots = self.slots
+        if slots is not None:
             timeout = row.timeout
             if timeout is not None and is_async:
                 timeout += ASYNC_HARD_GRACE
-            self.slots.start(slot, row.id, timeout)
+            slots.start(slot, row.id, timeout)
         try:
             if is_async:
-                future = asyncio.run_coroutine_threadsafe(run_async(self.app, row, self.id), self._event_loop())
+                future = asyncio.run_coroutine_threadsafe(run_async(self.app, row), self._event_loop())
                 outcome = self._future_outcome(future, row)
             else:
-                outcome = run_sync(self.app, row, self.id)
+                outcome = run_sync(self.app, row)
         finally:
-            if self.slots is not None:
-                self.slots.clear(slot)
-        if isinstance(outcome.exc, StoreUnavailable):
-            self._db_ok.clear()  # the handler lost the database: pause the others before they start
-        self._log(outcome)
+            if slots is not None:
+                slots.clear(slot)
         # Recorded as finished before the outstanding count drops: the heartbeat keeps
         # extending its lease through _held until the main thread has written the outcome.
         if outcome.result is Result.OK:
+            if log.isEnabledFor(logging.INFO):
+                self._log(outcome)
             self._succeeded.append(row.id)
         else:
+            if isinstance(outcome.exc, StoreUnavailable):
+                self._db_ok.clear()  # the handler lost the database: pause the others before they start
+            self._log(outcome)
             self._failed.append(outcome)
-        self._avg_duration = self._avg_duration * 0.9 + outcome.duration * 0.1 if self._avg_duration \
-            else outcome.duration
+        avg = self._avg_duration
+        self._avg_duration = avg * 0.9 + outcome.duration * 0.1 if avg else outcome.duration
         with self._count_lock:
             self._outstanding -= 1
             low = self._outstanding <= self._low_water
@@ -370,8 +377,7 @@ class Worker:
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
         if outcome.result is Result.OK:
-            if log.isEnabledFor(logging.INFO):
-                log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000)
+            log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000)
         else:
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
                         describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,

@@ -12,8 +12,8 @@ that every job it was running is charged the attempt, since any of them may have
 killed it.
 
 Signals: the first SIGTERM/SIGINT asks every process to stop claiming and finish
-(within ``--shutdown-timeout``); a second asks them to give their jobs back and
-exit at once; a third kills them.  Worker processes run in their own process
+(within ``--shutdown-timeout``: SIGTERM to each); a second asks them to give their
+jobs back and exit at once (SIGUSR1); a third kills them.  Worker processes run in their own process
 group so that Ctrl-C in a terminal reaches only the supervisor.
 """
 
@@ -43,7 +43,11 @@ EXIT_CONFIG = 78
 POLL = 0.1
 """Seconds between looks at the slot tables: timeouts are enforced to within this."""
 _PR_SET_PDEATHSIG = 1
-_STOP_SIGNALS = {signal.SIGTERM}
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGUSR1}
+STOP_NOW = signal.SIGUSR1
+"""What the supervisor sends for "give jobs back and exit now".  Not a second SIGTERM: two
+signals of one kind that arrive before the process runs its handler count as one, so under
+load the second request would be lost and the process would wait for its jobs instead."""
 
 
 @dataclass
@@ -162,7 +166,7 @@ class Supervisor:
                 log.warning("stopping now: giving running jobs back to the queue")
             for pid in self.children:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM if nth <= 2 else signal.SIGKILL)
+                    os.kill(pid, signal.SIGTERM if nth == 1 else STOP_NOW if nth == 2 else signal.SIGKILL)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
