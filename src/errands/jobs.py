@@ -61,18 +61,34 @@ class JobOptions:
         return self
 
 
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Made once: ``json.dumps`` with options builds a new encoder on every call."""
+
+
 def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
     """Arguments as compact JSON; refuse what JSON cannot carry and what is too big."""
     try:
-        payload = json.dumps({"args": list(args), "kwargs": kwargs}, separators=(",", ":"),
-                             ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        payload = _encoder.encode({"args": list(args), "kwargs": kwargs})
+    except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored as JSON: {exc}") from exc
-    size = len(payload.encode("utf-8"))
+    size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
     if size > limit:
         raise PayloadTooLarge(f"arguments of job {name!r} take {size} bytes as JSON, over the limit of "
                               f"{limit} bytes; store large data elsewhere and pass a reference")
     return payload
+
+
+def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
+    """(fewest, most) positional arguments a call may pass alone, when the signature is plain.
+
+    For parameters that are all positional-or-keyword, a call with positional arguments only
+    binds exactly when their count is in this range; ``prepare`` then skips
+    ``Signature.bind``, which costs more than encoding the arguments.  None: always bind.
+    """
+    params = list(signature.parameters.values())
+    if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    return sum(1 for p in params if p.default is inspect.Parameter.empty), len(params)
 
 
 class JobHandle:
@@ -111,6 +127,7 @@ class JobDefinition(Generic[P, R]):
         self.backoff = backoff
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = inspect.signature(func)
+        self._positional = _positional_range(self._signature)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -133,17 +150,21 @@ class JobDefinition(Generic[P, R]):
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """Validate and encode one call without storing it (for ``app.enqueue_many``)."""
-        try:
-            self._signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
+        accepts = self._positional
+        if kwargs or accepts is None or not accepts[0] <= len(args) <= accepts[1]:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
         o = self.options
         payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Store one run of this job; returns as soon as the row is committed."""
-        return self.app.enqueue_many([self.prepare(*args, **kwargs)])[0]
+        # prepare() already checked everything enqueue_many would (this definition is registered).
+        [job_id] = self.app.store.enqueue((self.prepare(*args, **kwargs),))
+        return JobHandle(self.app, job_id, self.name)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """``enqueue`` for async callers: the blocking insert runs in a worker thread."""

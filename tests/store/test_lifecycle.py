@@ -409,7 +409,10 @@ def test_large_batches_keep_order_delays_and_run_at(app):
     later = datetime.now(timezone.utc) + timedelta(hours=2)
     prepared = [big.using(delay=3600).prepare(i) if i % 10 == 0 else big.prepare(i) for i in range(2600)]
     prepared[5] = big.using(run_at=later, priority=7).prepare(5)
+    awkward = 'tab\t newline\n backslash\\ quote" é ✓ \u0000'
+    prepared[7] = big.prepare(awkward)
     handles = app.enqueue_many(prepared)
+    assert app.store.get_job(handles[7].id).arguments == ([awkward], {})
     assert [h.id for h in handles] == sorted(h.id for h in handles) and len(set(handles)) == 2600
     assert app.store.get_job(handles[1234].id).payload == '{"args":[1234],"kwargs":{}}'
     five = app.store.get_job(handles[5].id)

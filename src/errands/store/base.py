@@ -484,7 +484,13 @@ class SQLStore(ABC):
                 f"insert:{len(chunk)}", self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, "
                                                "max_attempts, timeout, available_at, created_at) VALUES ")
                 + ", ".join([row_sql] * len(chunk)))
-            ids += self._insert_returning_ids(cur, sql, params, len(chunk))
+            if len(chunk) == 1:
+                # One row: the driver's last-insert id (this connection's own, so exact) is free,
+                # while RETURNING costs SQLite a second pass through the statement.
+                cur.execute(sql, params)
+                ids.append(int(cur.lastrowid))
+            else:
+                ids += self._insert_returning_ids(cur, sql, params, len(chunk))
         return ids
 
     # ------------------------------------------------------------------ claim and settle
