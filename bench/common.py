@@ -55,7 +55,7 @@ class _Mark:
     def __call__(self, stamp: float) -> None:
         fd = self.fd if self.pid == os.getpid() and self.fd is not None else self._open()
         if stamp:
-            os.write(fd, f"{time.time() - stamp:.6f}\n".encode())
+            os.write(fd, f"{stamp!r} {time.time()!r}\n".encode())
         else:
             os.write(fd, b"\n")
 
@@ -80,7 +80,8 @@ class Collector:
         self._rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         self._keep = os.open(self.path, os.O_WRONLY)
         self.count = 0
-        self.latencies: list[float] = []
+        self.starts: list[tuple[float, float]] = []
+        """(stamp, time.time() when the job started) per latency job."""
         self.first: float | None = None
         self.last: float | None = None
         self.target: int | None = None
@@ -116,7 +117,8 @@ class Collector:
                     self.first = now
                 for line in lines:
                     if line:
-                        self.latencies.append(float(line))
+                        stamp, started = line.split()
+                        self.starts.append((float(stamp), float(started)))
                 self.count += len(lines)
                 self.last = now
                 if self.target is not None and self.t_target is None and self.count >= self.target:
@@ -364,25 +366,39 @@ def measure_drain(collector: Collector, proc: subprocess.Popen, n: int, timeout:
 
 def measure_latency(collector: Collector, proc: subprocess.Popen, enqueue_stamped: Callable[[float], Any],
                     samples: int, interval: float, log_path: str, boot_timeout: float = 60.0) -> dict[str, Any]:
-    """Warm up with one job, then ``samples`` jobs stamped with time.time(), ``interval`` apart."""
+    """Warm up with one job, then ``samples`` jobs stamped with time.time(), ``interval`` apart.
+
+    Each job reports its stamp and when it started.  The pickup latency is measured from the
+    moment the enqueue call returned (the job exists: it is committed or with the broker) to
+    the moment the job started; the latency from the moment of the call, which adds the
+    enqueue's own commit or round trip, is reported beside it (``call_*``).
+    """
     enqueue_stamped(0.0)  # warm-up: boots the worker path end to end, not measured
     if not collector.wait_for(1, boot_timeout, alive=lambda: proc.poll() is None):
         return {"error": "the worker never handled the warm-up job; log: "
                          + tail(log_path, 4).replace("\n", " | ")[-250:]}
     time.sleep(0.3)  # let the worker go idle
     next_at = time.perf_counter()
+    returned: dict[float, float] = {}
     for _ in range(samples):
-        enqueue_stamped(time.time())
+        stamp = time.time()
+        enqueue_stamped(stamp)
+        returned[stamp] = time.time()
         next_at += interval
         pause = next_at - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
     if not collector.wait_for(1 + samples, 30.0, alive=lambda: proc.poll() is None):
-        return {"error": f"only {len(collector.latencies)}/{samples} latency samples arrived; log: "
+        return {"error": f"only {len(collector.starts)}/{samples} latency samples arrived; log: "
                          + tail(log_path, 4).replace("\n", " | ")[-250:]}
-    lat = collector.latencies
+    lat = [started - returned[stamp] for stamp, started in collector.starts if stamp in returned]
+    call = [started - stamp for stamp, started in collector.starts if stamp in returned]
+    if len(lat) != samples:
+        return {"error": f"{samples - len(lat)} latency samples carried a stamp the benchmark never sent"}
     return {"value": percentile(lat, 50) * 1000, "p50_ms": percentile(lat, 50) * 1000,
             "p99_ms": percentile(lat, 99) * 1000, "max_ms": max(lat) * 1000, "unit": "ms",
+            "call_p50_ms": percentile(call, 50) * 1000, "call_p99_ms": percentile(call, 99) * 1000,
+            "enqueue_p50_ms": percentile([r - s for s, r in returned.items()], 50) * 1000,
             "samples": len(lat)}
 
 

@@ -74,7 +74,7 @@ class PollingListener(Listener):
     """
 
     interval = 0.02
-    idle_interval = 0.06
+    idle_interval = 0.1
     active_for = 2.0
 
     def __init__(self) -> None:

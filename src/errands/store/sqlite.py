@@ -35,18 +35,29 @@ class _DataVersionListener(PollingListener):
     """Polls ``PRAGMA data_version``, which changes whenever another connection commits.
 
     It costs a few microseconds and touches no table, so an idle worker can look
-    every few milliseconds and still use a tiny fraction of a core.
+    every few milliseconds and still use a tiny fraction of a core.  Any commit
+    changes it, though, including every worker's heartbeat; so a change only leads
+    to a read of the highest job id, and only a new id wakes the worker.  Jobs that
+    become due without a new id (a delay or backoff ends, a dead-letter retry) are
+    found by the worker's regular poll.
     """
 
     interval = 0.005
     idle_interval = 0.05
 
-    def __init__(self, connect: Any) -> None:
+    def __init__(self, connect: Any, highest_id_sql: str) -> None:
         self.conn = connect()
+        self.sql = highest_id_sql
+        self.version: int | None = None
+        self.highest = 0
         super().__init__()
 
     def _read(self) -> int:
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self.version:
+            self.version = version
+            self.highest = int(self.conn.execute(self.sql).fetchone()[0] or 0)
+        return self.highest
 
     def close(self) -> None:
         self.conn.close()
@@ -83,7 +94,7 @@ class SQLiteStore(SQLStore):
         conn.execute("BEGIN IMMEDIATE")
 
     def listener(self) -> Listener | None:
-        return _DataVersionListener(self._connect)
+        return _DataVersionListener(self._connect, self.q("SELECT MAX(id) FROM {jobs}"))
 
     def _classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, sqlite3.OperationalError):

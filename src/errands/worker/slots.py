@@ -41,6 +41,11 @@ class SlotTable:
             if job_id:
                 yield slot, job_id, cells[slot * 2 + 1]
 
+    def busy(self) -> bool:
+        """Whether any slot holds a running job."""
+        cells = self._cells
+        return any(cells[slot * 2] for slot in range(self.size))
+
     def overdue(self, now: float) -> list[int]:
         """Ids of jobs past their deadline (read twice to avoid a torn pair)."""
         late = []
