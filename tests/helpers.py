@@ -82,3 +82,13 @@ def child_pids(pid: int) -> list[int]:
             if fields is not None and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
                 found.append(int(entry))
     return sorted(found)
+
+
+def drain(app, queues=("default",), concurrency: int = 1, max_jobs: int | None = None) -> int:  # type: ignore[no-untyped-def]
+    """Run ready jobs in this process until none is left (an in-process burst worker)."""
+    from errands.worker.runner import Worker, WorkerSettings
+
+    worker = Worker(app, WorkerSettings(queues=tuple(queues), concurrency=concurrency, burst=True,
+                                        max_jobs=max_jobs, sleep=0.05))
+    worker.run()
+    return worker.jobs_done

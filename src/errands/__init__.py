@@ -8,43 +8,61 @@
 """
 
 from .__version__ import __version__
-from .app import Errands
+from .app import BatchHandle, Errands, Schedule
+from .cron import Cron
 from .errors import (
     ConfigurationError,
+    Discard,
     EnqueueError,
     ErrandsError,
     InvalidOption,
     InvalidQueueName,
+    JobCancelled,
+    JobFailed,
     JobNotFound,
     JobTimeout,
     PayloadNotSerializable,
     PayloadTooLarge,
+    Retry,
     SchemaError,
     StoreError,
     StoreUnavailable,
     UnknownJob,
 )
+from .hooks import Hooks
 from .jobs import JobDefinition, JobHandle
+from .limits import RateLimit
 from .retry import Backoff
-from .store.rows import JobState
+from .store.rows import BatchRow, JobState, ResultRow
 from .worker.context import JobContext, current_job
 
 __all__ = [
     "Backoff",
+    "BatchHandle",
+    "BatchRow",
     "ConfigurationError",
+    "Cron",
+    "Discard",
     "EnqueueError",
     "Errands",
     "ErrandsError",
+    "Hooks",
     "InvalidOption",
     "InvalidQueueName",
+    "JobCancelled",
     "JobContext",
     "JobDefinition",
+    "JobFailed",
     "JobHandle",
     "JobNotFound",
     "JobState",
     "JobTimeout",
     "PayloadNotSerializable",
     "PayloadTooLarge",
+    "RateLimit",
+    "ResultRow",
+    "Retry",
+    "Schedule",
     "SchemaError",
     "StoreError",
     "StoreUnavailable",

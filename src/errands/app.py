@@ -2,20 +2,63 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
 from .config import check_queue_name, database_url
-from .errors import ConfigurationError, UnknownJob
-from .jobs import JobDefinition, JobHandle, JobOptions
+from .cron import Cron
+from .errors import ConfigurationError, InvalidOption, UnknownJob
+from .hooks import Hooks
+from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
+from .limits import RateLimit, parse_rate_limit
 from .retry import BackoffSpec, make_backoff
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, SQLStore, open_store
+from .store.rows import BatchRow
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
+DAY = 86400.0
+
+
+class Schedule:
+    """A periodic job: its cron expression and the arguments each slot's run gets."""
+
+    def __init__(self, job: JobDefinition[Any, Any], cron: Cron, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        self.job = job
+        self.cron = cron
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    def prepare(self, slot_key: str) -> NewJob:
+        """The run for one slot: its unique key names the slot, so it is enqueued at most once."""
+        return self.job.using(unique_key=f"periodic:{self.name}:{slot_key}"[:255]).prepare(*self.args, **self.kwargs)
+
+
+class BatchHandle:
+    """What ``app.batch`` and ``app.chain`` return: the batch id, the members, and its progress."""
+
+    def __init__(self, app: Errands, batch_id: int, jobs: list[JobHandle]) -> None:
+        self.id = batch_id
+        self.jobs = jobs
+        self._app = app
+
+    def status(self) -> BatchRow:
+        """Total, done, failed, percentage and whether it finished, read from the database."""
+        row = self._app.store.get_batch(self.id)
+        if row is None:
+            raise ConfigurationError(f"batch {self.id} does not exist (or was pruned)")
+        return row
+
+    def __repr__(self) -> str:
+        return f"<BatchHandle id={self.id} jobs={len(self.jobs)}>"
 
 
 class Errands:
@@ -27,8 +70,22 @@ class Errands:
 
     def __init__(self, database_url_: str | None = None, *, database_url: str | None = None,
                  payload_limit: int = DEFAULT_PAYLOAD_LIMIT, lease: float = 30.0,
-                 table_prefix: str = "errands_", default_queue: str = "default") -> None:
+                 table_prefix: str = "errands_", default_queue: str = "default", keep_results: bool = False,
+                 result_ttl: float = DAY, failed_ttl: float | None = 30 * DAY, eager: bool = False) -> None:
+        """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
+        ``result_ttl``: seconds results and cancellation records are kept (default a day);
+        ``failed_ttl``: seconds dead-letter entries are kept (default 30 days; None: for ever);
+        ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`)."""
         self.database_url = _database_url(database_url_ or database_url)
+        if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
+            raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
+        self.keep_results = keep_results
+        self.result_ttl = float(result_ttl)
+        self.failed_ttl = None if failed_ttl is None else float(failed_ttl)
+        self.eager_mode = eager
+        self._eager_propagate = True
+        self.hooks = Hooks()
+        self.schedules: dict[str, Schedule] = {}
         if payload_limit <= 0:
             raise ConfigurationError("payload_limit must be a positive number of bytes")
         if lease < 1:
@@ -71,25 +128,81 @@ class Errands:
     @overload
     def job(self, func: None = None, /, *, name: str | None = None, queue: str | None = None,
             priority: int = 0, max_attempts: int = 3, backoff: BackoffSpec = "exponential",
-            jitter: float = 0.0, timeout: float | None = None
+            jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
+            keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
+            concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
+            discard_on: Sequence[type[BaseException]] = ()
             ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 
     def job(self, func: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str | None = None,
             priority: int = 0, max_attempts: int = 3, backoff: BackoffSpec = "exponential",
-            jitter: float = 0.0, timeout: float | None = None) -> Any:
-        """Register a function (sync or ``async def``) as a job."""
+            jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
+            keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
+            concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
+            discard_on: Sequence[type[BaseException]] = ()) -> Any:
+        """Register a function (sync or ``async def``) as a job.
+
+        ``unique``: while a run with the same arguments waits or runs, enqueueing returns it.
+        ``keep_result``: keep the return value (``handle.result()``) for ``result_ttl`` seconds.
+        ``rate_limit``: at most N starts per period across every worker, e.g. ``"10/minute"``.
+        ``concurrency_limit`` / ``concurrency_key``: at most N running at once per group; the key is
+        a string or a function of the job's arguments (default: the job's name).
+        ``discard_on``: exception types that skip the remaining attempts.
+        """
+        if concurrency_limit is not None and (isinstance(concurrency_limit, bool) or
+                                              not isinstance(concurrency_limit, int) or concurrency_limit < 1):
+            raise ConfigurationError(f"concurrency_limit must be a positive integer, got {concurrency_limit!r}")
+        if result_ttl is not None and result_ttl <= 0:
+            raise ConfigurationError("result_ttl must be a positive number of seconds")
+        behaviour = JobBehaviour(unique=unique, rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
+                                 concurrency_limit=concurrency_limit, concurrency_key=concurrency_key,
+                                 result_ttl=result_ttl, discard_on=tuple(discard_on))
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
             job_name = name or f"{f.__module__}.{f.__qualname__}"
             if job_name in self.registry and self.registry[job_name].func is not f:
                 raise ConfigurationError(f"a different job is already registered as {job_name!r}")
             options = JobOptions(queue=queue or self.default_queue, priority=priority, max_attempts=max_attempts,
-                                 timeout=timeout).validated()
-            definition = JobDefinition(self, f, job_name, options, make_backoff(backoff, jitter=jitter))
+                                 timeout=timeout, keep_result=keep_result).validated()
+            definition = JobDefinition(self, f, job_name, options, make_backoff(backoff, jitter=jitter), behaviour)
             self.registry[job_name] = definition
             return definition
 
         return register(func) if func is not None else register
+
+    def periodic(self, cron: str, *, timezone: str | None = None, args: Sequence[Any] = (),
+                 kwargs: dict[str, Any] | None = None, **job_options: Any) -> Callable[[Callable[P, R]], JobDefinition[P, R]]:
+        """Register a job that runs on a cron schedule, e.g. ``@app.periodic("*/5 * * * *")``.
+
+        Every worker runs a scheduler; each slot is enqueued exactly once however many run
+        (the database records the last slot of each schedule).  After downtime, only the
+        latest missed slot runs, once.  ``timezone`` is an IANA name (default UTC).
+        """
+        schedule_cron = Cron(cron, timezone)
+
+        def register(f: Callable[P, R]) -> JobDefinition[P, R]:
+            definition: JobDefinition[P, R] = self.job(**job_options)(f)
+            self.schedules[definition.name] = Schedule(definition, schedule_cron, args, kwargs or {})
+            return definition
+
+        return register
+
+    # ------------------------------------------------------------------ hooks
+    def before_job(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(ctx)`` before every run (see :mod:`errands.hooks`)."""
+        return self.hooks.before(fn)
+
+    def after_job(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(ctx, error)`` after every run; ``error`` is None on success."""
+        return self.hooks.after(fn)
+
+    def around_job(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(ctx)`` returning a context manager (or a generator) wrapped around every run."""
+        return self.hooks.around(fn)
+
+    def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(ctx, error_type, error_message)`` whenever a run lands in the dead letter."""
+        return self.hooks.on_dead(fn)
 
     def get_job(self, name: str) -> JobDefinition[Any, Any]:
         try:
@@ -113,13 +226,78 @@ class Errands:
         ``cursor``: a DB-API cursor of the caller's own connection to the same
         database; the jobs then commit or roll back with the caller's transaction.
         """
+        batch = self._checked(jobs)
+        if self.eager_mode:
+            return [self.run_eagerly(self.get_job(new.name), new) for new in batch]
+        ids = self.store.enqueue(batch, cursor=cursor)
+        return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch, strict=True)]
+
+    def _checked(self, jobs: Iterable[NewJob]) -> list[NewJob]:
         batch = list(jobs)
         for new in batch:
             if not isinstance(new, NewJob):
-                raise TypeError(f"enqueue_many takes job.prepare(...) values, got {type(new).__name__}")
+                raise TypeError(f"expected job.prepare(...) values, got {type(new).__name__}")
             self.get_job(new.name)
-        ids = self.store.enqueue(batch, cursor=cursor)
-        return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch, strict=True)]
+        return batch
+
+    def batch(self, jobs: Iterable[NewJob], *, on_complete: NewJob | None = None,
+              on_failure: NewJob | None = None) -> BatchHandle:
+        """Enqueue jobs as one batch whose progress the database counts.
+
+        ``on_complete`` is enqueued once when every member has ended (succeeded or in the dead
+        letter); ``on_failure`` once, when the first member lands in the dead letter.  Both run
+        exactly once even when the last members end at the same moment on different workers;
+        inside them ``current_job().batch_id`` names the batch.
+        """
+        return self._group("batch", jobs, on_complete, on_failure)
+
+    def chain(self, *jobs: NewJob, on_failure: NewJob | None = None, on_complete: NewJob | None = None) -> BatchHandle:
+        """Enqueue jobs that run one after the other, each once the previous one succeeded.
+
+        When one ends in the dead letter, ``on_failure`` runs and the rest of the chain stays
+        blocked (visible, not lost; retrying the dead job resumes the chain).
+        """
+        return self._group("chain", jobs, on_complete, on_failure)
+
+    def _group(self, kind: str, jobs: Iterable[NewJob], on_complete: NewJob | None,
+               on_failure: NewJob | None) -> BatchHandle:
+        members = self._checked(jobs)
+        if not members:
+            raise InvalidOption(f"a {kind} needs at least one job")
+        self._checked([c for c in (on_complete, on_failure) if c is not None])
+        if self.eager_mode:
+            handles = [self.run_eagerly(self.get_job(new.name), new) for new in members]
+            return BatchHandle(self, 0, handles)
+        batch_id, ids = self.store.create_batch(kind, members, on_complete, on_failure)
+        return BatchHandle(self, batch_id, [JobHandle(self, i, new.name) for i, new in zip(ids, members, strict=True)])
+
+    def batch_status(self, batch_id: int) -> BatchRow | None:
+        return self.store.get_batch(batch_id)
+
+    # ------------------------------------------------------------------ eager mode (for tests)
+    @contextlib.contextmanager
+    def eager(self, propagate: bool = True) -> Iterator[None]:
+        """Run jobs inline, at enqueue, inside this block (in your own test suite).
+
+        Handlers run with ``current_job()`` set and their hooks; with ``propagate`` a failing
+        handler's exception reaches the caller of ``enqueue``.  Nothing touches the database.
+        """
+        before = self.eager_mode, self._eager_propagate
+        self.eager_mode, self._eager_propagate = True, propagate
+        try:
+            yield
+        finally:
+            self.eager_mode, self._eager_propagate = before
+
+    def run_eagerly(self, definition: JobDefinition[Any, Any], new: NewJob, args: Sequence[Any] | None = None,
+                    kwargs: dict[str, Any] | None = None) -> JobHandle:
+        from .worker.eager import run_inline
+
+        return run_inline(self, definition, new, self._eager_propagate)
+
+    def run_until_empty(self, queues: Sequence[str] | None = None, *, max_jobs: int | None = None) -> int:
+        """Run ready jobs in this process until none is left; returns how many ran (for tests)."""
+        return self.run_worker(queues, burst=True, max_jobs=max_jobs, sleep=0.05)
 
     # ------------------------------------------------------------------ operations
     def job_state(self, job_id: int) -> JobState:
@@ -128,7 +306,30 @@ class Errands:
             return row.state(self.store.now())
         if self.store.get_failed(job_id) is not None:
             return JobState.FAILED
+        result = self.store.get_result(job_id)
+        if result is not None:
+            return result.state
         return JobState.FINISHED
+
+    def cancel(self, job: Any) -> str:
+        """Cancel a job (a handle or an id).
+
+        Returns "cancelled" when it was waiting (it will never run), "requested" when it is
+        running (its handler sees ``current_job().cancelled``; async handlers are cancelled at
+        their next await), or "gone" when it had already ended.  Cancellations are recorded
+        with the results.
+        """
+        return self.store.cancel(job_id_of(job), self.result_ttl)
+
+    def pause_queue(self, queue: str) -> None:
+        """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed."""
+        self.store.set_paused(check_queue_name(queue), True)
+
+    def resume_queue(self, queue: str) -> None:
+        self.store.set_paused(check_queue_name(queue), False)
+
+    def paused_queues(self) -> list[str]:
+        return self.store.paused_queues()
 
     def counts(self) -> dict[str, QueueCounts]:
         return self.store.counts()

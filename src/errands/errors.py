@@ -15,7 +15,11 @@ lets callers be precise where they care::
     │   ├── StoreUnavailable      cannot reach the database (retry later)
     │   └── SchemaError           tables missing or newer than this code
     ├── JobNotFound               no job / dead-letter entry with that id
-    └── JobTimeout                a run exceeded its timeout (recorded as its error)
+    ├── JobTimeout                a run exceeded its timeout (recorded as its error)
+    ├── JobCancelled              the job was cancelled (raised in its handler, or by result())
+    ├── JobFailed                 result(): the job ended in the dead letter
+    ├── Retry                     raised by a handler: retry after a delay it chooses
+    └── Discard                   raised by a handler: skip the remaining attempts
 
 Driver exceptions are mapped at the store boundary (``raise StoreUnavailable(...)
 from exc``) so that no caller needs to import psycopg or PyMySQL to handle them.
@@ -74,3 +78,28 @@ class JobNotFound(ErrandsError):
 
 class JobTimeout(ErrandsError):
     """A job run exceeded its timeout and was stopped."""
+
+
+class JobCancelled(ErrandsError):
+    """The job was cancelled: raised at a handler's checkpoint, or by ``handle.result()``."""
+
+
+class JobFailed(ErrandsError):
+    """``handle.result()``: the job ended in the dead letter (its error is in the message)."""
+
+    def __init__(self, message: str, error_type: str = "", error_message: str = "") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class Retry(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Retry(delay=60)``
+    """Raised by a handler: fail this attempt and retry after ``delay`` seconds (when attempts are left)."""
+
+    def __init__(self, delay: float, reason: str = "") -> None:
+        super().__init__(reason or f"retry requested in {delay:g}s")
+        self.delay = max(0.0, float(delay))
+
+
+class Discard(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Discard("no phone number")``
+    """Raised by a handler: this job can never succeed; skip the remaining attempts (dead letter now)."""

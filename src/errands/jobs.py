@@ -10,26 +10,31 @@ anything touches the database, and raises an :class:`~errands.errors.EnqueueErro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .config import check_queue_name
-from .errors import InvalidOption, PayloadNotSerializable, PayloadTooLarge
+from .errors import InvalidOption, JobCancelled, JobFailed, PayloadNotSerializable, PayloadTooLarge
+from .limits import RateLimit
 from .retry import Backoff
-from .store.rows import JobState, NewJob
+from .store.rows import FLAG_RESULT, JobState, NewJob
 
 if TYPE_CHECKING:
     from .app import Errands
+    from .hooks import Hooks
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+UNIQUE_KEY_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,11 @@ class JobOptions:
     timeout: float | None = None
     delay: float = 0.0
     run_at: datetime | None = None
+    unique_key: str | None = None
+    """While a job with this key waits or runs, enqueueing another returns the existing job."""
+    after: int | None = None
+    """Id of the job that must succeed first."""
+    keep_result: bool = False
 
     def validated(self) -> JobOptions:
         check_queue_name(self.queue)
@@ -58,7 +68,30 @@ class JobOptions:
             raise InvalidOption(f"delay must be a non-negative number of seconds, got {self.delay!r}")
         if self.run_at is not None and (not isinstance(self.run_at, datetime) or self.run_at.tzinfo is None):
             raise InvalidOption("run_at must be an aware datetime, e.g. datetime.now(timezone.utc)")
+        if self.unique_key is not None and (not isinstance(self.unique_key, str) or not self.unique_key
+                                            or len(self.unique_key) > UNIQUE_KEY_MAX):
+            raise InvalidOption(f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX} characters")
+        if self.after is not None and (isinstance(self.after, bool) or not isinstance(self.after, int)
+                                       or self.after <= 0):
+            raise InvalidOption(f"after must be a job, a job handle or a job id, got {self.after!r}")
         return self
+
+
+@dataclass(frozen=True)
+class JobBehaviour:
+    """What a job does beyond running its function: fixed when it is registered."""
+
+    unique: bool = False
+    """Derive a unique key from the job's name and arguments for every enqueue."""
+    rate_limit: RateLimit | None = None
+    concurrency_limit: int | None = None
+    concurrency_key: str | Callable[..., Any] | None = None
+    """The group (a string, or a function of the job's arguments); the job's name when None."""
+    result_ttl: float | None = None
+    """Seconds a kept result stays; the app's ``result_ttl`` when None."""
+    discard_on: tuple[type[BaseException], ...] = ()
+    """Exception types that skip the remaining attempts (straight to the dead letter)."""
+    hooks: Hooks | None = field(default=None, compare=False)
 
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -78,6 +111,11 @@ def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[st
     return payload
 
 
+def encode_result(value: Any) -> str:
+    """A handler's return value as JSON (stored in the results table)."""
+    return _encoder.encode(value)
+
+
 def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
     """(fewest, most) positional arguments a call may pass alone, when the signature is plain.
 
@@ -91,8 +129,17 @@ def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
     return sum(1 for p in params if p.default is inspect.Parameter.empty), len(params)
 
 
+def job_id_of(job: Any) -> int:
+    """A job id from a handle, an enqueued definition's handle or an int."""
+    if isinstance(job, JobHandle):
+        return job.id
+    if isinstance(job, int) and not isinstance(job, bool):
+        return job
+    raise InvalidOption(f"expected a job handle or a job id, got {job!r}")
+
+
 class JobHandle:
-    """What enqueue returns: the job's id and a way to ask about it later."""
+    """What enqueue returns: the job's id and a way to ask about it later, from any process."""
 
     __slots__ = ("id", "name", "_app")
 
@@ -102,8 +149,61 @@ class JobHandle:
         self._app = app
 
     def status(self) -> JobState:
-        """Where the job is now: waiting, running, in the dead letter, or finished (gone)."""
+        """Where the job is now: waiting, running, in the dead letter, done (while its result
+        is kept), cancelled, or finished (gone)."""
         return self._app.job_state(self.id)
+
+    def cancel(self) -> str:
+        """Cancel the job; see :meth:`Errands.cancel`."""
+        return self._app.cancel(self.id)
+
+    def result(self, timeout: float | None = None, *, poll: float = 0.05) -> Any:
+        """Wait for the job to end and return its return value (``keep_result`` must be on).
+
+        Raises :class:`JobFailed` if it ended in the dead letter, :class:`JobCancelled` if it
+        was cancelled, and ``TimeoutError`` after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = poll
+        while True:
+            done, value = self._outcome()
+            if done:
+                return value
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.id} did not finish within {timeout:g}s")
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 1.5, 1.0)
+
+    async def aresult(self, timeout: float | None = None, *, poll: float = 0.05) -> Any:
+        """``result`` for async callers: the database is asked in a worker thread."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        pause = poll
+        while True:
+            done, value = await asyncio.to_thread(self._outcome)
+            if done:
+                return value
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(f"job {self.id} did not finish within {timeout:g}s")
+            await asyncio.sleep(pause)
+            pause = min(pause * 1.5, 1.0)
+
+    def _outcome(self) -> tuple[bool, Any]:
+        """(ended, return value), raising for the ways a job can end without a value."""
+        app = self._app
+        result = app.store.get_result(self.id)
+        if result is not None:
+            if result.state is JobState.CANCELLED:
+                raise JobCancelled(f"job {self.id} ({self.name}) was cancelled: {result.message or ''}".rstrip(": "))
+            return True, result.result
+        state = app.job_state(self.id)
+        if state is JobState.FAILED:
+            entry = app.store.get_failed(self.id)
+            kind, text = (entry.error_type, entry.error_message) if entry else ("", "")
+            raise JobFailed(f"job {self.id} ({self.name}) ended in the dead letter: {kind}: {text}", kind, text)
+        if state is JobState.FINISHED:
+            return True, None  # succeeded without a kept result (or its record expired)
+        return False, None
 
     def __repr__(self) -> str:
         return f"<JobHandle id={self.id} name={self.name!r}>"
@@ -119,15 +219,17 @@ class JobDefinition(Generic[P, R]):
     """A registered job.  Calling it runs the function directly; ``enqueue`` defers it."""
 
     def __init__(self, app: Errands, func: Callable[P, R], name: str, options: JobOptions,
-                 backoff: Backoff) -> None:
+                 backoff: Backoff, behaviour: JobBehaviour | None = None) -> None:
         self.app = app
         self.func = func
         self.name = name
         self.options = options
         self.backoff = backoff
+        self.behaviour = behaviour or JobBehaviour()
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = inspect.signature(func)
         self._positional = _positional_range(self._signature)
+        self._cursor: Any = None
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -137,15 +239,47 @@ class JobDefinition(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<JobDefinition {self.name} queue={self.options.queue!r}>"
 
+    @property
+    def hooks(self) -> Hooks:
+        """Per-job hooks (``@job.before``, ``@job.after``, ``@job.around``, ``@job.on_dead``)."""
+        from .hooks import Hooks
+
+        if self.behaviour.hooks is None:
+            object.__setattr__(self.behaviour, "hooks", Hooks())
+        assert self.behaviour.hooks is not None
+        return self.behaviour.hooks
+
+    def before(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return self.hooks.before(fn)
+
+    def after(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return self.hooks.after(fn)
+
+    def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return self.hooks.around(fn)
+
+    def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``fn(context, error_type, error_message)``, called when a run lands in the dead letter."""
+        return self.hooks.on_dead(fn)
+
     def using(self, *, queue: str | None = None, priority: int | None = None, delay: float | None = None,
-              run_at: datetime | None = None, max_attempts: int | None = None,
-              timeout: float | None = None) -> JobDefinition[P, R]:
-        """A copy with options changed for the next enqueue; the registered job is untouched."""
-        changes: dict[str, Any] = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay, run_at=run_at,
-                                         max_attempts=max_attempts, timeout=timeout).items() if v is not None}
+              run_at: datetime | None = None, max_attempts: int | None = None, timeout: float | None = None,
+              unique_key: str | None = None, after: Any = None, keep_result: bool | None = None,
+              cursor: Any = None) -> JobDefinition[P, R]:
+        """A copy with options changed for the next enqueue; the registered job is untouched.
+
+        ``after``: a job handle or id that must succeed before this run may start.
+        ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
+        """
+        changes: dict[str, Any] = {k: v for k, v in dict(
+            queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
+            timeout=timeout, unique_key=unique_key, keep_result=keep_result,
+            after=None if after is None else job_id_of(after)).items() if v is not None}
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
         clone.__dict__.update(self.__dict__)
         clone.options = replace(self.options, **changes).validated()
+        if cursor is not None:
+            clone._cursor = cursor
         return clone
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
@@ -158,16 +292,37 @@ class JobDefinition(Generic[P, R]):
                 raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
         o = self.options
         payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
-        return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
+        b = self.behaviour
+        unique_key = o.unique_key
+        if unique_key is None and b.unique:
+            unique_key = f"{self.name}:{hashlib.sha256(payload.encode()).hexdigest()[:40]}"
+        group = None
+        if b.concurrency_limit is not None:
+            key = b.concurrency_key
+            group = self.name if key is None else key if isinstance(key, str) else str(key(*args, **kwargs))
+            if not group or len(group) > UNIQUE_KEY_MAX:
+                raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters")
+        flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
+        if unique_key is None and o.after is None and group is None and not flags:
+            return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
+        return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at,
+                      unique_key, o.after, group, flags)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Store one run of this job; returns as soon as the row is committed."""
+        new = self.prepare(*args, **kwargs)
+        app = self.app
+        if app.eager_mode:
+            return app.run_eagerly(self, new, args, kwargs)
         # prepare() already checked everything enqueue_many would (this definition is registered).
-        [job_id] = self.app.store.enqueue((self.prepare(*args, **kwargs),))
-        return JobHandle(self.app, job_id, self.name)
+        [job_id] = app.store.enqueue((new,), cursor=self._cursor)
+        return JobHandle(app, job_id, self.name)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """``enqueue`` for async callers: the blocking insert runs in a worker thread."""
         new = self.prepare(*args, **kwargs)
-        handles = await asyncio.to_thread(self.app.enqueue_many, [new])
-        return handles[0]
+        if self.app.eager_mode:
+            return self.app.run_eagerly(self, new, args, kwargs)
+        [job_id] = await asyncio.to_thread(self.app.store.enqueue, (new,), self._cursor)
+        return JobHandle(self.app, job_id, self.name)
+

@@ -73,8 +73,8 @@ def test_status_json_shape(migrated):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["queues"] == {
-        "a": {"ready": 1, "delayed": 1, "running": 0, "stale": 0, "failed": 0},
-        "b": {"ready": 0, "delayed": 0, "running": 1, "stale": 0, "failed": 0},
+        "a": {"ready": 1, "delayed": 1, "running": 0, "stale": 0, "failed": 0, "blocked": 0},
+        "b": {"ready": 0, "delayed": 0, "running": 1, "stale": 0, "failed": 0, "blocked": 0},
     }
     [worker] = report["workers"]
     assert worker["id"] == "h:1:x" and worker["alive"] is True

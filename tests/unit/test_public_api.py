@@ -3,10 +3,11 @@ import errands
 
 def test_public_api_is_pinned():
     assert sorted(errands.__all__) == [
-        "Backoff", "ConfigurationError", "EnqueueError", "Errands", "ErrandsError", "InvalidOption",
-        "InvalidQueueName", "JobContext", "JobDefinition", "JobHandle", "JobNotFound", "JobState", "JobTimeout",
-        "PayloadNotSerializable", "PayloadTooLarge", "SchemaError", "StoreError", "StoreUnavailable",
-        "UnknownJob", "__version__", "current_job",
+        "Backoff", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "Discard", "EnqueueError", "Errands",
+        "ErrandsError", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled", "JobContext", "JobDefinition",
+        "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout", "PayloadNotSerializable",
+        "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError", "StoreError",
+        "StoreUnavailable", "UnknownJob", "__version__", "current_job",
     ]
     for name in errands.__all__:
         assert hasattr(errands, name)

@@ -14,6 +14,7 @@ import click
 from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
 from .admin import migrate, recover
 from .context import Context, configure_logging
+from .control import batch, job, periodic, queue
 from .failed import failed
 from .jobs import enqueue, status
 from .worker import worker
@@ -54,5 +55,5 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     ctx.obj = Context(app_path, database_url)
 
 
-for command in (worker, enqueue, status, failed, recover, migrate):
+for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic):
     main.add_command(command)

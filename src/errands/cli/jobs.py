@@ -55,10 +55,12 @@ def status(ctx: Context, as_json: bool) -> None:
     if not queues:
         click.echo("no jobs")
     else:
-        click.echo(f"{'queue':<24}{'ready':>8}{'delayed':>9}{'running':>9}{'stale':>8}{'failed':>8}")
+        click.echo(f"{'queue':<24}{'ready':>8}{'delayed':>9}{'blocked':>9}{'running':>9}{'stale':>8}{'failed':>8}")
         for name, c in queues.items():
             stale = click.style(f"{c['stale']:>8}", fg="yellow") if c["stale"] else f"{c['stale']:>8}"
-            click.echo(f"{name:<24}{c['ready']:>8}{c['delayed']:>9}{c['running']:>9}{stale}{c['failed']:>8}")
+            paused = "  (paused)" if name in report.get("paused", []) else ""
+            click.echo(f"{name:<24}{c['ready']:>8}{c['delayed']:>9}{c['blocked']:>9}{c['running']:>9}{stale}"
+                       f"{c['failed']:>8}{paused}")
     workers = report["workers"]
     alive = [w for w in workers if w["alive"]]
     if not alive:

@@ -41,10 +41,12 @@ def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Seconds a claim is held without a heartbeat (default: the app's, 30).")
 @click.option("--prefetch", type=click.IntRange(0, 1000), default=None, envvar="ERRANDS_PREFETCH",
               help="Jobs held beyond the running ones (default: adapts to job duration, up to 500).")
+@click.option("--no-scheduler", is_flag=True, envvar="ERRANDS_NO_SCHEDULER",
+              help="Do not enqueue the app's periodic jobs from this worker (another one does).")
 @click.pass_obj
 def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: int, max_jobs: int | None,
            once: bool, burst: bool, sleep: float, shutdown_timeout: float, lease: float | None,
-           prefetch: int | None) -> None:
+           prefetch: int | None, no_scheduler: bool) -> None:
     """Claim and run jobs.
 
     SIGTERM or Ctrl-C: stop claiming, let running jobs finish (up to
@@ -56,10 +58,12 @@ def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: i
     names = split_queues(queues) or tuple(app.default_queues())
     settings = WorkerSettings(queues=names, concurrency=concurrency, burst=burst or once,
                               max_jobs=1 if once else max_jobs, sleep=sleep, shutdown_timeout=shutdown_timeout,
-                              lease=lease, prefetch=0 if once else prefetch)
+                              lease=lease, prefetch=0 if once else prefetch, scheduler=not no_scheduler)
     app.store.run(lambda cur: None)  # fail fast on a missing schema, before forking
     jobs = ", ".join(sorted(app.registry)) or "none"
     click.echo(f"errands worker: database {mask_url(app.database_url)}\n"
                f"  queues: {', '.join(names)} | processes: {processes} x concurrency {concurrency} | "
-               f"lease {settings.lease or app.lease:g}s\n  jobs: {jobs}", err=True)
+               f"lease {settings.lease or app.lease:g}s\n  jobs: {jobs}"
+               + (f"\n  periodic: {', '.join(sorted(app.schedules))}" if app.schedules and settings.scheduler
+                  and not settings.burst else ""), err=True)
     raise SystemExit(Supervisor(app, settings, processes).run())

@@ -22,4 +22,5 @@ def status_report(app: Errands) -> dict[str, Any]:
                         "concurrency": w.concurrency, "started_at": w.started_at.isoformat(),
                         "last_heartbeat_at": w.heartbeat_at.isoformat(), "seconds_since_heartbeat": age,
                         "jobs_done": w.jobs_done, "alive": age <= app.lease * ALIVE_AFTER_LEASES})
-    return {"queues": {name: c.as_dict() for name, c in counts.items()}, "workers": workers}
+    return {"queues": {name: c.as_dict() for name, c in counts.items()}, "workers": workers,
+            "paused": store.paused_queues()}

@@ -27,30 +27,56 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
-from .rows import ClaimedJob, FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, WorkerRow
+from .features import FeatureVerbs
+from .rows import (
+    FLAG_BATCH,
+    FLAG_DEPENDENTS,
+    ClaimedJob,
+    FailedJobRow,
+    JobRow,
+    NewJob,
+    QueueCounts,
+    RecoveryReport,
+    WorkerRow,
+)
 
 log = logging.getLogger("errands.store")
 
 T = TypeVar("T")
 
 JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, "
-               "created_at, reserved_by, reserved_at, reserved_until, last_error")
+               "created_at, reserved_by, reserved_at, reserved_until, last_error, unique_key, blocked_by, batch_id, "
+               "concurrency_key, flags, cancel_requested_at, progress, progress_message")
 FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
                   "failed_at, error_type, error_message")
-CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by"
+CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id"
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
 
 ERROR_MESSAGE_CAP = 2000
+_PLAIN = (None, None, None, 0, None)
+"""The feature fields of a NewJob that uses none (unique_key, after, concurrency_key, flags, batch_id):
+such jobs take the fast insert paths."""
 INSERT_CHUNK = 500
 
 _INHERITED: list[Any] = []
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
+
+
+class Step(NamedTuple):
+    """A migration statement that is skipped when ``unless`` (a query) returns a non-zero count.
+
+    For servers whose DDL commits on its own (MySQL): a step that ran before a crash
+    is then not run again.  Plain strings are used where migrations are transactional.
+    """
+
+    sql: str
+    unless: str
 
 
 class Listener(ABC):
@@ -100,7 +126,7 @@ class PollingListener(Listener):
             time.sleep(min(pause, left))
 
 
-class SQLStore(ABC):
+class SQLStore(FeatureVerbs, ABC):
     """Verb-level access to errands' tables on one database."""
 
     dialect: str = ""
@@ -109,7 +135,7 @@ class SQLStore(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 1
+    schema_version = 2
     auto_migrate = False
     #: Whether ``_claim`` needs an explicit transaction (a SELECT then an UPDATE).
     claim_needs_transaction = False
@@ -121,6 +147,12 @@ class SQLStore(ABC):
         self.t_failed = f"{prefix}failed_jobs"
         self.t_workers = f"{prefix}workers"
         self.t_schema = f"{prefix}schema"
+        self.t_results = f"{prefix}results"
+        self.t_batches = f"{prefix}batches"
+        self.t_locks = f"{prefix}locks"
+        self.t_rate_starts = f"{prefix}rate_starts"
+        self.t_periodic = f"{prefix}periodic"
+        self.t_queues = f"{prefix}queues"
         self._local = threading.local()
         self._sql_cache: dict[str, str] = {}
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
@@ -158,8 +190,9 @@ class SQLStore(ABC):
         """Convert an aware datetime into the stored representation."""
 
     @abstractmethod
-    def migrations(self) -> list[tuple[int, list[str]]]:
-        """Numbered DDL steps; each step is idempotent."""
+    def migrations(self) -> list[tuple[int, list[str | Step]]]:
+        """Numbered DDL steps.  A version applies in one transaction where the server has
+        transactional DDL (SQLite, PostgreSQL); elsewhere its steps are guarded (``Step``)."""
 
     @abstractmethod
     def _claim(self, conn: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
@@ -202,7 +235,9 @@ class SQLStore(ABC):
 
     def _render(self, template: str) -> str:
         return template.format(jobs=self.t_jobs, failed=self.t_failed, workers=self.t_workers,
-                               schema=self.t_schema, now=self.now_sql(), now_plus=self.plus_seconds_sql(),
+                               schema=self.t_schema, results=self.t_results, batches=self.t_batches,
+                               locks=self.t_locks, rate_starts=self.t_rate_starts, periodic=self.t_periodic,
+                               queues=self.t_queues, now=self.now_sql(), now_plus=self.plus_seconds_sql(),
                                p=self.placeholder)
 
     def _in(self, values: Sequence[Any]) -> str:
@@ -350,7 +385,7 @@ class SQLStore(ABC):
         out.append(self.q(self.schema_table_ddl()) + ";")
         for version, steps in self.migrations():
             out.append(f"-- version {version}")
-            out.extend(s + ";" for s in steps)
+            out.extend((s.sql if isinstance(s, Step) else s) + ";" for s in steps)
             out.append(self.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
         return "\n".join(out) + "\n"
 
@@ -381,6 +416,12 @@ class SQLStore(ABC):
                 if version in done:
                     continue
                 for step in steps:
+                    if isinstance(step, Step):
+                        cur.execute(step.unless)
+                        row = cur.fetchone()
+                        if row and row[0]:
+                            continue
+                        step = step.sql
                     cur.execute(step)
                 cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
                 applied.append(version)
@@ -423,7 +464,10 @@ class SQLStore(ABC):
         t = self.to_datetime
         return JobRow(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
                       None if r[7] is None else float(r[7]), t(r[8]), t(r[9]), r[10],
-                      None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13])
+                      None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13],
+                      r[14], None if r[15] is None else int(r[15]), None if r[16] is None else int(r[16]), r[17],
+                      int(r[18] or 0), None if r[19] is None else t(r[19]),
+                      None if r[20] is None else float(r[20]), r[21])
 
     def _failed(self, r: Sequence[Any]) -> FailedJobRow:
         t = self.to_datetime
@@ -451,8 +495,10 @@ class SQLStore(ABC):
         """
         if not jobs:
             return []
+        rich = any(j[8:] != _PLAIN for j in jobs)
+
         def insert(cur: Any) -> list[int]:
-            return self._insert_jobs(cur, jobs)
+            return self._insert_rich(cur, jobs) if rich else self._insert_jobs(cur, jobs)
 
         if cursor is not None:
             try:
@@ -464,7 +510,7 @@ class SQLStore(ABC):
                     raise
                 error = StoreUnavailable if kind == UNAVAILABLE else StoreError
                 raise error(f"{self.dialect}: enqueue on the caller's transaction failed: {exc}") from exc
-        return self.run(insert, write=self._enqueue_in_transaction(len(jobs)))
+        return self.run(insert, write=rich or self._enqueue_in_transaction(len(jobs)))
 
     def _enqueue_in_transaction(self, count: int) -> bool:
         """Whether inserting ``count`` jobs takes more than one statement (then it must be atomic)."""
@@ -508,15 +554,22 @@ class SQLStore(ABC):
             rows.extend(map(ClaimedJob._make, got))
         return rows
 
-    def pick_sql(self, columns: str = "id") -> str:
-        """The heart of every claim: ready rows of one queue in index order (params: queue, limit).
+    def pick_sql(self, columns: str = "id", *, paused_check: bool = True) -> str:
+        """The heart of every claim: ready rows of one queue in index order.
 
-        The claim index (queue, priority DESC, id) over unreserved rows serves
-        both the WHERE and the ORDER BY, so this stays a short index range scan
-        however many jobs wait; tests guard that with EXPLAIN on every backend.
+        Parameters: queue, (queue again for the paused check,) limit.  The claim index
+        (queue, priority DESC, id) over unreserved, unblocked rows serves both the WHERE
+        and the ORDER BY, so this stays a short index range scan however many jobs wait;
+        tests guard that with EXPLAIN on every backend.  The paused check is one lookup
+        of the queue's row, evaluated once per statement.
         """
+        paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
         return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
-                      "AND available_at <= {now} ORDER BY priority DESC, id LIMIT {p}")
+                      "AND blocked_by IS NULL AND available_at <= {now}" + paused +
+                      " ORDER BY priority DESC, id LIMIT {p}")
+
+    def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:
+        return (queue, queue, int(limit)) if paused_check else (queue, int(limit))
 
     explain_prefix = "EXPLAIN "
 
@@ -524,22 +577,38 @@ class SQLStore(ABC):
         """The database's plan for :meth:`pick_sql`, one line per plan row."""
 
         def read(cur: Any) -> str:
-            cur.execute(self.explain_prefix + self.pick_sql(), (queue, limit))
+            cur.execute(self.explain_prefix + self.pick_sql(), self.pick_params(queue, limit))
             return "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in cur.fetchall())
 
         return self.run(read)
 
     def complete(self, owner: str, ids: Sequence[int]) -> int:
-        """Delete finished jobs still reserved by ``owner``; returns how many were ours."""
+        """Delete finished jobs still reserved by ``owner``; returns how many were ours.
+
+        Jobs that others wait for (``FLAG_DEPENDENTS``, read back from the deleted rows so a
+        dependant enqueued during the run is seen) unblock those at once.  That second
+        statement is separate from the delete: if the worker dies between the two,
+        ``sweep_blocked`` unblocks them within a maintenance period.
+        """
         if not ids:
             return 0
 
-        def delete(cur: Any) -> int:
+        def delete(cur: Any) -> tuple[int, list[int]]:
             match, params = self.ids_match(ids)
-            cur.execute(self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND ") + match, [owner, *params])
-            return int(cur.rowcount)
+            rows = self._delete_returning_flags(cur, self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND ")
+                                                + match, [owner, *params], match, params)
+            return len(rows), [r[0] for r in rows if r[1] & FLAG_DEPENDENTS]
 
-        return self.run(delete)
+        count, parents = self.run(delete)
+        if parents:
+            self.run(lambda cur: self._unblock(cur, parents), write=True)
+        return count
+
+    def _delete_returning_flags(self, cur: Any, delete_sql: str, params: list[Any], match: str,
+                                match_params: list[Any]) -> list[tuple[int, int]]:
+        """Run ``delete_sql`` and return (id, flags) of the deleted rows."""
+        cur.execute(delete_sql + " RETURNING id, flags", params)
+        return [(int(r[0]), int(r[1])) for r in cur.fetchall()]
 
     def retry_later(self, owner: str, job_id: int, delay: float, error: str) -> bool:
         """Put a failed run back in line after ``delay`` seconds of database time."""
@@ -564,16 +633,26 @@ class SQLStore(ABC):
 
     def _bury_locked(self, cur: Any, where: str, params: Sequence[Any], error_type: str,
                      error_message: str) -> int:
-        cur.execute(self.q("SELECT id FROM {jobs} WHERE " + where) + self.lock_rows, params)
-        ids = [r[0] for r in cur.fetchall()]
-        if not ids:
+        """Move the matching rows to the dead letter; a batch member counts as failed there.
+
+        Jobs that depend on a buried one stay blocked (visible, not lost): they run if the
+        buried job is retried and then succeeds.
+        """
+        cur.execute(self.q("SELECT id, flags, batch_id FROM {jobs} WHERE " + where) + self.lock_rows, params)
+        rows = cur.fetchall()
+        if not rows:
             return 0
+        ids = [r[0] for r in rows]
         marks = self._in(ids)
-        cur.execute(self.q("INSERT INTO {failed} (" + FAILED_COLUMNS + ") SELECT id, queue, name, payload, "
-                           "priority, attempts, max_attempts, timeout, created_at, {now}, {p}, {p} FROM {jobs} "
+        cur.execute(self.q("INSERT INTO {failed} (" + FAILED_COLUMNS + ", unique_key, batch_id, concurrency_key, "
+                           "flags) SELECT id, queue, name, payload, priority, attempts, max_attempts, timeout, "
+                           "created_at, {now}, {p}, {p}, unique_key, batch_id, concurrency_key, flags FROM {jobs} "
                            "WHERE id IN (") + marks + ")",
                     [error_type[:255], error_message[:ERROR_MESSAGE_CAP], *ids])
         cur.execute(self.q("DELETE FROM {jobs} WHERE id IN (") + marks + ")", ids)
+        for r in rows:
+            if int(r[1] or 0) & FLAG_BATCH and r[2] is not None:
+                self._count_in_batch(cur, int(r[2]), done=0, failed=1)
         return len(ids)
 
     def release(self, owner: str, ids: Sequence[int], *, refund: bool = True) -> int:
@@ -706,10 +785,19 @@ class SQLStore(ABC):
             for start in range(0, len(found), INSERT_CHUNK):
                 chunk = found[start:start + INSERT_CHUNK]
                 marks = self._in(chunk)
+                # A new job may hold the unique key meanwhile: the retried one then goes without it.
+                cur.execute(self.q("SELECT f.id FROM {failed} f JOIN {jobs} j ON j.unique_key = f.unique_key "
+                                   "WHERE f.id IN (") + marks + ")", chunk)
+                taken = [r[0] for r in cur.fetchall()]
+                if taken:
+                    cur.execute(self.q("UPDATE {failed} SET unique_key = NULL WHERE id IN (") + self._in(taken)
+                                + ")", taken)
                 cur.execute(self.q("INSERT INTO {jobs} (id, queue, name, payload, priority, attempts, max_attempts, "
-                                   "timeout, available_at, created_at, last_error) SELECT id, queue, name, payload, "
+                                   "timeout, available_at, created_at, last_error, unique_key, batch_id, "
+                                   "concurrency_key, flags) SELECT id, queue, name, payload, "
                                    "priority, 0, max_attempts, timeout, {now}, created_at, "
-                                   "error_message FROM {failed} WHERE id IN (") + marks + ")", chunk)
+                                   "error_message, unique_key, batch_id, concurrency_key, flags FROM {failed} "
+                                   "WHERE id IN (") + marks + ")", chunk)
                 cur.execute(self.q("DELETE FROM {failed} WHERE id IN (") + marks + ")", chunk)
             return found
 
@@ -769,17 +857,20 @@ class SQLStore(ABC):
         def read(cur: Any) -> dict[str, QueueCounts]:
             cur.execute(self.q(
                 "SELECT queue, "
-                "SUM(CASE WHEN reserved_by IS NULL AND available_at <= {now} THEN 1 ELSE 0 END), "
-                "SUM(CASE WHEN reserved_by IS NULL AND available_at > {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now} THEN 1 ELSE 0 END), "
                 "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until >= {now} THEN 1 ELSE 0 END), "
-                "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until < {now} THEN 1 ELSE 0 END) "
+                "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until < {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NOT NULL THEN 1 ELSE 0 END) "
                 "FROM {jobs} GROUP BY queue"))
-            result = {r[0]: QueueCounts(int(r[1] or 0), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0))
+            result = {r[0]: QueueCounts(int(r[1] or 0), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0),
+                                        blocked=int(r[5] or 0))
                       for r in cur.fetchall()}
             cur.execute(self.q("SELECT queue, COUNT(*) FROM {failed} GROUP BY queue"))
             for queue, failed in cur.fetchall():
                 base = result.get(queue, QueueCounts())
-                result[queue] = QueueCounts(base.ready, base.delayed, base.running, base.stale, int(failed))
+                result[queue] = QueueCounts(base.ready, base.delayed, base.running, base.stale, int(failed),
+                                            base.blocked)
             return dict(sorted(result.items()))
 
         return self.run(read)

@@ -19,14 +19,14 @@ UTC, compared against ``UTC_TIMESTAMP(6)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigurationError, StoreUnavailable
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
 
 try:
     import pymysql
@@ -162,7 +162,7 @@ class MySQLStore(SQLStore):
     def schema_table_ddl(self) -> str:
         return "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
 
-    def migrations(self) -> list[tuple[int, list[str]]]:
+    def migrations(self) -> list[tuple[int, list[str | Step]]]:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
@@ -186,7 +186,64 @@ class MySQLStore(SQLStore):
             " id VARCHAR(120) NOT NULL PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INT NOT NULL,"
             " queues TEXT NOT NULL, concurrency INT NOT NULL, started_at DATETIME(6) NOT NULL,"
             " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
-        )])]
+        )]), (2, self._version_2(table))]
+
+    def _version_2(self, table: str) -> list[str | Step]:
+        """MySQL commits each DDL statement on its own, so a step that ran before a crash must be
+        skippable: every ALTER is guarded by a look at information_schema (MySQL 8 has no
+        ``ADD COLUMN IF NOT EXISTS``)."""
+        def column(tbl: str, spec: str) -> Step:
+            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
+                        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
+
+        def index(tbl: str, name: str, spec: str) -> Step:
+            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD {spec}"),
+                        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND INDEX_NAME = '{self.q(name)}'")
+
+        jobs_claim_has_blocked = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "
+                                  f"DATABASE() AND TABLE_NAME = '{self.t_jobs}' AND INDEX_NAME = "
+                                  f"'{self.t_jobs}_claim' AND COLUMN_NAME = 'blocked_by'")
+        return [
+            *(column("jobs", c) for c in (
+                "unique_key VARCHAR(255) NULL", "blocked_by BIGINT NULL", "batch_id BIGINT NULL",
+                "concurrency_key VARCHAR(255) NULL", "flags INT NOT NULL DEFAULT 0",
+                "cancel_requested_at DATETIME(6) NULL", "admitted_at DATETIME(6) NULL", "progress DOUBLE NULL",
+                "progress_message VARCHAR(255) NULL")),
+            *(column("failed", c) for c in (
+                "unique_key VARCHAR(255) NULL", "batch_id BIGINT NULL", "concurrency_key VARCHAR(255) NULL",
+                "flags INT NOT NULL DEFAULT 0")),
+            # No partial indexes: blocked jobs are kept out of the claim's range by an equality
+            # on blocked_by IS NULL, ahead of the ORDER BY columns.
+            Step(self.q("ALTER TABLE {jobs} DROP KEY {jobs}_claim, ADD KEY {jobs}_claim "
+                        "(queue, reserved_by, blocked_by, priority DESC, id)"), jobs_claim_has_blocked),
+            index("jobs", "{jobs}_unique", "UNIQUE KEY {jobs}_unique (unique_key)"),
+            index("jobs", "{jobs}_blocked", "KEY {jobs}_blocked (blocked_by)"),
+            index("jobs", "{jobs}_batch", "KEY {jobs}_batch (batch_id)"),
+            index("jobs", "{jobs}_group", "KEY {jobs}_group (concurrency_key)"),
+            index("failed", "{failed}_failed_at", "KEY {failed}_failed_at (failed_at)"),
+            *(self.q(s) for s in (
+                "CREATE TABLE IF NOT EXISTS {results} (id BIGINT NOT NULL PRIMARY KEY, queue VARCHAR(60) NOT NULL,"
+                " name VARCHAR(255) NOT NULL, state VARCHAR(20) NOT NULL, result MEDIUMTEXT NULL, message TEXT NULL,"
+                " attempts INT NOT NULL, batch_id BIGINT NULL, finished_at DATETIME(6) NOT NULL,"
+                " expires_at DATETIME(6) NOT NULL, KEY {results}_expiry (expires_at),"
+                " KEY {results}_batch (batch_id))" + table,
+                "CREATE TABLE IF NOT EXISTS {batches} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                " kind VARCHAR(10) NOT NULL, total INT NOT NULL, done INT NOT NULL DEFAULT 0,"
+                " failed INT NOT NULL DEFAULT 0, on_complete MEDIUMTEXT NULL, on_failure MEDIUMTEXT NULL,"
+                " created_at DATETIME(6) NOT NULL, completed_at DATETIME(6) NULL,"
+                " failure_fired_at DATETIME(6) NULL)" + table,
+                "CREATE TABLE IF NOT EXISTS {locks} (name VARCHAR(255) NOT NULL PRIMARY KEY)" + table,
+                "CREATE TABLE IF NOT EXISTS {rate_starts} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                " name VARCHAR(255) NOT NULL, started_at DATETIME(6) NOT NULL,"
+                " KEY {rate_starts}_window (name, started_at))" + table,
+                "CREATE TABLE IF NOT EXISTS {periodic} (name VARCHAR(255) NOT NULL PRIMARY KEY,"
+                " last_slot DATETIME(6) NULL, updated_at DATETIME(6) NOT NULL)" + table,
+                "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) NOT NULL PRIMARY KEY,"
+                " paused INT NOT NULL DEFAULT 0, changed_at DATETIME(6) NOT NULL)" + table,
+            )),
+        ]
 
     def _after_schema_check(self, cur: Any) -> None:
         # Before MySQL 8 (and MariaDB 10.2.4) InnoDB resets AUTO_INCREMENT to MAX(id)+1 on restart,
@@ -218,6 +275,41 @@ class MySQLStore(SQLStore):
         first, step = cur.fetchone()
         return [int(first) + i * int(step) for i in range(count)]
 
+    # ------------------------------------------------------------------ feature statements
+    def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
+        # On a duplicate key, LAST_INSERT_ID(id) makes the driver report the holder's id.
+        cur.execute(sql + " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)", params)
+        return int(cur.lastrowid)
+
+    def _insert_ignore(self, table: str, columns: str) -> str:
+        names = [c.strip() for c in columns.split(",")]
+        marks = ", ".join("%s" for _ in names)
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {names[0]} = {names[0]}"
+
+    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
+        marks = ", ".join("%s" for _ in range(len(columns) + 1))
+        updates = ", ".join(f"{c} = VALUES({c})" for c in columns)
+        return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {updates}"
+
+    def _delete_returning_flags(self, cur: Any, delete_sql: str, params: list[Any], match: str,
+                                match_params: list[Any]) -> list[tuple[int, int]]:
+        if self.delete_returning is not False:
+            try:
+                rows = super()._delete_returning_flags(cur, delete_sql, params, match, match_params)
+                self.delete_returning = True
+                return rows
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args[0] != _SYNTAX_ERROR or self.delete_returning:
+                    raise
+                self.delete_returning = False  # MySQL: no DELETE ... RETURNING
+        # Read the flags first; a dependant marked in between is unblocked by sweep_blocked.
+        cur.execute(self.q("SELECT id, flags FROM {jobs} WHERE reserved_by = %s AND ") + match, params)
+        rows = [(int(r[0]), int(r[1])) for r in cur.fetchall()]
+        cur.execute(delete_sql, params)
+        return rows
+
+    delete_returning: bool | None = None
+
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True
 
@@ -240,7 +332,10 @@ class MySQLStore(SQLStore):
         self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
     def _claim_skip_locked(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
-        cur.execute(self.pick_sql(CLAIM_COLUMNS) + " FOR UPDATE SKIP LOCKED", (queue, int(limit)))
+        if self._paused(cur, queue):
+            return []
+        cur.execute(self.pick_sql(CLAIM_COLUMNS, paused_check=False) + " FOR UPDATE SKIP LOCKED",
+                    self.pick_params(queue, limit, paused_check=False))
         rows = cur.fetchall()
         if not rows:
             return []
@@ -248,7 +343,14 @@ class MySQLStore(SQLStore):
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
                            "attempts = attempts + 1 WHERE id IN (") + self._in(rows) + ")",
                     [owner, float(lease), *(r[0] for r in rows)])
-        return [(*r[:5], r[5] + 1, r[6], r[7], owner) for r in rows]
+        return [(*r[:5], r[5] + 1, r[6], r[7], owner, r[9], r[10]) for r in rows]
+
+    def _paused(self, cur: Any, queue: str) -> bool:
+        """Whether ``queue`` is paused: read apart from the locking pick, whose subqueries InnoDB
+        would lock as well."""
+        cur.execute(self.q("SELECT paused FROM {queues} WHERE name = %s"), (queue,))
+        row = cur.fetchone()
+        return bool(row and row[0])
 
     #: Ready rows past ``limit`` that one fallback claim considers.
     claim_window = 32
@@ -261,8 +363,11 @@ class MySQLStore(SQLStore):
         # ready ids through the index bounds that to limit + claim_window rows.  The UPDATE is still
         # conditional on reserved_by IS NULL, which InnoDB re-checks under the row lock, so two claims
         # cannot take the same row; when others took every candidate meanwhile, pick again.
+        if self._paused(cur, queue):
+            return []
         for _ in range(8):
-            cur.execute(self.pick_sql(), (queue, int(limit) + self.claim_window))
+            cur.execute(self.pick_sql(paused_check=False),
+                        self.pick_params(queue, int(limit) + self.claim_window, paused_check=False))
             candidates = [r[0] for r in cur.fetchall()]
             if not candidates:
                 return []

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..errors import StoreUnavailable
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore
+from ..errors import ConfigurationError, StoreError, StoreUnavailable
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore, Step
 from .rows import NewJob
 
 BULK_CHUNK = 5000
@@ -208,7 +207,7 @@ class PostgresStore(SQLStore):
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
         yield
 
-    def migrations(self) -> list[tuple[int, list[str]]]:
+    def migrations(self) -> list[tuple[int, list[str | Step]]]:
         return [(1, [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
             " id BIGSERIAL PRIMARY KEY,"
@@ -235,7 +234,80 @@ class PostgresStore(SQLStore):
             " id VARCHAR(120) PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INTEGER NOT NULL,"
             " queues TEXT NOT NULL, concurrency INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL,"
             " heartbeat_at TIMESTAMPTZ NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)",
+        )]), (2, [self.q(s) for s in (
+            "ALTER TABLE {jobs} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in (
+                "unique_key VARCHAR(255)", "blocked_by BIGINT", "batch_id BIGINT", "concurrency_key VARCHAR(255)",
+                "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at TIMESTAMPTZ", "admitted_at TIMESTAMPTZ",
+                "progress DOUBLE PRECISION", "progress_message VARCHAR(255)")),
+            "ALTER TABLE {failed} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in (
+                "unique_key VARCHAR(255)", "batch_id BIGINT", "concurrency_key VARCHAR(255)",
+                "flags INTEGER NOT NULL DEFAULT 0")),
+            # Blocked jobs leave the claim index, so a long chain never slows claims down.
+            "DROP INDEX IF EXISTS {jobs}_claim",
+            "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+            "WHERE reserved_by IS NULL AND blocked_by IS NULL",
+            "CREATE UNIQUE INDEX IF NOT EXISTS {jobs}_unique ON {jobs} (unique_key) WHERE unique_key IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (blocked_by) WHERE blocked_by IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS {jobs}_batch ON {jobs} (batch_id) WHERE batch_id IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS {jobs}_group ON {jobs} (concurrency_key) WHERE concurrency_key IS NOT NULL",
+            "CREATE TABLE IF NOT EXISTS {results} (id BIGINT PRIMARY KEY, queue VARCHAR(60) NOT NULL,"
+            " name VARCHAR(255) NOT NULL, state VARCHAR(20) NOT NULL, result TEXT, message TEXT,"
+            " attempts INTEGER NOT NULL, batch_id BIGINT, finished_at TIMESTAMPTZ NOT NULL,"
+            " expires_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {results}_expiry ON {results} (expires_at)",
+            "CREATE INDEX IF NOT EXISTS {results}_batch ON {results} (batch_id) WHERE batch_id IS NOT NULL",
+            "CREATE TABLE IF NOT EXISTS {batches} (id BIGSERIAL PRIMARY KEY, kind VARCHAR(10) NOT NULL,"
+            " total INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,"
+            " on_complete TEXT, on_failure TEXT, created_at TIMESTAMPTZ NOT NULL, completed_at TIMESTAMPTZ,"
+            " failure_fired_at TIMESTAMPTZ)",
+            "CREATE TABLE IF NOT EXISTS {locks} (name VARCHAR(255) PRIMARY KEY)",
+            "CREATE TABLE IF NOT EXISTS {rate_starts} (id BIGSERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL,"
+            " started_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {rate_starts}_window ON {rate_starts} (name, started_at)",
+            "CREATE TABLE IF NOT EXISTS {periodic} (name VARCHAR(255) PRIMARY KEY, last_slot TIMESTAMPTZ,"
+            " updated_at TIMESTAMPTZ NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
+            " changed_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {failed}_failed_at ON {failed} (failed_at)",
         )])]
+
+    # ------------------------------------------------------------------ feature statements
+    def _insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
+        cur.execute(sql + " RETURNING id", params)
+        return int(cur.fetchone()[0])
+
+    def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
+        # A concurrent insert of the same key makes this one wait for it, then do nothing; the
+        # holder may also finish between the two statements, hence the loop.
+        for _ in range(10):
+            cur.execute(sql + " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id",
+                        params)
+            row = cur.fetchone()
+            if row is not None:
+                cur.execute("SELECT pg_notify(%s, %s)", (self.channel, params[0]))
+                return int(row[0])
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE unique_key = %s"), (key,))
+            row = cur.fetchone()
+            if row is not None:
+                return int(row[0])
+        raise StoreError(f"unique key {key!r} kept changing hands; try again")
+
+    def _insert_ignore(self, table: str, columns: str) -> str:
+        marks = ", ".join("%s" for _ in columns.split(","))
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
+        marks = ", ".join("%s" for _ in range(len(columns) + 1))
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
+        return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT ({key}) DO UPDATE SET {updates}"
+
+    def _unblock(self, cur: Any, parents: Sequence[int]) -> int:
+        cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE blocked_by = ANY(%s) RETURNING queue"),
+                    (list(parents),))
+        rows = cur.fetchall()
+        for queue in sorted({r[0] for r in rows}):  # idle workers learn at once that a chain moved on
+            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        return len(rows)
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,
@@ -250,5 +322,5 @@ class PostgresStore(SQLStore):
             "reserved_until = now() + make_interval(secs => %s), attempts = j.attempts + 1 "
             "FROM picked, async WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
-            (queue, int(limit), owner, float(lease)))
+            (*self.pick_params(queue, limit), owner, float(lease)))
         return self.claim_order(cur.fetchall())

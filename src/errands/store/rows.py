@@ -17,9 +17,24 @@ class JobState(str, enum.Enum):
     DELAYED = "delayed"
     RUNNING = "running"
     STALE = "stale"
+    BLOCKED = "blocked"
+    """Waiting for the job it depends on (``using(after=...)``) to succeed."""
     FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    """Ran successfully; known while its result is kept (``keep_result``)."""
+    CANCELLED = "cancelled"
+    """Cancelled before or while it ran; recorded with the results."""
     FINISHED = "finished"
-    """No longer in any table: it ran successfully (or was forgotten)."""
+    """No longer in any table: it ran successfully (or was forgotten, or its record expired)."""
+
+
+# Bits of the ``flags`` column: what must happen when a job ends, beyond deleting its row.
+FLAG_RESULT = 1
+"""Keep the outcome (return value or cancellation) in the results table."""
+FLAG_BATCH = 2
+"""Counts towards its batch (or chain): the batch's counters and callbacks."""
+FLAG_DEPENDENTS = 4
+"""Other jobs wait for this one (set when such a job is enqueued): unblock them on success."""
 
 
 class NewJob(NamedTuple):
@@ -37,6 +52,14 @@ class NewJob(NamedTuple):
     delay: float = 0.0
     run_at: datetime | None = None
     """Absolute time (aware UTC) that wins over ``delay`` when set."""
+    unique_key: str | None = None
+    """While a job with this key waits or runs, enqueueing another returns the existing one."""
+    after: int | None = None
+    """Id of a job that must succeed before this one may run."""
+    concurrency_key: str | None = None
+    """The concurrency group this run belongs to (``concurrency_limit``)."""
+    flags: int = 0
+    batch_id: int | None = None
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
@@ -79,6 +102,8 @@ class ClaimedJob(NamedTuple):
     max_attempts: int
     timeout: float | None
     reserved_by: str
+    flags: int = 0
+    batch_id: int | None = None
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
@@ -103,6 +128,14 @@ class JobRow:
     reserved_at: datetime | None
     reserved_until: datetime | None
     last_error: str | None
+    unique_key: str | None = None
+    blocked_by: int | None = None
+    batch_id: int | None = None
+    concurrency_key: str | None = None
+    flags: int = 0
+    cancel_requested_at: datetime | None = None
+    progress: float | None = None
+    progress_message: str | None = None
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
@@ -110,6 +143,8 @@ class JobRow:
 
     def state(self, now: datetime) -> JobState:
         if self.reserved_by is None:
+            if self.blocked_by is not None:
+                return JobState.BLOCKED
             return JobState.READY if self.available_at <= now else JobState.DELAYED
         if self.reserved_until is not None and self.reserved_until < now:
             return JobState.STALE
@@ -155,10 +190,56 @@ class QueueCounts:
     running: int = 0
     stale: int = 0
     failed: int = 0
+    blocked: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {"ready": self.ready, "delayed": self.delayed, "running": self.running,
-                "stale": self.stale, "failed": self.failed}
+                "stale": self.stale, "failed": self.failed, "blocked": self.blocked}
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """How a job ended, kept for a while after its row left the jobs table (``keep_result``)."""
+
+    id: int
+    queue: str
+    name: str
+    state: JobState
+    """SUCCEEDED or CANCELLED."""
+    result: Any
+    """The handler's return value (decoded JSON); None for cancelled runs."""
+    attempts: int
+    batch_id: int | None
+    finished_at: datetime
+    expires_at: datetime
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A batch (or chain) of jobs and how far it got."""
+
+    id: int
+    kind: str
+    """"batch" or "chain"."""
+    total: int
+    done: int
+    failed: int
+    created_at: datetime
+    completed_at: datetime | None
+    failure_fired_at: datetime | None
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.done - self.failed
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if not self.total else round(100.0 * (self.done + self.failed) / self.total, 1)
+
+    @property
+    def finished(self) -> bool:
+        return self.done + self.failed >= self.total
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ the epoch, read from SQLite's own clock.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigurationError
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
 
 MIN_VERSION = (3, 35, 0)
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -122,7 +123,7 @@ class SQLiteStore(SQLStore):
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
         return value.timestamp()
 
-    def migrations(self) -> list[tuple[int, list[str]]]:
+    def migrations(self) -> list[tuple[int, list[str | Step]]]:
         return [(1, [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
             " id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -146,11 +147,61 @@ class SQLiteStore(SQLStore):
             " id TEXT PRIMARY KEY, hostname TEXT NOT NULL, pid INTEGER NOT NULL, queues TEXT NOT NULL,"
             " concurrency INTEGER NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,"
             " jobs_done INTEGER NOT NULL DEFAULT 0)",
+        )]), (2, [self.q(s) for s in (
+            *(f"ALTER TABLE {{jobs}} ADD COLUMN {c}" for c in (
+                "unique_key TEXT", "blocked_by INTEGER", "batch_id INTEGER", "concurrency_key TEXT",
+                "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at REAL", "admitted_at REAL",
+                "progress REAL", "progress_message TEXT")),
+            *(f"ALTER TABLE {{failed}} ADD COLUMN {c}" for c in (
+                "unique_key TEXT", "batch_id INTEGER", "concurrency_key TEXT", "flags INTEGER NOT NULL DEFAULT 0")),
+            # Blocked jobs leave the claim index, so a long chain never slows claims down.
+            "DROP INDEX IF EXISTS {jobs}_claim",
+            "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+            "WHERE reserved_by IS NULL AND blocked_by IS NULL",
+            "CREATE UNIQUE INDEX {jobs}_unique ON {jobs} (unique_key) WHERE unique_key IS NOT NULL",
+            "CREATE INDEX {jobs}_blocked ON {jobs} (blocked_by) WHERE blocked_by IS NOT NULL",
+            "CREATE INDEX {jobs}_batch ON {jobs} (batch_id) WHERE batch_id IS NOT NULL",
+            "CREATE INDEX {jobs}_group ON {jobs} (concurrency_key) WHERE concurrency_key IS NOT NULL",
+            "CREATE TABLE {results} (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL,"
+            " state TEXT NOT NULL, result TEXT, message TEXT, attempts INTEGER NOT NULL, batch_id INTEGER,"
+            " finished_at REAL NOT NULL, expires_at REAL NOT NULL)",
+            "CREATE INDEX {results}_expiry ON {results} (expires_at)",
+            "CREATE INDEX {results}_batch ON {results} (batch_id) WHERE batch_id IS NOT NULL",
+            "CREATE TABLE {batches} (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+            " total INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,"
+            " on_complete TEXT, on_failure TEXT, created_at REAL NOT NULL, completed_at REAL,"
+            " failure_fired_at REAL)",
+            "CREATE TABLE {locks} (name TEXT PRIMARY KEY)",
+            "CREATE TABLE {rate_starts} (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,"
+            " started_at REAL NOT NULL)",
+            "CREATE INDEX {rate_starts}_window ON {rate_starts} (name, started_at)",
+            "CREATE TABLE {periodic} (name TEXT PRIMARY KEY, last_slot REAL, updated_at REAL NOT NULL)",
+            "CREATE TABLE {queues} (name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
+            " changed_at REAL NOT NULL)",
+            "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
         )])]
+
+    # ------------------------------------------------------------------ feature statements
+    def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
+        # One writer at a time (BEGIN IMMEDIATE): looking first cannot race another insert.
+        cur.execute(self.q("SELECT id FROM {jobs} WHERE unique_key = ?"), (key,))
+        row = cur.fetchone()
+        if row is not None:
+            return int(row[0])
+        return self._insert_one(cur, sql, params)
+
+    def _insert_ignore(self, table: str, columns: str) -> str:
+        marks = ", ".join("?" for _ in columns.split(","))
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
+        marks = ", ".join("?" for _ in range(len(columns) + 1))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT ({key}) DO UPDATE SET {updates}"
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
             "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
-            (owner, float(lease), queue, int(limit)))
+            (owner, float(lease), *self.pick_params(queue, limit)))
         return self.claim_order(cur.fetchall())

@@ -13,9 +13,10 @@ import enum
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import JobTimeout
+from ..errors import Discard, JobCancelled, JobTimeout, Retry
+from ..hooks import around, call_after, chain_of
 from ..store.rows import ClaimedJob, decode_arguments
-from .context import running_row
+from .context import JobContext, context_of, running_row
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -29,7 +30,9 @@ class Result(str, enum.Enum):
     ERROR = "error"
     """The handler raised: retry if attempts are left."""
     FATAL = "fatal"
-    """The job can never run (unknown name, undecodable payload): bury at once."""
+    """The job can never run (unknown name, undecodable payload, ``Discard``): bury at once."""
+    CANCELLED = "cancelled"
+    """It stopped because its cancellation was requested: record it, never retry."""
 
 
 class Outcome(NamedTuple):
@@ -39,6 +42,10 @@ class Outcome(NamedTuple):
     error_type: str = ""
     error_message: str = ""
     exc: BaseException | None = None
+    value: Any = None
+    """The handler's return value (OK runs)."""
+    retry_delay: float | None = None
+    """Seconds the handler asked to wait before the next attempt (``raise Retry(delay)``)."""
 
     @property
     def error_text(self) -> str:
@@ -76,15 +83,37 @@ def run_sync(app: Errands, row: ClaimedJob) -> Outcome:
     if type(prepared) is Outcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
-    token = running_row.set(row)
+    hooks = definition.behaviour.hooks
+    if app.hooks or hooks:
+        return _run_hooked_sync(app, row, definition, args, kwargs)
+    token = running_row.set((row, app))
     started = _clock()
     try:
-        definition.func(*args, **kwargs)
+        value = definition.func(*args, **kwargs)
     except Exception as exc:  # a handler's failure is data for the retry decision
-        return failure(row, exc, _clock() - started)
+        return failure(row, exc, _clock() - started, definition)
     finally:
         running_row.reset(token)
-    return Outcome(row, Result.OK, _clock() - started)
+    return Outcome(row, Result.OK, _clock() - started, value=value)
+
+
+def _run_hooked_sync(app: Errands, row: ClaimedJob, definition: JobDefinition[Any, Any], args: list[Any],
+                     kwargs: dict[str, Any]) -> Outcome:
+    chain = chain_of(app.hooks, definition.behaviour.hooks)
+    ctx = context_of(row, app)
+    token = running_row.set((row, app))
+    started = _clock()
+    error: BaseException | None = None
+    try:
+        with around(chain, ctx):
+            value = definition.func(*args, **kwargs)
+    except Exception as exc:  # a handler's (or a before-hook's) failure is data for the retry decision
+        error = exc
+        return failure(row, exc, _clock() - started, definition)
+    finally:
+        call_after(chain, ctx, error)
+        running_row.reset(token)
+    return Outcome(row, Result.OK, _clock() - started, value=value)
 
 
 async def run_async(app: Errands, row: ClaimedJob) -> Outcome:
@@ -93,15 +122,25 @@ async def run_async(app: Errands, row: ClaimedJob) -> Outcome:
     if type(prepared) is Outcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
-    token = running_row.set(row)
+    chain = chain_of(app.hooks, definition.behaviour.hooks)
+    ctx: JobContext | None = context_of(row, app) if chain else None
+    token = running_row.set((row, app))
     started = _clock()
+    error: BaseException | None = None
     try:
-        await _with_timeout(definition.func(*args, **kwargs), row.timeout)
+        if chain:
+            with around(chain, ctx):
+                value = await _with_timeout(definition.func(*args, **kwargs), row.timeout)
+        else:
+            value = await _with_timeout(definition.func(*args, **kwargs), row.timeout)
     except Exception as exc:  # a handler's failure is data for the retry decision
-        return failure(row, exc, _clock() - started)
+        error = exc
+        return failure(row, exc, _clock() - started, definition)
     finally:
+        if chain:
+            call_after(chain, ctx, error)
         running_row.reset(token)
-    return Outcome(row, Result.OK, _clock() - started)
+    return Outcome(row, Result.OK, _clock() - started, value=value)
 
 
 async def _with_timeout(coro: Any, timeout: float | None) -> Any:
@@ -113,8 +152,19 @@ async def _with_timeout(coro: Any, timeout: float | None) -> Any:
         raise JobTimeout(f"job exceeded its timeout of {timeout:g}s and was cancelled") from None
 
 
-def failure(row: ClaimedJob, exc: BaseException, duration: float) -> Outcome:
-    return Outcome(row, Result.ERROR, duration, error_name(exc), str(exc) or repr(exc), exc)
+def failure(row: ClaimedJob, exc: BaseException, duration: float,
+            definition: JobDefinition[Any, Any] | None = None) -> Outcome:
+    """How a run that raised ends: retried (``Retry`` picks the delay), buried at once
+    (``Discard``, or a type in the job's ``discard_on``), or cancelled."""
+    text = str(exc) or repr(exc)
+    if isinstance(exc, JobCancelled):
+        return Outcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
+    if isinstance(exc, Retry):
+        return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc, retry_delay=exc.delay)
+    if isinstance(exc, Discard) or (definition is not None and definition.behaviour.discard_on
+                                    and isinstance(exc, definition.behaviour.discard_on)):
+        return Outcome(row, Result.FATAL, duration, error_name(exc), text, exc)
+    return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc)
 
 
 def is_async_job(app: Errands, row: ClaimedJob) -> bool:

@@ -32,8 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
-from ..store.rows import ClaimedJob
+from ..hooks import call_on_dead, chain_of
+from ..jobs import encode_result
+from ..store.features import Finished, Limit
+from ..store.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
+from .context import context_of
 from .execution import Outcome, Result, describe_arguments, failure, run_async, run_sync
+from .scheduler import Scheduler
 from .slots import SlotTable
 
 if TYPE_CHECKING:
@@ -49,6 +54,10 @@ PREFETCH_HORIZON = 0.05
 """Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
 SETTLE_EVERY = 0.02
 """Longest delay before finished runs are recorded while jobs keep coming."""
+CANCEL_CHECK_EVERY = 1.0
+"""Seconds between looks for cancellation requests while async jobs run."""
+PRUNE_EVERY = 60.0
+"""Seconds between deletions of expired results and old dead-letter entries (per worker)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,8 @@ class WorkerSettings:
     """Jobs held beyond the running ones; None adapts to job duration (0..100)."""
     listen: bool = True
     """Use the database's wake-up signal (NOTIFY, data_version, new ids) when idle."""
+    scheduler: bool = True
+    """Enqueue the app's periodic jobs (never in burst mode)."""
 
 
 def make_worker_id() -> str:
@@ -99,6 +110,11 @@ class Worker:
         self._work: queue_mod.SimpleQueue[ClaimedJob | None] = queue_mod.SimpleQueue()
         self._succeeded: collections.deque[int] = collections.deque()
         self._failed: collections.deque[Outcome] = collections.deque()
+        """Runs that end other than by a plain delete: failures, cancellations, and successes
+        that keep a result or count in a batch."""
+        self._futures: dict[int, Any] = {}
+        """Running async jobs by id (cancellation cancels their task)."""
+        self._cancel_requested: set[int] = set()
         self._to_complete: list[int] = []
         self._unsettled: list[Outcome] = []
         self._low_water = 0
@@ -150,6 +166,9 @@ class Worker:
         listening = s.listen and not s.burst
         if listening:
             threading.Thread(target=self._listen_loop, name="errands-listener", daemon=True).start()
+        if s.scheduler and not s.burst and self.app.schedules:
+            threading.Thread(target=Scheduler(self.app, self._stop).run, name="errands-scheduler",
+                             daemon=True).start()
         idle = s.min_sleep
         next_claim = 0.0  # monotonic time before which an empty queue is not asked again
         try:
@@ -187,12 +206,18 @@ class Worker:
                         continue
                     self._database_up()
                     if rows:
+                        try:
+                            rows = self._admit(rows)
+                        except StoreUnavailable as exc:  # unadmitted claims lapse with their lease
+                            self._database_down(exc)
+                            continue
+                    if rows:
                         self._hand_out(rows)
                         next_claim, idle = 0.0, s.min_sleep
                         if len(rows) == want:
                             continue  # more may be ready: top up as soon as the buffer runs low
-                    elif s.burst and not self._outstanding:
-                        break
+                    elif s.burst and not self._outstanding and not self._unrecorded():
+                        break  # (recording may enqueue more: a batch callback, an unblocked dependant)
                     else:
                         next_claim = now + idle * random.uniform(0.8, 1.0)
                         idle = min(idle * 2, s.sleep)
@@ -204,6 +229,9 @@ class Worker:
             self._drain()
         finally:
             self._shutdown()
+
+    def _unrecorded(self) -> bool:
+        return bool(self._succeeded or self._failed or self._to_complete or self._unsettled)
 
     # ------------------------------------------------------------------ database outages
     def _database_down(self, exc: BaseException) -> None:
@@ -239,6 +267,44 @@ class Worker:
         # Top up when half the prefetch is left: the next batch arrives while the rest still runs.
         self._low_water = prefetch // 2
         return concurrency + prefetch
+
+    def _admit(self, rows: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Let the database decide which claimed runs of rate- or concurrency-limited jobs may
+        start; the others went back to the queue (their attempt refunded)."""
+        registry = self.app.registry
+        runs: list[tuple[int, list[Limit]]] = []
+        for row in rows:
+            definition = registry.get(row.name)
+            if definition is None:
+                continue
+            b = definition.behaviour
+            if b.rate_limit is None and b.concurrency_limit is None:
+                continue
+            limits = []
+            if b.concurrency_limit is not None:
+                key = b.concurrency_key
+                if key is None:
+                    group = row.name
+                elif isinstance(key, str):
+                    group = key
+                else:
+                    try:
+                        args, kwargs = decode_arguments(row.payload)
+                        group = str(key(*args, **kwargs))
+                    except Exception:  # the run fails on its own when it cannot decode; no group
+                        continue
+                limits.append(Limit("concurrency", group, b.concurrency_limit))
+            if b.rate_limit is not None:
+                limits.append(Limit("rate", row.name, b.rate_limit.count, b.rate_limit.period))
+            runs.append((row.id, limits))
+        if not runs:
+            return rows
+        admitted, refused = self.store.admit(self.id, runs)
+        if not refused:
+            return rows
+        self.claimed -= len(refused)
+        gone = set(refused)
+        return [row for row in rows if row.id not in gone]
 
     def _hand_out(self, rows: list[ClaimedJob]) -> None:
         with self._held_lock:
@@ -283,7 +349,11 @@ class Worker:
         try:
             if is_async:
                 future = asyncio.run_coroutine_threadsafe(run_async(self.app, row), self._event_loop())
-                outcome = self._future_outcome(future, row)
+                self._futures[row.id] = future
+                try:
+                    outcome = self._future_outcome(future, row)
+                finally:
+                    self._futures.pop(row.id, None)
             else:
                 outcome = run_sync(self.app, row)
         finally:
@@ -294,7 +364,12 @@ class Worker:
         if outcome.result is Result.OK:
             if log.isEnabledFor(logging.INFO):
                 self._log(outcome)
-            self._succeeded.append(row.id)
+            if row.flags & (FLAG_RESULT | FLAG_BATCH):
+                self._failed.append(outcome)  # recorded with its result or batch, not plainly deleted
+            else:
+                self._succeeded.append(row.id)
+            if row.flags & FLAG_DEPENDENTS:
+                self._new_jobs.set()  # a job waiting for this one becomes ready: claim again soon
         else:
             if isinstance(outcome.exc, StoreUnavailable):
                 self._db_ok.clear()  # the handler lost the database: pause the others before they start
@@ -305,14 +380,16 @@ class Worker:
         with self._count_lock:
             self._outstanding -= 1
             low = self._outstanding <= self._low_water
-        if low or outcome.result is not Result.OK:
+        if low or outcome.result is not Result.OK or row.flags:
             self._wake.set()
 
-    @staticmethod
-    def _future_outcome(future: Any, row: ClaimedJob) -> Outcome:
+    def _future_outcome(self, future: Any, row: ClaimedJob) -> Outcome:
         try:
             return future.result()
-        except BaseException as exc:  # cancelled at shutdown, or a bug in execution itself
+        except BaseException as exc:  # cancelled (by request or at shutdown), or a bug in execution itself
+            if row.id in self._cancel_requested:
+                return Outcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",
+                               "cancelled while running (its task was cancelled)", exc)
             return failure(row, exc, 0.0)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
@@ -335,26 +412,49 @@ class Worker:
             self._unsettled.append(failed.popleft())
 
     def _settle(self) -> None:
-        """Record finished runs: successes in one DELETE, failures one by one."""
+        """Record finished runs: plain successes in one DELETE, the rest as they need."""
         self._collect()
         if not self._to_complete and not self._unsettled:
             return
         try:
-            if self._to_complete:
-                self.store.complete(self.id, self._to_complete)
-                self._forget(self._to_complete)
-                self.jobs_done += len(self._to_complete)
-                self._to_complete = []
-            while self._unsettled:
-                outcome = self._unsettled[0]
-                self._settle_failure(outcome)
-                self._unsettled.pop(0)
-                self._forget([outcome.row.id])
-                self.jobs_done += 1
+            self._record()
         except StoreUnavailable as exc:
             self._database_down(exc)
             return
         self._database_up()
+
+    def _record(self) -> None:
+        if self._to_complete:
+            self.store.complete(self.id, self._to_complete)
+            self._forget(self._to_complete)
+            self.jobs_done += len(self._to_complete)
+            self._to_complete = []
+        kept = [o for o in self._unsettled if o.result is Result.OK]
+        if kept:
+            self.store.finish(self.id, [self._finished(o) for o in kept])
+            self._forget([o.row.id for o in kept])
+            self.jobs_done += len(kept)
+            self._unsettled = [o for o in self._unsettled if o.result is not Result.OK]
+        while self._unsettled:
+            outcome = self._unsettled[0]
+            self._settle_failure(outcome)
+            self._unsettled.pop(0)
+            self._forget([outcome.row.id])
+            self._cancel_requested.discard(outcome.row.id)
+            self.jobs_done += 1
+
+    def _finished(self, outcome: Outcome) -> Finished:
+        row = outcome.row
+        definition = self.app.registry.get(row.name)
+        ttl = (definition.behaviour.result_ttl if definition else None) or self.app.result_ttl
+        result = None
+        if row.flags & FLAG_RESULT:
+            try:
+                result = encode_result(outcome.value)
+            except (TypeError, ValueError) as exc:
+                log.warning("job %d %s returned a value JSON cannot store (%s); its result is kept as null",
+                            row.id, row.name, exc)
+        return Finished(row.id, row.flags, row.batch_id, result, ttl)
 
     def _forget(self, ids: list[int]) -> None:
         with self._held_lock:
@@ -364,8 +464,12 @@ class Worker:
     def _settle_failure(self, outcome: Outcome) -> None:
         row = outcome.row
         definition = self.app.registry.get(row.name)
+        if outcome.result is Result.CANCELLED:
+            if self.store.settle_cancelled(self.id, row.id, self.app.result_ttl, outcome.error_message):
+                log.info("job %d %s was cancelled while running", row.id, row.name)
+            return
         if outcome.result is Result.ERROR and definition is not None and row.attempts < row.max_attempts:
-            delay = definition.backoff(row.attempts)
+            delay = outcome.retry_delay if outcome.retry_delay is not None else definition.backoff(row.attempts)
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
                 log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, delay,
                          row.attempts, row.max_attempts)
@@ -373,6 +477,9 @@ class Worker:
         if self.store.bury(self.id, row.id, outcome.error_type, outcome.error_message):
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
                         row.attempts, outcome.error_text)
+            chain = chain_of(self.app.hooks, definition.behaviour.hooks if definition else None)
+            if chain:
+                call_on_dead(chain, context_of(row, self.app), outcome.error_type, outcome.error_message)
 
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
@@ -421,14 +528,7 @@ class Worker:
         self._collect()
         for attempt in range(3):
             try:
-                if self._to_complete:
-                    self.store.complete(self.id, self._to_complete)
-                    self._forget(self._to_complete)
-                    self._to_complete = []
-                for outcome in list(self._unsettled):
-                    self._settle_failure(outcome)
-                    self._unsettled.remove(outcome)
-                    self._forget([outcome.row.id])
+                self._record()
                 leftover = self.held_ids
                 if leftover:
                     n = self.store.release(self.id, leftover)
@@ -470,9 +570,16 @@ class Worker:
         interval = max(0.2, self.lease / 3)
         rescue_every = max(1.0, self.lease / 2)
         next_rescue = time.monotonic() + random.uniform(0, rescue_every)
-        while not self._stop_now.wait(interval * random.uniform(0.9, 1.0)):
+        next_beat = time.monotonic() + interval * random.uniform(0.9, 1.0)
+        next_prune = time.monotonic() + random.uniform(0, PRUNE_EVERY)
+        while not self._stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * random.uniform(0.9, 1.0)):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
+            if self._futures:
+                self._cancel_async_runs()
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + interval * random.uniform(0.9, 1.0)
             try:
                 # Finished runs whose outcome is not recorded yet (the database was down) are still
                 # ours too: if their leases lapsed, recover_stale below would hand them out again.
@@ -487,10 +594,30 @@ class Worker:
                         log.warning("recovered stale jobs: released %s, buried %s", report.released,
                                     report.buried)
                     self.store.prune_workers(older_than=max(self.lease * 4, 120.0))
+                    unblocked = self.store.sweep_blocked()
+                    if unblocked:
+                        log.warning("unblocked %d job(s) whose dependency had finished", unblocked)
+                if time.monotonic() >= next_prune:
+                    next_prune = time.monotonic() + PRUNE_EVERY
+                    self.store.prune(self.app.failed_ttl)
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
             if self._stop.is_set() and not self._held:
                 return
+
+    def _cancel_async_runs(self) -> None:
+        """Cancel the tasks of running async jobs whose cancellation was requested."""
+        try:
+            requested = set(self.store.cancel_requests(self.id))
+        except StoreError:
+            return
+        for job_id in requested & set(self._futures):
+            if job_id not in self._cancel_requested:
+                self._cancel_requested.add(job_id)
+                future = self._futures.get(job_id)
+                if future is not None:
+                    log.info("job %d: cancellation requested; cancelling its task", job_id)
+                    future.cancel()
 
     def _listen_loop(self) -> None:
         """Wake the claim loop as soon as the database signals new jobs (idle pickup latency)."""

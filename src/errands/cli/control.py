@@ -1,0 +1,141 @@
+"""``errands queue``, ``errands job``, ``errands batch`` and ``errands periodic``: look at
+and steer single queues, jobs, batches and schedules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..errors import JobNotFound
+from .context import Context
+
+
+@click.group()
+def queue() -> None:
+    """Pause and resume queues."""
+
+
+@queue.command("pause")
+@click.argument("name")
+@click.pass_obj
+def pause(ctx: Context, name: str) -> None:
+    """Workers stop claiming from NAME; running jobs finish."""
+    ctx.app().pause_queue(name)
+    click.echo(f"queue {name} paused")
+
+
+@queue.command("resume")
+@click.argument("name")
+@click.pass_obj
+def resume(ctx: Context, name: str) -> None:
+    """Workers claim from NAME again."""
+    ctx.app().resume_queue(name)
+    click.echo(f"queue {name} resumed")
+
+
+@queue.command("list")
+@click.pass_obj
+def list_queues(ctx: Context) -> None:
+    """Every queue with jobs or a pause, and whether it is paused."""
+    app = ctx.app()
+    paused = set(app.paused_queues())
+    counts = app.counts()
+    for name in sorted(set(counts) | paused):
+        c = counts.get(name)
+        waiting = 0 if c is None else c.ready + c.delayed + c.blocked
+        click.echo(f"{name:<30} {'paused' if name in paused else 'active':<7} {waiting} waiting")
+
+
+@click.group()
+def job() -> None:
+    """One job: show it, cancel it."""
+
+
+def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
+    app = ctx.app()
+    store = app.store
+    row = store.get_job(job_id)
+    if row is not None:
+        return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(store.now()).value,
+                "arguments": json.loads(row.payload), "attempts": row.attempts, "max_attempts": row.max_attempts,
+                "priority": row.priority, "created_at": row.created_at.isoformat(),
+                "available_at": row.available_at.isoformat(), "owner": row.reserved_by,
+                "lease_until": None if row.reserved_until is None else row.reserved_until.isoformat(),
+                "blocked_by": row.blocked_by, "batch_id": row.batch_id, "last_error": row.last_error,
+                "progress": row.progress, "progress_message": row.progress_message,
+                "cancel_requested": row.cancel_requested_at is not None}
+    dead = store.get_failed(job_id)
+    if dead is not None:
+        return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": "failed",
+                "arguments": json.loads(dead.payload), "attempts": dead.attempts,
+                "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
+    result = store.get_result(job_id)
+    if result is not None:
+        return {"id": result.id, "name": result.name, "queue": result.queue, "state": result.state.value,
+                "result": result.result, "attempts": result.attempts, "finished_at": result.finished_at.isoformat(),
+                "message": result.message, "batch_id": result.batch_id}
+    raise JobNotFound(f"job {job_id} is in no table: it finished (without a kept result), or never existed")
+
+
+@job.command("show")
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def show(ctx: Context, job_id: int, as_json: bool) -> None:
+    """State, arguments, attempts, owner, lease, progress and result of JOB_ID."""
+    info = _describe(ctx, job_id)
+    if as_json:
+        click.echo(json.dumps(info, indent=2, default=str))
+        return
+    for key, value in info.items():
+        if value is None or value == "":
+            continue
+        if key == "progress":
+            value = f"{value * 100:.0f}%"
+        click.echo(f"{key:>18}: {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+@job.command("cancel")
+@click.argument("job_id", type=int)
+@click.pass_obj
+def cancel(ctx: Context, job_id: int) -> None:
+    """Cancel JOB_ID: a waiting job never runs; a running one is asked to stop."""
+    outcome = ctx.app().cancel(job_id)
+    click.echo({"cancelled": f"job {job_id} cancelled (it will not run)",
+                "requested": f"job {job_id} is running: cancellation requested",
+                "gone": f"job {job_id} had already ended"}[outcome])
+
+
+@click.command()
+@click.argument("batch_id", type=int)
+@click.pass_obj
+def batch(ctx: Context, batch_id: int) -> None:
+    """Progress of batch (or chain) BATCH_ID."""
+    row = ctx.app().batch_status(batch_id)
+    if row is None:
+        raise JobNotFound(f"no batch with id {batch_id}")
+    state = "complete" if row.completed_at else "running"
+    click.echo(f"{row.kind} {row.id}: {row.done} done, {row.failed} failed, {row.pending} pending of "
+               f"{row.total} ({row.percent:g}%), {state}")
+
+
+@click.command()
+@click.pass_obj
+def periodic(ctx: Context) -> None:
+    """The app's schedules: cron expression, last slot run and the next ones."""
+    app = ctx.app(required=True)
+    last = app.store.periodic_slots()
+    now = app.store.now()
+    if not app.schedules:
+        click.echo("this app has no periodic jobs")
+    for name, schedule in sorted(app.schedules.items()):
+        upcoming = []
+        moment = now
+        for _ in range(3):
+            moment = schedule.cron.next_after(moment)
+            upcoming.append(moment.isoformat())
+        ran = last.get(name)
+        click.echo(f"{name}  {schedule.cron.expression!r} ({getattr(schedule.cron.tz, 'key', 'UTC')})\n"
+                   f"    last slot: {ran.isoformat() if ran else 'never'}\n    next: {', '.join(upcoming)}")

@@ -1,0 +1,37 @@
+"""Rate-limit specifications: ``"10/minute"``, ``"5/s"``, ``"100/30s"``, ``"3/day"``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+
+_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
+          "hour": 3600.0, "d": 86400.0, "day": 86400.0}
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*([a-z]+?)s?\s*$")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``count`` starts in any ``period`` seconds, across every worker."""
+
+    count: int
+    period: float
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.period:g}s"
+
+
+def parse_rate_limit(spec: str | RateLimit) -> RateLimit:
+    if isinstance(spec, RateLimit):
+        return spec
+    match = _SPEC.match(str(spec).lower())
+    if not match or match.group(3) not in _UNITS:
+        raise ConfigurationError(f"rate limit {spec!r}: use N/unit, e.g. '10/minute', '5/s' or '100/30s' "
+                                 f"(units: {', '.join(sorted(set(_UNITS)))})")
+    count, multiple, unit = int(match.group(1)), match.group(2), match.group(3)
+    period = (float(multiple) if multiple else 1.0) * _UNITS[unit]
+    if count < 1 or period <= 0:
+        raise ConfigurationError(f"rate limit {spec!r}: the count and the period must be positive")
+    return RateLimit(count, period)

@@ -1,0 +1,71 @@
+"""Eager mode: run a job inline at enqueue, for the test suites of errands' users.
+
+No database is touched: the run gets a context (``current_job()`` works; progress
+reports and cancellation checks do nothing) and the app's and job's hooks, and its
+outcome lives in the handle.  A failing run raises at ``enqueue`` when ``propagate``
+is on (the default), so a test sees the handler's own exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..errors import JobCancelled, JobFailed
+from ..jobs import JobHandle
+from ..store.rows import ClaimedJob, JobState, NewJob
+from .execution import Outcome, Result, run_async, run_sync
+
+if TYPE_CHECKING:
+    from ..app import Errands
+    from ..jobs import JobDefinition
+
+_ids = itertools.count(1)
+
+
+class EagerHandle(JobHandle):
+    """A handle whose run already happened."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, app: Errands, job_id: int, name: str, outcome: Outcome) -> None:
+        super().__init__(app, job_id, name)
+        self.outcome = outcome
+
+    def status(self) -> JobState:
+        return {Result.OK: JobState.SUCCEEDED, Result.CANCELLED: JobState.CANCELLED}.get(
+            self.outcome.result, JobState.FAILED)
+
+    def _outcome(self) -> tuple[bool, Any]:
+        o = self.outcome
+        if o.result is Result.OK:
+            return True, o.value
+        if o.result is Result.CANCELLED:
+            raise JobCancelled(f"job {self.id} ({self.name}) was cancelled")
+        raise JobFailed(f"job {self.id} ({self.name}) failed: {o.error_text}", o.error_type, o.error_message)
+
+    def cancel(self) -> str:
+        return "gone"
+
+
+def run_inline(app: Errands, definition: JobDefinition[Any, Any], new: NewJob, propagate: bool) -> JobHandle:
+    row = ClaimedJob(-next(_ids), new.queue, new.name, new.payload, new.priority, 1, new.max_attempts, new.timeout,
+                     "eager", new.flags, new.batch_id)
+    if definition.is_async:
+        outcome = _run_async_inline(app, row)
+    else:
+        outcome = run_sync(app, row)
+    if propagate and outcome.result is not Result.OK and outcome.exc is not None:
+        raise outcome.exc
+    return EagerHandle(app, row.id, row.name, outcome)
+
+
+def _run_async_inline(app: Errands, row: ClaimedJob) -> Outcome:
+    """``asyncio.run`` in a thread of its own, so an eager enqueue works inside a running loop too."""
+    box: list[Outcome] = []
+    thread = threading.Thread(target=lambda: box.append(asyncio.run(run_async(app, row))), name="errands-eager")
+    thread.start()
+    thread.join()
+    return box[0]

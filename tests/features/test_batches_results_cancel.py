@@ -1,0 +1,295 @@
+"""Batches, results and status, cancellation and progress, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from errands import Errands, JobCancelled, JobFailed, JobState, current_job
+from helpers import drain, wait_for
+
+
+def test_batch_counts_progress_and_calls_back_once(app):
+    seen = []
+
+    @app.job(name="part", max_attempts=1)
+    def part(n):
+        if n == 3:
+            raise ValueError("three is bad")
+
+    @app.job(name="done")
+    def done(label):
+        b = app.batch_status(current_job().batch_id)
+        seen.append((label, b.done, b.failed, b.total))
+
+    batch = app.batch([part.prepare(n) for n in range(5)], on_complete=done.prepare("complete"),
+                      on_failure=done.prepare("failure"))
+    status = batch.status()
+    assert (status.total, status.done, status.failed, status.percent, status.finished) == (5, 0, 0, 0.0, False)
+    drain(app)
+    status = batch.status()
+    assert (status.done, status.failed, status.percent, status.finished) == (4, 1, 100.0, True)
+    assert sorted(x[0] for x in seen) == ["complete", "failure"]
+    assert ("complete", 4, 1, 5) in seen
+
+
+def test_results_are_kept_and_read_from_another_app(app, db_url):
+    @app.job(name="square", keep_result=True)
+    def square(x):
+        return {"square": x * x}
+
+    handle = square.enqueue(7)
+    drain(app)
+    other = Errands(db_url)  # another process would see the same
+    from errands.jobs import JobHandle
+
+    elsewhere = JobHandle(other, handle.id, handle.name)
+    assert elsewhere.status() is JobState.SUCCEEDED
+    assert elsewhere.result(timeout=5) == {"square": 49}
+    assert asyncio.run(elsewhere.aresult(timeout=5)) == {"square": 49}
+    other.store.close()
+
+
+def test_result_waits_raises_for_the_dead_letter_and_times_out(app):
+    @app.job(name="slow", keep_result=True)
+    def slow():
+        time.sleep(0.3)
+        return 1
+
+    @app.job(name="bad", max_attempts=1)
+    def bad():
+        raise KeyError("gone")
+
+    late = slow.enqueue()
+    with pytest.raises(TimeoutError):
+        late.result(timeout=0.2)
+    worker = threading.Thread(target=drain, args=(app,))
+    worker.start()
+    assert late.result(timeout=10) == 1
+    worker.join()
+    failing = bad.enqueue()
+    drain(app)
+    with pytest.raises(JobFailed) as info:
+        failing.result(timeout=5)
+    assert info.value.error_type == "KeyError"
+
+
+def test_results_expire_and_old_dead_letter_entries_are_pruned(db_url):
+    app = Errands(db_url, result_ttl=0.05, failed_ttl=0.05)
+    app.migrate()
+
+    @app.job(name="v", keep_result=True, max_attempts=1)
+    def v(fail):
+        if fail:
+            raise RuntimeError("x")
+        return 5
+
+    ok, dead = v.enqueue(False), v.enqueue(True)
+    drain(app)
+    assert ok.status() is JobState.SUCCEEDED and dead.status() is JobState.FAILED
+    time.sleep(0.2)
+    pruned = app.store.prune(app.failed_ttl)
+    assert pruned["results"] == 1 and pruned["failed"] == 1
+    assert ok.status() is JobState.FINISHED and dead.status() is JobState.FINISHED
+    app.store.close()
+
+
+def test_cancelling_a_waiting_job_records_it_and_it_never_runs(app):
+    ran = []
+
+    @app.job(name="w")
+    def w():
+        ran.append(1)
+
+    handle = w.enqueue()
+    assert handle.cancel() == "cancelled"
+    assert handle.status() is JobState.CANCELLED
+    assert drain(app) == 0 and ran == []
+    with pytest.raises(JobCancelled):
+        handle.result(timeout=1)
+    assert app.cancel(handle.id) == "gone"
+
+
+def test_a_running_sync_job_sees_its_cancellation_at_a_checkpoint(app):
+    started = threading.Event()
+
+    @app.job(name="loop")
+    def loop():
+        started.set()
+        for _ in range(200):
+            current_job().check_cancelled()
+            time.sleep(0.05)
+
+    handle = loop.enqueue()
+    worker = threading.Thread(target=drain, args=(app,))
+    worker.start()
+    assert started.wait(10)
+    assert handle.cancel() == "requested"
+    worker.join(20)
+    assert not worker.is_alive()
+    assert handle.status() is JobState.CANCELLED
+    assert app.failed() == []
+
+
+def test_a_running_async_job_is_cancelled_at_its_next_await(app):
+    started = threading.Event()
+
+    @app.job(name="aloop")
+    async def aloop():
+        started.set()
+        await asyncio.sleep(60)
+
+    handle = aloop.enqueue()
+    worker = threading.Thread(target=drain, args=(app,))
+    worker.start()
+    assert started.wait(10)
+    handle.cancel()
+    worker.join(20)
+    assert not worker.is_alive() and handle.status() is JobState.CANCELLED
+
+
+def test_progress_is_visible_while_the_job_runs(app):
+    reported, release = threading.Event(), threading.Event()
+
+    @app.job(name="p")
+    def p():
+        current_job().progress(0.4, "page 4 of 10")
+        reported.set()
+        release.wait(10)
+
+    handle = p.enqueue()
+    worker = threading.Thread(target=drain, args=(app,))
+    worker.start()
+    assert reported.wait(10)
+    row = app.store.get_job(handle.id)
+    assert (row.progress, row.progress_message) == (0.4, "page 4 of 10")
+    release.set()
+    worker.join(10)
+
+
+def test_paused_queue_is_not_claimed_until_resumed(app):
+    ran = []
+
+    @app.job(name="q", queue="mails")
+    def q():
+        ran.append(1)
+
+    q.enqueue()
+    app.pause_queue("mails")
+    assert app.paused_queues() == ["mails"]
+    assert drain(app, queues=("mails",)) == 0 and ran == []
+    app.resume_queue("mails")
+    assert drain(app, queues=("mails",)) == 1 and ran == [1]
+
+
+def test_retry_asks_for_its_own_delay_and_discard_skips_the_attempts(app):
+    from errands import Discard, Retry
+
+    @app.job(name="later", max_attempts=5)
+    def later():
+        raise Retry(delay=500)
+
+    @app.job(name="never", max_attempts=5)
+    def never():
+        raise Discard("customer has no phone number")
+
+    @app.job(name="typed", max_attempts=5, discard_on=(LookupError,))
+    def typed():
+        raise KeyError("missing")
+
+    a, b, c = later.enqueue(), never.enqueue(), typed.enqueue()
+    before = app.store.now()
+    drain(app)
+    row = app.store.get_job(a.id)
+    assert row.attempts == 1 and (row.available_at - before).total_seconds() >= 499
+    assert b.status() is JobState.FAILED and c.status() is JobState.FAILED
+    entry = app.store.get_failed(b.id)
+    assert entry.attempts == 1 and entry.error_type == "errands.Discard"
+    assert app.store.get_failed(c.id).attempts == 1
+
+
+def test_hooks_run_in_order_and_on_dead_reports_the_error(app):
+    events = []
+
+    @app.around_job
+    def trace(ctx):
+        events.append(f"app-around-in:{ctx.name}")
+        yield
+        events.append("app-around-out")
+
+    @app.before_job
+    def before(ctx):
+        events.append("app-before")
+
+    @app.after_job
+    def after(ctx, error):
+        events.append(f"app-after:{type(error).__name__ if error else None}")
+
+    @app.job(name="h", max_attempts=1)
+    def h(fail):
+        events.append("run")
+        if fail:
+            raise ValueError("boom")
+
+    @h.before
+    def job_before(ctx):
+        events.append("job-before")
+
+    @h.on_dead
+    def dead(ctx, error_type, message):
+        events.append(f"dead:{ctx.id}:{error_type}:{message}")
+
+    ok = h.enqueue(False)
+    drain(app)
+    assert events == ["app-around-in:h", "app-before", "job-before", "run", "app-around-out", "app-after:None"]
+    events.clear()
+    bad = h.enqueue(True)
+    drain(app)
+    assert events[-1] == f"dead:{bad.id}:ValueError:boom" and "app-after:ValueError" in events
+    assert ok.id != bad.id
+
+
+def test_eager_mode_runs_inline_and_run_until_empty_drains(app):
+    calls = []
+
+    @app.job(name="e", keep_result=True)
+    def e(x):
+        calls.append(x)
+        return x + 1
+
+    @app.job(name="boom")
+    def boom():
+        raise RuntimeError("inline")
+
+    with app.eager():
+        handle = e.enqueue(1)
+        assert calls == [1] and handle.result() == 2 and handle.status() is JobState.SUCCEEDED
+        with pytest.raises(RuntimeError, match="inline"):
+            boom.enqueue()
+    assert app.store.list_jobs() == []  # nothing was stored
+    e.enqueue(5)
+    e.enqueue(6)
+    assert app.run_until_empty() == 2 and calls == [1, 5, 6]
+
+
+def test_transactional_enqueue_with_using_cursor(app):
+    @app.job(name="t")
+    def t(n): ...
+
+    store = app.store
+    conn = store._connect()
+    try:
+        store._begin(conn)
+        t.using(cursor=conn.cursor()).enqueue(1)
+        conn.rollback()
+        assert store.list_jobs() == []  # rolled back with the caller's transaction: no job
+        store._begin(conn)
+        kept = t.using(cursor=conn.cursor()).enqueue(2)
+        assert store.list_jobs() == [] or store.dialect == "sqlite"  # not visible before the commit
+        conn.commit()
+    finally:
+        conn.close()
+    assert [r.arguments for r in store.list_jobs()] == [([2], {})] and store.get_job(kept.id) is not None
