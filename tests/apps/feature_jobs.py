@@ -1,0 +1,59 @@
+"""Jobs for the many-process feature tests (tests/features/test_many_processes.py).
+
+Handlers write what happened into ``feature_events``: the job's name, its group,
+and when it started and ended by this host's clock (all processes share it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from errands import Errands, current_job
+
+app = Errands(lease=float(os.environ.get("ERRANDS_TEST_LEASE", "30")))
+
+TYPES = {"sqlite": ("INTEGER", "REAL"), "postgresql": ("BIGINT", "DOUBLE PRECISION"), "mysql": ("BIGINT", "DOUBLE")}
+
+
+def ensure_events_table() -> None:
+    integer, real = TYPES[app.store.dialect]
+    app.store.run(lambda cur: cur.execute(
+        f"CREATE TABLE IF NOT EXISTS feature_events (job_id {integer} PRIMARY KEY, name VARCHAR(100) NOT NULL, "
+        f"grp VARCHAR(100), started_at {real} NOT NULL, ended_at {real}, pid INTEGER NOT NULL)"))
+
+
+def _record(started: float, group: str | None = None) -> None:
+    ctx = current_job()
+    p = app.store.placeholder
+    app.store.run(lambda cur: cur.execute(
+        f"INSERT INTO feature_events (job_id, name, grp, started_at, ended_at, pid) VALUES ({p}, {p}, {p}, {p}, "
+        f"{p}, {p})", (ctx.id, ctx.name, group, started, time.time(), os.getpid())))
+
+
+@app.job(name="limited", rate_limit="5/1s", queue="limited")
+def limited(n: int) -> None:
+    _record(time.time())
+
+
+@app.job(name="grouped", concurrency_limit=2, concurrency_key=lambda customer, n: f"customer:{customer}",
+         queue="grouped")
+def grouped(customer: int, n: int) -> None:
+    started = time.time()
+    time.sleep(0.15)
+    _record(started, f"customer:{customer}")
+
+
+@app.job(name="plain")
+def plain(n: int) -> None:
+    _record(time.time())
+
+
+@app.job(name="part")
+def part(n: int) -> None:
+    _record(time.time())
+
+
+@app.job(name="batch_done")
+def batch_done() -> None:
+    _record(time.time(), f"batch:{current_job().batch_id}")

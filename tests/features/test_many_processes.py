@@ -1,0 +1,180 @@
+"""Feature promises about concurrency, tested with many real processes on every backend.
+
+Each promise is held by the database, so it must hold across processes (and hosts):
+one job per unique key, one batch callback, a global rate limit, a concurrency
+group's limit, and one run per periodic slot with three schedulers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import feature_jobs
+import pytest
+from helpers import APPS, cli_env, start_worker, wait_for
+
+from errands import Errands
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def fapp(db_url: str) -> Iterator[Errands]:
+    migrator = Errands(db_url)
+    migrator.migrate()
+    migrator.store.close()
+    app = feature_jobs.app
+    app.use_database(db_url)
+    feature_jobs.ensure_events_table()
+    try:
+        yield app
+    finally:
+        app.store.close()
+
+
+@pytest.fixture
+def spawn(db_url: str, tmp_path: Path) -> Iterator[Any]:
+    procs: list[subprocess.Popen[str]] = []
+    logs: list[Path] = []
+
+    def start(*args: str, app: str = "feature_jobs:app", lease: str = "5") -> subprocess.Popen[str]:
+        log = tmp_path / f"worker-{len(procs)}.log"
+        proc = start_worker(db_url, *args, log_path=log, ERRANDS_APP=app, ERRANDS_TEST_LEASE=lease)
+        procs.append(proc)
+        logs.append(log)
+        return proc
+
+    start.logs = logs  # type: ignore[attr-defined]
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for log in logs:
+        print(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def events(app: Errands, name: str) -> list[tuple[int, str | None, float, float]]:
+    def read(cur: Any) -> list[tuple[int, str | None, float, float]]:
+        cur.execute(f"SELECT job_id, grp, started_at, ended_at FROM feature_events WHERE name = {app.store.placeholder} "
+                    "ORDER BY started_at", (name,))
+        return [(int(r[0]), r[1], float(r[2]), float(r[3])) for r in cur.fetchall()]
+
+    return app.store.run(read)
+
+
+def most_in_any_window(times: list[float], width: float) -> int:
+    times = sorted(times)
+    best, left = 0, 0
+    for right, t in enumerate(times):
+        while t - times[left] >= width:
+            left += 1
+        best = max(best, right - left + 1)
+    return best
+
+
+def peak_overlap(intervals: list[tuple[float, float]]) -> int:
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = peak = 0
+    for _, step in points:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_eight_processes_enqueueing_one_unique_key_make_one_job(db_url):
+    migrator = Errands(db_url)
+    migrator.migrate()
+    migrator.store.close()
+    start_at = time.time() + 1.5
+    procs = [subprocess.Popen([sys.executable, str(APPS / "enqueue_unique.py"), db_url, "report:2026-12", "1000",
+                               str(start_at)], env=cli_env(db_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
+    ids = {out.strip() for out, _ in outputs}
+    assert len(ids) == 1 and len(ids.pop().split()) == 1  # every process got the same single id back
+    app = Errands(db_url)
+    assert len(app.store.list_jobs()) == 1
+    app.store.close()
+
+
+def test_batch_callback_runs_once_when_the_last_members_end_together(fapp, spawn):
+    batches = [fapp.batch([feature_jobs.part.prepare(i) for i in range(150)],
+                          on_complete=feature_jobs.batch_done.prepare()) for _ in range(3)]
+    for _ in range(2):
+        spawn("-p", "2", "-c", "2", "--queue", "default")
+    wait_for(lambda: all(b.status().finished for b in batches), timeout=120, message="every batch to finish")
+    wait_for(lambda: len(events(fapp, "batch_done")) >= 3, timeout=60, message="three callbacks")
+    time.sleep(1.0)  # a duplicate callback would have shown up by now
+    done = events(fapp, "batch_done")
+    assert sorted(g for _, g, _, _ in done) == sorted(f"batch:{b.id}" for b in batches)
+    assert all(b.status().done == 150 for b in batches)
+
+
+def test_rate_limit_holds_across_four_worker_processes(fapp, spawn):
+    limited = [feature_jobs.limited.prepare(i) for i in range(15)]
+    plain = [feature_jobs.plain.prepare(i) for i in range(200)]
+    fapp.enqueue_many(limited)
+    fapp.enqueue_many(plain)
+    for _ in range(2):
+        spawn("-p", "2", "-c", "2", "--queue", "limited,default")
+    wait_for(lambda: len(events(fapp, "limited")) == 15, timeout=120, message="every limited job to run")
+    starts = [s for _, _, s, _ in events(fapp, "limited")]
+    # What the database granted, by its own clock: never more than 5 in any second.
+    granted = [fapp.store.to_datetime(t).timestamp()
+               for (t,) in _rows(fapp, "SELECT started_at FROM {rate_starts} WHERE name = 'limited'")]
+    assert len(granted) == 15 and most_in_any_window(granted, 1.0) <= 5
+    # What the handlers saw: the same, up to the few milliseconds between admission and start.
+    assert most_in_any_window(starts, 0.9) <= 5
+    assert max(starts) - min(starts) >= 2.0  # 15 starts at 5 per second take at least two more windows
+    plain_done = [e for _, _, _, e in events(fapp, "plain")]
+    assert len(plain_done) == 200 and max(plain_done) < max(starts)  # unrelated jobs did not wait for them
+
+
+def test_concurrency_group_never_runs_more_than_its_limit(fapp, spawn):
+    fapp.enqueue_many([feature_jobs.grouped.prepare(customer, n) for n in range(8) for customer in range(3)])
+    for _ in range(2):
+        spawn("-p", "2", "-c", "4", "--queue", "grouped")
+    wait_for(lambda: len(events(fapp, "grouped")) == 24, timeout=120, message="every grouped job to run")
+    runs = events(fapp, "grouped")
+    for customer in range(3):
+        spans = [(s, e) for _, g, s, e in runs if g == f"customer:{customer}"]
+        assert len(spans) == 8 and peak_overlap(spans) <= 2, spans
+    assert peak_overlap([(s, e) for _, _, s, e in runs]) > 2  # different groups did run side by side
+
+
+def test_three_schedulers_enqueue_each_slot_once(db_url, spawn):
+    import periodic_jobs
+
+    app = periodic_jobs.app
+    app.use_database(db_url)
+    app.migrate()
+    try:
+        for _ in range(3):
+            spawn("-p", "1", app="periodic_jobs:app")
+        wait_for(lambda: len(_rows(app, "SELECT id FROM {results}")) >= 5, timeout=60, message="five ticks")
+        created = sorted(float(r[0]) for r in _rows(app, "SELECT result FROM {results}"))
+        slots = [round(c) for c in created]
+        assert len(slots) == len(set(slots)), created  # no slot ran twice
+        assert slots[-1] - slots[0] == len(slots) - 1, created  # and none was skipped while they ran
+    finally:
+        app.store.close()
+
+
+def _rows(app: Errands, sql: str) -> list[tuple[Any, ...]]:
+    def read(cur: Any) -> list[tuple[Any, ...]]:
+        cur.execute(app.store.q(sql))
+        return [tuple(r) for r in cur.fetchall()]
+
+    return app.store.run(read)
