@@ -171,7 +171,8 @@ class Errands:
         return register(func) if func is not None else register
 
     def periodic(self, cron: str, *, timezone: str | None = None, args: Sequence[Any] = (),
-                 kwargs: dict[str, Any] | None = None, **job_options: Any) -> Callable[[Callable[P, R]], JobDefinition[P, R]]:
+                 kwargs: dict[str, Any] | None = None,
+                 **job_options: Any) -> Callable[[Callable[P, R]], JobDefinition[P, R]]:
         """Register a job that runs on a cron schedule, e.g. ``@app.periodic("*/5 * * * *")``.
 
         Every worker runs a scheduler; each slot is enqueued exactly once however many run

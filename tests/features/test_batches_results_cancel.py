@@ -9,7 +9,7 @@ import time
 import pytest
 
 from errands import Errands, JobCancelled, JobFailed, JobState, current_job
-from helpers import drain, wait_for
+from helpers import drain
 
 
 def test_batch_counts_progress_and_calls_back_once(app):

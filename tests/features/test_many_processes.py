@@ -66,8 +66,8 @@ def spawn(db_url: str, tmp_path: Path) -> Iterator[Any]:
 
 def events(app: Errands, name: str) -> list[tuple[int, str | None, float, float]]:
     def read(cur: Any) -> list[tuple[int, str | None, float, float]]:
-        cur.execute(f"SELECT job_id, grp, started_at, ended_at FROM feature_events WHERE name = {app.store.placeholder} "
-                    "ORDER BY started_at", (name,))
+        cur.execute("SELECT job_id, grp, started_at, ended_at FROM feature_events "
+                    f"WHERE name = {app.store.placeholder} ORDER BY started_at", (name,))
         return [(int(r[0]), r[1], float(r[2]), float(r[3])) for r in cur.fetchall()]
 
     return app.store.run(read)

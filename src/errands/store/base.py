@@ -33,7 +33,6 @@ from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
 from .features import FeatureVerbs
 from .rows import (
     FLAG_BATCH,
-    FLAG_DEPENDENTS,
     ClaimedJob,
     FailedJobRow,
     JobRow,
@@ -585,30 +584,19 @@ class SQLStore(FeatureVerbs, ABC):
     def complete(self, owner: str, ids: Sequence[int]) -> int:
         """Delete finished jobs still reserved by ``owner``; returns how many were ours.
 
-        Jobs that others wait for (``FLAG_DEPENDENTS``, read back from the deleted rows so a
-        dependant enqueued during the run is seen) unblock those at once.  That second
-        statement is separate from the delete: if the worker dies between the two,
-        ``sweep_blocked`` unblocks them within a maintenance period.
+        Only for runs that need nothing else recorded: a job that others wait for, keeps a
+        result or counts in a batch is finished with :meth:`finish`.  (A dependant enqueued
+        while its dependency was already running is released by ``sweep_blocked``.)
         """
         if not ids:
             return 0
 
-        def delete(cur: Any) -> tuple[int, list[int]]:
+        def delete(cur: Any) -> int:
             match, params = self.ids_match(ids)
-            rows = self._delete_returning_flags(cur, self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND ")
-                                                + match, [owner, *params], match, params)
-            return len(rows), [r[0] for r in rows if r[1] & FLAG_DEPENDENTS]
+            cur.execute(self.q("DELETE FROM {jobs} WHERE reserved_by = {p} AND ") + match, [owner, *params])
+            return int(cur.rowcount)
 
-        count, parents = self.run(delete)
-        if parents:
-            self.run(lambda cur: self._unblock(cur, parents), write=True)
-        return count
-
-    def _delete_returning_flags(self, cur: Any, delete_sql: str, params: list[Any], match: str,
-                                match_params: list[Any]) -> list[tuple[int, int]]:
-        """Run ``delete_sql`` and return (id, flags) of the deleted rows."""
-        cur.execute(delete_sql + " RETURNING id, flags", params)
-        return [(int(r[0]), int(r[1])) for r in cur.fetchall()]
+        return self.run(delete)
 
     def retry_later(self, owner: str, job_id: int, delay: float, error: str) -> bool:
         """Put a failed run back in line after ``delay`` seconds of database time."""
@@ -857,8 +845,10 @@ class SQLStore(FeatureVerbs, ABC):
         def read(cur: Any) -> dict[str, QueueCounts]:
             cur.execute(self.q(
                 "SELECT queue, "
-                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} THEN 1 ELSE 0 END), "
-                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now} THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+                "THEN 1 ELSE 0 END), "
+                "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now} "
+                "THEN 1 ELSE 0 END), "
                 "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until >= {now} THEN 1 ELSE 0 END), "
                 "SUM(CASE WHEN reserved_by IS NOT NULL AND reserved_until < {now} THEN 1 ELSE 0 END), "
                 "SUM(CASE WHEN reserved_by IS NULL AND blocked_by IS NOT NULL THEN 1 ELSE 0 END) "

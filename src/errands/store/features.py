@@ -32,9 +32,26 @@ from .rows import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
+    from typing import Protocol, TypeVar
 
-    from .base import SQLStore as _Base
+    T = TypeVar("T")
+
+    class _Base(Protocol):
+        """What these verbs use of :class:`~errands.store.base.SQLStore` (for type checkers only)."""
+
+        dialect: str
+        placeholder: str
+        lock_rows: str
+
+        def run(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T: ...
+        def q(self, template: str) -> str: ...
+        def _in(self, values: Sequence[Any]) -> str: ...
+        def now_sql(self) -> str: ...
+        def to_datetime(self, value: Any) -> datetime: ...
+        def from_datetime(self, value: datetime) -> Any: ...
+        def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]: ...
 else:
     _Base = object
 
@@ -86,12 +103,16 @@ class FeatureVerbs(_Base):
         raise NotImplementedError
 
     def _insert_ignore(self, table: str, columns: str) -> str:
-        """``INSERT`` of one row (``{p}`` per column) that does nothing if the key exists."""
-        raise NotImplementedError
+        """``INSERT`` of one row that does nothing if its key exists (SQLite and PostgreSQL syntax)."""
+        marks = ", ".join(self.placeholder for _ in columns.split(","))
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
 
     def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
         """``INSERT`` of one row (key first) that updates ``columns`` if the key exists."""
-        raise NotImplementedError
+        marks = ", ".join(self.placeholder for _ in range(len(columns) + 1))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        return (f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) "
+                f"ON CONFLICT ({key}) DO UPDATE SET {updates}")
 
     def _lock_name(self, cur: Any, name: str) -> None:
         """Serialise on ``name`` until the transaction ends (a row of the locks table)."""
@@ -199,8 +220,9 @@ class FeatureVerbs(_Base):
 
     # ------------------------------------------------------------------ finishing with records
     def finish(self, owner: str, runs: Sequence[Finished]) -> int:
-        """Record successful runs that keep a result or belong to a batch, in one transaction
-        with their delete: a result is never lost and a batch never counts a run twice."""
+        """Record successful runs that keep a result, belong to a batch or have dependants, in
+        one transaction with their delete: a result is never lost, a batch never counts a run
+        twice, and dependants are released at once."""
         if not runs:
             return 0
 
@@ -457,8 +479,9 @@ class FeatureVerbs(_Base):
                 if kind != "concurrency":
                     continue
                 limit = members[0][1].limit
-                cur.execute(self.q("SELECT COUNT(*) FROM {jobs} WHERE concurrency_key = {p} AND reserved_by IS NOT NULL "
-                                   "AND reserved_until >= {now} AND admitted_at >= reserved_at AND id NOT IN (")
+                cur.execute(self.q("SELECT COUNT(*) FROM {jobs} WHERE concurrency_key = {p} "
+                                   "AND reserved_by IS NOT NULL AND reserved_until >= {now} "
+                                   "AND admitted_at >= reserved_at AND id NOT IN (")
                             + self._in(ours) + ")", [name, *ours])
                 free = limit - int(cur.fetchone()[0])
                 for job_id, _ in members:

@@ -291,24 +291,6 @@ class MySQLStore(SQLStore):
         updates = ", ".join(f"{c} = VALUES({c})" for c in columns)
         return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {updates}"
 
-    def _delete_returning_flags(self, cur: Any, delete_sql: str, params: list[Any], match: str,
-                                match_params: list[Any]) -> list[tuple[int, int]]:
-        if self.delete_returning is not False:
-            try:
-                rows = super()._delete_returning_flags(cur, delete_sql, params, match, match_params)
-                self.delete_returning = True
-                return rows
-            except pymysql.err.ProgrammingError as exc:
-                if exc.args[0] != _SYNTAX_ERROR or self.delete_returning:
-                    raise
-                self.delete_returning = False  # MySQL: no DELETE ... RETURNING
-        # Read the flags first; a dependant marked in between is unblocked by sweep_blocked.
-        cur.execute(self.q("SELECT id, flags FROM {jobs} WHERE reserved_by = %s AND ") + match, params)
-        rows = [(int(r[0]), int(r[1])) for r in cur.fetchall()]
-        cur.execute(delete_sql, params)
-        return rows
-
-    delete_returning: bool | None = None
 
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True

@@ -84,12 +84,18 @@ class PostgresStore(SQLStore):
         Waking idle workers costs nothing extra: PostgreSQL folds identical notifications of one
         transaction into one, and delivers them only if the enqueue commits.
         """
+        # A caller's own cursor may come from another driver (psycopg2 under Django or SQLAlchemy):
+        # then no prepared statements and no COPY, only what every DB-API cursor does.
+        ours = isinstance(cur, psycopg.Cursor)
         if len(jobs) == 1:
             j = jobs[0]
-            cur.execute(self._single_sql, (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
-                                           j.run_at, float(j.delay)), prepare=True)
+            params = (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout, j.run_at, float(j.delay))
+            if ours:
+                cur.execute(self._single_sql, params, prepare=True)
+            else:
+                cur.execute(self._single_sql, params)
             return [int(cur.fetchone()[0])]
-        if len(jobs) >= COPY_FROM:
+        if len(jobs) >= COPY_FROM and ours:
             return self._copy_jobs(cur, jobs)
         ids: list[int] = []
         for start in range(0, len(jobs), BULK_CHUNK):
@@ -292,14 +298,6 @@ class PostgresStore(SQLStore):
                 return int(row[0])
         raise StoreError(f"unique key {key!r} kept changing hands; try again")
 
-    def _insert_ignore(self, table: str, columns: str) -> str:
-        marks = ", ".join("%s" for _ in columns.split(","))
-        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-
-    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
-        marks = ", ".join("%s" for _ in range(len(columns) + 1))
-        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
-        return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT ({key}) DO UPDATE SET {updates}"
 
     def _unblock(self, cur: Any, parents: Sequence[int]) -> int:
         cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE blocked_by = ANY(%s) RETURNING queue"),

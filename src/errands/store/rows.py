@@ -62,7 +62,7 @@ class NewJob(NamedTuple):
     batch_id: int | None = None
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined, arg-type]
 """The C scanner behind ``json.loads``, called directly: ``loads`` spends two thirds of its
 time on wrappers (type checks, whitespace regexes) for a payload as short as most are."""
 

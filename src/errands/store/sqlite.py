@@ -11,7 +11,6 @@ the epoch, read from SQLite's own clock.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -190,14 +189,6 @@ class SQLiteStore(SQLStore):
             return int(row[0])
         return self._insert_one(cur, sql, params)
 
-    def _insert_ignore(self, table: str, columns: str) -> str:
-        marks = ", ".join("?" for _ in columns.split(","))
-        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-
-    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
-        marks = ", ".join("?" for _ in range(len(columns) + 1))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
-        return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT ({key}) DO UPDATE SET {updates}"
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(

@@ -35,7 +35,7 @@ from ..errors import StoreError, StoreUnavailable
 from ..hooks import call_on_dead, chain_of
 from ..jobs import encode_result
 from ..store.features import Finished, Limit
-from ..store.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
+from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
 from .context import context_of
 from .execution import Outcome, Result, describe_arguments, failure, run_async, run_sync
 from .scheduler import Scheduler
@@ -115,6 +115,8 @@ class Worker:
         self._futures: dict[int, Any] = {}
         """Running async jobs by id (cancellation cancels their task)."""
         self._cancel_requested: set[int] = set()
+        self._limited_names: set[str] | None = None
+        """Names of rate- or concurrency-limited jobs (their runs need admission)."""
         self._to_complete: list[int] = []
         self._unsettled: list[Outcome] = []
         self._low_water = 0
@@ -272,8 +274,16 @@ class Worker:
         """Let the database decide which claimed runs of rate- or concurrency-limited jobs may
         start; the others went back to the queue (their attempt refunded)."""
         registry = self.app.registry
+        limited = self._limited_names
+        if limited is None:
+            limited = self._limited_names = {name for name, d in registry.items()
+                                             if d.behaviour.rate_limit or d.behaviour.concurrency_limit}
+        if not limited:
+            return rows
         runs: list[tuple[int, list[Limit]]] = []
         for row in rows:
+            if row.name not in limited:
+                continue
             definition = registry.get(row.name)
             if definition is None:
                 continue
@@ -364,12 +374,12 @@ class Worker:
         if outcome.result is Result.OK:
             if log.isEnabledFor(logging.INFO):
                 self._log(outcome)
-            if row.flags & (FLAG_RESULT | FLAG_BATCH):
-                self._failed.append(outcome)  # recorded with its result or batch, not plainly deleted
+            if row.flags:  # keeps a result, counts in a batch, or others wait for it: more than a delete
+                self._failed.append(outcome)
+                if row.flags & FLAG_DEPENDENTS:
+                    self._new_jobs.set()  # a job waiting for this one becomes ready: claim again soon
             else:
                 self._succeeded.append(row.id)
-            if row.flags & FLAG_DEPENDENTS:
-                self._new_jobs.set()  # a job waiting for this one becomes ready: claim again soon
         else:
             if isinstance(outcome.exc, StoreUnavailable):
                 self._db_ok.clear()  # the handler lost the database: pause the others before they start
