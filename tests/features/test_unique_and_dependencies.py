@@ -133,10 +133,14 @@ def test_a_chain_resumes_when_its_dead_link_is_retried_and_succeeds(app):
     chain = app.chain(link.prepare("a"), link.prepare("b"), link.prepare("c"))
     drain(app)
     assert log == ["a"]
+    assert (chain.status().done, chain.status().failed) == (1, 1)
     broken.clear()
     app.retry_failed(chain.jobs[1].id)
+    assert (chain.status().failed, chain.status().pending) == (0, 2)  # b is pending again
     drain(app)
-    assert log == ["a", "b", "c"] and chain.status().finished
+    assert log == ["a", "b", "c"]
+    status = chain.status()
+    assert (status.done, status.failed, status.percent, status.finished) == (3, 0, 100.0, True)
 
 
 def test_sweep_unblocks_dependants_of_a_dependency_that_vanished(app):

@@ -768,8 +768,16 @@ class SQLStore(FeatureVerbs, ABC):
             if ids is not None and not ids:
                 return []
             where, params = self._failed_filter(ids, queue)
-            cur.execute(self.q("SELECT id FROM {failed}") + where + self.lock_rows, params)
-            found = sorted(r[0] for r in cur.fetchall())
+            cur.execute(self.q("SELECT id, flags, batch_id FROM {failed}") + where + self.lock_rows, params)
+            rows = cur.fetchall()
+            found = sorted(r[0] for r in rows)
+            # A retried batch member is pending again (its batch's callbacks, if fired, do not fire twice).
+            regained: dict[int, int] = {}
+            for _, flags, batch_id in rows:
+                if int(flags or 0) & FLAG_BATCH and batch_id is not None:
+                    regained[int(batch_id)] = regained.get(int(batch_id), 0) + 1
+            for batch_id, n in sorted(regained.items()):
+                cur.execute(self.q("UPDATE {batches} SET failed = failed - {p} WHERE id = {p}"), (n, batch_id))
             for start in range(0, len(found), INSERT_CHUNK):
                 chunk = found[start:start + INSERT_CHUNK]
                 marks = self._in(chunk)
