@@ -62,6 +62,17 @@ such jobs take the fast insert paths."""
 INSERT_CHUNK = 500
 
 _INHERITED: list[Any] = []
+_FORKS = [0]
+"""How many forks this process descends from: a thread-local connection opened under another
+count was inherited.  Cheaper than comparing os.getpid() (a system call) on every statement."""
+
+
+def _count_fork() -> None:
+    _FORKS[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
@@ -252,7 +263,7 @@ class SQLStore(FeatureVerbs, ABC):
         local = self._local
         conn = getattr(local, "conn", None)
         if conn is not None:
-            if getattr(local, "pid", None) == os.getpid():
+            if getattr(local, "forks", None) == _FORKS[0]:
                 if not self._closed_by_server(conn):
                     return conn
                 # The server ended this idle connection (it restarted, or timed the session out).
@@ -269,7 +280,7 @@ class SQLStore(FeatureVerbs, ABC):
             if self._classify(exc) is None:
                 raise
             raise StoreUnavailable(f"database unavailable: cannot connect to {self.safe_url}: {exc}") from exc
-        local.conn, local.pid = conn, os.getpid()
+        local.conn, local.pid, local.forks = conn, os.getpid(), _FORKS[0]
         with self._open_lock:
             self._open.append((os.getpid(), conn))
         return conn
@@ -494,7 +505,7 @@ class SQLStore(FeatureVerbs, ABC):
         """
         if not jobs:
             return []
-        rich = any(j[8:] != _PLAIN for j in jobs)
+        rich = jobs[0][8:] != _PLAIN if len(jobs) == 1 else any(j[8:] != _PLAIN for j in jobs)
 
         def insert(cur: Any) -> list[int]:
             return self._insert_rich(cur, jobs) if rich else self._insert_jobs(cur, jobs)
