@@ -25,29 +25,37 @@ log = logging.getLogger("errands.hooks")
 
 
 class Hooks:
+    __slots__ = ("before_run", "after_run", "around_run", "dead", "any")
+
     def __init__(self) -> None:
         self.before_run: list[Callable[..., Any]] = []
         self.after_run: list[Callable[..., Any]] = []
         self.around_run: list[Callable[..., ContextManager[Any]]] = []
         self.dead: list[Callable[..., Any]] = []
+        self.any = False
+        """Whether any hook is registered: read for every run, so a plain attribute."""
 
     def __bool__(self) -> bool:
-        return bool(self.before_run or self.after_run or self.around_run or self.dead)
+        return self.any
 
     def before(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.before_run.append(fn)
+        self.any = True
         return fn
 
     def after(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.after_run.append(fn)
+        self.any = True
         return fn
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.around_run.append(contextlib.contextmanager(fn) if inspect.isgeneratorfunction(fn) else fn)
+        self.any = True
         return fn
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.dead.append(fn)
+        self.any = True
         return fn
 
 

@@ -98,10 +98,31 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 """Made once: ``json.dumps`` with options builds a new encoder on every call."""
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:  # the C encoder behind JSONEncoder, built once: encode() builds a new one on every call
+    from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
+    _c_encode = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False) \
+        if c_make_encoder is not None else None
+except ImportError:  # pragma: no cover - Python builds without the _json accelerator
+    _c_encode = None
+
+
+def _encode(value: Any) -> str:
+    """Compact JSON (no NaN, no ASCII escaping).  Without a cycle check: a cyclic structure
+    raises RecursionError, which callers treat like any value JSON cannot hold."""
+    if _c_encode is None:
+        return _encoder.encode(value)
+    return "".join(_c_encode(value, 0))
+
+
 def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
     """Arguments as compact JSON; refuse what JSON cannot carry and what is too big."""
     try:
-        payload = _encoder.encode({"args": list(args), "kwargs": kwargs})
+        payload = _encode({"args": list(args), "kwargs": kwargs})
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored as JSON: {exc}") from exc
     size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
@@ -226,6 +247,8 @@ class JobDefinition(Generic[P, R]):
         self.options = options
         self.backoff = backoff
         self.behaviour = behaviour or JobBehaviour()
+        self._plain = not (self.behaviour.unique or self.behaviour.concurrency_limit is not None)
+        """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = inspect.signature(func)
         self._positional = _positional_range(self._signature)
@@ -292,6 +315,9 @@ class JobDefinition(Generic[P, R]):
                 raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
         o = self.options
         payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
+        if self._plain and o.unique_key is None and o.after is None and not o.keep_result \
+                and not self.app.keep_results:
+            return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour
         unique_key = o.unique_key
         if unique_key is None and b.unique:
@@ -303,8 +329,6 @@ class JobDefinition(Generic[P, R]):
             if not group or len(group) > UNIQUE_KEY_MAX:
                 raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters")
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
-        if unique_key is None and o.after is None and group is None and not flags:
-            return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at,
                       unique_key, o.after, group, flags)
 

@@ -163,6 +163,9 @@ class SQLStore(FeatureVerbs, ABC):
         self.t_rate_starts = f"{prefix}rate_starts"
         self.t_periodic = f"{prefix}periodic"
         self.t_queues = f"{prefix}queues"
+        self.t_unique_keys = f"{prefix}unique_keys"
+        self.t_dependencies = f"{prefix}dependencies"
+        self.t_group_runs = f"{prefix}group_runs"
         self._local = threading.local()
         self._sql_cache: dict[str, str] = {}
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
@@ -247,7 +250,9 @@ class SQLStore(FeatureVerbs, ABC):
         return template.format(jobs=self.t_jobs, failed=self.t_failed, workers=self.t_workers,
                                schema=self.t_schema, results=self.t_results, batches=self.t_batches,
                                locks=self.t_locks, rate_starts=self.t_rate_starts, periodic=self.t_periodic,
-                               queues=self.t_queues, now=self.now_sql(), now_plus=self.plus_seconds_sql(),
+                               queues=self.t_queues, unique_keys=self.t_unique_keys,
+                               dependencies=self.t_dependencies, group_runs=self.t_group_runs,
+                               now=self.now_sql(), now_plus=self.plus_seconds_sql(),
                                p=self.placeholder)
 
     def _in(self, values: Sequence[Any]) -> str:
@@ -792,13 +797,16 @@ class SQLStore(FeatureVerbs, ABC):
             for start in range(0, len(found), INSERT_CHUNK):
                 chunk = found[start:start + INSERT_CHUNK]
                 marks = self._in(chunk)
-                # A new job may hold the unique key meanwhile: the retried one then goes without it.
-                cur.execute(self.q("SELECT f.id FROM {failed} f JOIN {jobs} j ON j.unique_key = f.unique_key "
-                                   "WHERE f.id IN (") + marks + ")", chunk)
-                taken = [r[0] for r in cur.fetchall()]
-                if taken:
-                    cur.execute(self.q("UPDATE {failed} SET unique_key = NULL WHERE id IN (") + self._in(taken)
-                                + ")", taken)
+                # A new job may hold the unique key meanwhile: the retried one then goes without it;
+                # otherwise the key points at the retried job again.
+                cur.execute(self.q("SELECT f.id, f.unique_key, j.id FROM {failed} f LEFT JOIN {unique_keys} k "
+                                   "ON k.name = f.unique_key LEFT JOIN {jobs} j ON j.id = k.job_id "
+                                   "WHERE f.unique_key IS NOT NULL AND f.id IN (") + marks + ")", chunk)
+                for job_id, key, holder in cur.fetchall():
+                    if holder is not None:
+                        cur.execute(self.q("UPDATE {failed} SET unique_key = NULL WHERE id = {p}"), (job_id,))
+                    else:
+                        cur.execute(self.q(self._upsert("{unique_keys}", "name", ("job_id",))), (key, job_id))
                 cur.execute(self.q("INSERT INTO {jobs} (id, queue, name, payload, priority, attempts, max_attempts, "
                                    "timeout, available_at, created_at, last_error, unique_key, batch_id, "
                                    "concurrency_key, flags) SELECT id, queue, name, payload, "

@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import StoreError
 from .rows import (
     FLAG_BATCH,
     FLAG_DEPENDENTS,
@@ -99,8 +100,31 @@ def job_from_spec(spec: str, batch_id: int) -> NewJob:
 class FeatureVerbs(_Base):
     # ------------------------------------------------------------------ dialect hooks
     def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
-        """Insert one job carrying a unique key, or return the id of the job that holds the key."""
-        raise NotImplementedError
+        """Insert one job carrying a unique key, or return the id of the waiting or running job
+        that holds the key.
+
+        Keys live in ``errands_unique_keys`` (primary key: the key), pointing at their job.  A
+        key whose job is gone (finished, buried, cancelled) is free: it is simply taken over,
+        so no path that ends a job needs to know about keys, and plain jobs pay nothing.  Two
+        enqueuers racing for a new key meet on the key table's primary key: the loser removes
+        the job row it had inserted and returns the winner's.
+        """
+        for _ in range(10):
+            cur.execute(self.q("SELECT job_id FROM {unique_keys} WHERE name = {p}") + self.lock_rows, (key,))
+            row = cur.fetchone()
+            if row is not None:
+                cur.execute(self.q("SELECT id FROM {jobs} WHERE id = {p}"), (row[0],))
+                if cur.fetchone() is not None:
+                    return int(row[0])
+                job_id = self._insert_one(cur, sql, params)
+                cur.execute(self.q("UPDATE {unique_keys} SET job_id = {p} WHERE name = {p}"), (job_id, key))
+                return job_id
+            job_id = self._insert_one(cur, sql, params)
+            cur.execute(self.q(self._insert_ignore("{unique_keys}", "name, job_id")), (key, job_id))
+            if cur.rowcount == 1:
+                return job_id
+            cur.execute(self.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))  # another enqueuer won
+        raise StoreError(f"unique key {key!r} kept changing hands; try again")
 
     def _insert_ignore(self, table: str, columns: str) -> str:
         """``INSERT`` of one row that does nothing if its key exists (SQLite and PostgreSQL syntax)."""
@@ -165,6 +189,9 @@ class FeatureVerbs(_Base):
                     ids[-1] = self._insert_unique(cur, insert + row_sql, params, j.unique_key)
                 else:
                     ids[-1] = self._insert_one(cur, insert + row_sql, params)
+                if blocked_by is not None:
+                    cur.execute(self.q(self._insert_ignore("{dependencies}", "parent_id, child_id")),
+                                (blocked_by, ids[-1]))
             else:
                 pending.append((len(ids) - 1, params))
         flush()
@@ -195,26 +222,36 @@ class FeatureVerbs(_Base):
 
     def _unblock(self, cur: Any, parents: Sequence[int]) -> int:
         """Release the jobs that waited for ``parents`` (which have just succeeded)."""
-        cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE blocked_by IN (") + self._in(parents) + ")",
-                    list(parents))
-        return int(cur.rowcount)
+        marks = self._in(parents)
+        cur.execute(self.q("SELECT child_id FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
+        children = [int(r[0]) for r in cur.fetchall()]
+        cur.execute(self.q("DELETE FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
+        if not children:
+            return 0
+        cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE id IN (") + self._in(children) + ")", children)
+        self._after_unblock(cur, children)
+        return len(children)
+
+    def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:  # noqa: B027 - optional hook
+        """Dialect hook: wake idle workers (PostgreSQL notifies)."""
 
     def sweep_blocked(self, limit: int = 1000) -> int:
         """Unblock jobs whose dependency is gone and did not fail (a safety net: normally the
-        worker that finishes the dependency unblocks them at once)."""
+        worker that finishes the dependency unblocks them at once), and forget dependencies
+        of jobs that are gone (a blocked job that was cancelled)."""
 
         def sweep(cur: Any) -> int:
             cur.execute(self.q(
-                "SELECT j.id FROM {jobs} j WHERE j.blocked_by IS NOT NULL "
-                "AND NOT EXISTS (SELECT 1 FROM {jobs} p WHERE p.id = j.blocked_by) "
-                "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = j.blocked_by) "
-                "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = j.blocked_by AND r.state = 'cancelled') "
+                "SELECT d.parent_id FROM {dependencies} d WHERE "
+                "NOT EXISTS (SELECT 1 FROM {jobs} p WHERE p.id = d.parent_id) "
+                "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = d.parent_id) "
+                "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = d.parent_id AND r.state = 'cancelled') "
                 "LIMIT {p}"), (int(limit),))
-            ids = [r[0] for r in cur.fetchall()]
-            if not ids:
-                return 0
-            cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE id IN (") + self._in(ids) + ")", ids)
-            return int(cur.rowcount)
+            parents = sorted({int(r[0]) for r in cur.fetchall()})
+            released = self._unblock(cur, parents) if parents else 0
+            cur.execute(self.q("DELETE FROM {dependencies} WHERE NOT EXISTS "
+                               "(SELECT 1 FROM {jobs} c WHERE c.id = {dependencies}.child_id)"))
+            return released
 
         return self.run(sweep, write=True)
 
@@ -409,6 +446,9 @@ class FeatureVerbs(_Base):
         self.run(lambda cur: cur.execute(self.q(self._upsert("{queues}", "name", ("paused", "changed_at"))),
                                          (queue, 1 if paused else 0, self.from_datetime(self._now_in(cur)))),
                  write=True)
+        self._paused_until = 0.0  # a store that caches the paused queues (MySQL) reads them again
+
+    _paused_until = 0.0
 
     def _now_in(self, cur: Any) -> datetime:
         cur.execute("SELECT " + self.now_sql())
@@ -470,6 +510,7 @@ class FeatureVerbs(_Base):
                 self._lock_name(cur, f"{kind}:{name}")
             ours = [job_id for job_id, _ in runs]
             refused: dict[int, float] = {}
+            grouped: list[tuple[int, str]] = []
             by_limit: dict[tuple[str, str], list[tuple[int, Limit]]] = {}
             for job_id, limits in runs:
                 for lim in limits:
@@ -479,9 +520,11 @@ class FeatureVerbs(_Base):
                 if kind != "concurrency":
                     continue
                 limit = members[0][1].limit
-                cur.execute(self.q("SELECT COUNT(*) FROM {jobs} WHERE concurrency_key = {p} "
-                                   "AND reserved_by IS NOT NULL AND reserved_until >= {now} "
-                                   "AND admitted_at >= reserved_at AND id NOT IN (")
+                # Runs of the group are found through errands_group_runs (written here, at admission),
+                # so the jobs table needs no index on the group for this count.
+                cur.execute(self.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id "
+                                   "WHERE g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
+                                   "AND j.admitted_at >= j.reserved_at AND j.id NOT IN (")
                             + self._in(ours) + ")", [name, *ours])
                 free = limit - int(cur.fetchone()[0])
                 for job_id, _ in members:
@@ -489,6 +532,7 @@ class FeatureVerbs(_Base):
                         continue
                     if free > 0:
                         free -= 1
+                        grouped.append((job_id, name))
                     else:
                         refused[job_id] = concurrency_retry
             for (kind, name), members in sorted(by_limit.items()):
@@ -512,6 +556,9 @@ class FeatureVerbs(_Base):
                     else:
                         refused[job_id] = max(refused.get(job_id, 0.0), wait)
             admitted = [job_id for job_id in ours if job_id not in refused]
+            for job_id, name in grouped:
+                if job_id not in refused:
+                    cur.execute(self.q(self._insert_ignore("{group_runs}", "job_id, name")), (job_id, name))
             if admitted:
                 cur.execute(self.q("UPDATE {jobs} SET admitted_at = {now} WHERE reserved_by = {p} AND id IN (")
                             + self._in(admitted) + ")", [owner, *admitted])
@@ -535,6 +582,9 @@ class FeatureVerbs(_Base):
             out["results"] = int(cur.rowcount)
             cur.execute(self.q("DELETE FROM {rate_starts} WHERE started_at < {now_plus}"), (-2 * 86400.0,))
             out["rate_starts"] = int(cur.rowcount)
+            for table in ("{group_runs}", "{unique_keys}"):  # rows of jobs that are gone
+                cur.execute(self.q(f"DELETE FROM {table} WHERE NOT EXISTS "
+                                   f"(SELECT 1 FROM {{jobs}} j WHERE j.id = {table}.job_id)"))
             if failed_ttl is not None:
                 cur.execute(self.q("DELETE FROM {failed} WHERE failed_at < {now_plus}"), (-float(failed_ttl),))
                 out["failed"] = int(cur.rowcount)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import ConfigurationError, StoreError, StoreUnavailable
+from ..errors import ConfigurationError, StoreUnavailable
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore, Step
 from .rows import NewJob
 
@@ -252,10 +252,12 @@ class PostgresStore(SQLStore):
             "DROP INDEX IF EXISTS {jobs}_claim",
             "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
             "WHERE reserved_by IS NULL AND blocked_by IS NULL",
-            "CREATE UNIQUE INDEX IF NOT EXISTS {jobs}_unique ON {jobs} (unique_key) WHERE unique_key IS NOT NULL",
-            "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (blocked_by) WHERE blocked_by IS NOT NULL",
-            "CREATE INDEX IF NOT EXISTS {jobs}_batch ON {jobs} (batch_id) WHERE batch_id IS NOT NULL",
-            "CREATE INDEX IF NOT EXISTS {jobs}_group ON {jobs} (concurrency_key) WHERE concurrency_key IS NOT NULL",
+            # Side tables instead of indexes on the jobs table: a plain job writes no row in them.
+            "CREATE TABLE IF NOT EXISTS {unique_keys} (name VARCHAR(255) PRIMARY KEY, job_id BIGINT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS {dependencies} (parent_id BIGINT NOT NULL, child_id BIGINT NOT NULL,"
+            " PRIMARY KEY (parent_id, child_id))",
+            "CREATE TABLE IF NOT EXISTS {group_runs} (job_id BIGINT PRIMARY KEY, name VARCHAR(255) NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {group_runs}_name ON {group_runs} (name)",
             "CREATE TABLE IF NOT EXISTS {results} (id BIGINT PRIMARY KEY, queue VARCHAR(60) NOT NULL,"
             " name VARCHAR(255) NOT NULL, state VARCHAR(20) NOT NULL, result TEXT, message TEXT,"
             " attempts INTEGER NOT NULL, batch_id BIGINT, finished_at TIMESTAMPTZ NOT NULL,"
@@ -282,30 +284,11 @@ class PostgresStore(SQLStore):
         cur.execute(sql + " RETURNING id", params)
         return int(cur.fetchone()[0])
 
-    def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
-        # A concurrent insert of the same key makes this one wait for it, then do nothing; the
-        # holder may also finish between the two statements, hence the loop.
-        for _ in range(10):
-            cur.execute(sql + " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id",
-                        params)
-            row = cur.fetchone()
-            if row is not None:
-                cur.execute("SELECT pg_notify(%s, %s)", (self.channel, params[0]))
-                return int(row[0])
-            cur.execute(self.q("SELECT id FROM {jobs} WHERE unique_key = %s"), (key,))
-            row = cur.fetchone()
-            if row is not None:
-                return int(row[0])
-        raise StoreError(f"unique key {key!r} kept changing hands; try again")
-
-
-    def _unblock(self, cur: Any, parents: Sequence[int]) -> int:
-        cur.execute(self.q("UPDATE {jobs} SET blocked_by = NULL WHERE blocked_by = ANY(%s) RETURNING queue"),
-                    (list(parents),))
-        rows = cur.fetchall()
-        for queue in sorted({r[0] for r in rows}):  # idle workers learn at once that a chain moved on
+    def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:
+        # Idle workers learn at once that the next job of a chain is ready.
+        cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))
+        for (queue,) in cur.fetchall():
             cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
-        return len(rows)
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,

@@ -157,10 +157,12 @@ class SQLiteStore(SQLStore):
             "DROP INDEX IF EXISTS {jobs}_claim",
             "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
             "WHERE reserved_by IS NULL AND blocked_by IS NULL",
-            "CREATE UNIQUE INDEX {jobs}_unique ON {jobs} (unique_key) WHERE unique_key IS NOT NULL",
-            "CREATE INDEX {jobs}_blocked ON {jobs} (blocked_by) WHERE blocked_by IS NOT NULL",
-            "CREATE INDEX {jobs}_batch ON {jobs} (batch_id) WHERE batch_id IS NOT NULL",
-            "CREATE INDEX {jobs}_group ON {jobs} (concurrency_key) WHERE concurrency_key IS NOT NULL",
+            # Side tables instead of indexes on the jobs table: a plain job writes no row in them.
+            "CREATE TABLE {unique_keys} (name TEXT PRIMARY KEY, job_id INTEGER NOT NULL)",
+            "CREATE TABLE {dependencies} (parent_id INTEGER NOT NULL, child_id INTEGER NOT NULL,"
+            " PRIMARY KEY (parent_id, child_id))",
+            "CREATE TABLE {group_runs} (job_id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+            "CREATE INDEX {group_runs}_name ON {group_runs} (name)",
             "CREATE TABLE {results} (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL,"
             " state TEXT NOT NULL, result TEXT, message TEXT, attempts INTEGER NOT NULL, batch_id INTEGER,"
             " finished_at REAL NOT NULL, expires_at REAL NOT NULL)",
@@ -179,16 +181,6 @@ class SQLiteStore(SQLStore):
             " changed_at REAL NOT NULL)",
             "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
         )])]
-
-    # ------------------------------------------------------------------ feature statements
-    def _insert_unique(self, cur: Any, sql: str, params: list[Any], key: str) -> int:
-        # One writer at a time (BEGIN IMMEDIATE): looking first cannot race another insert.
-        cur.execute(self.q("SELECT id FROM {jobs} WHERE unique_key = ?"), (key,))
-        row = cur.fetchone()
-        if row is not None:
-            return int(row[0])
-        return self._insert_one(cur, sql, params)
-
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(

@@ -84,7 +84,7 @@ def run_sync(app: Errands, row: ClaimedJob) -> Outcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
     hooks = definition.behaviour.hooks
-    if app.hooks or hooks:
+    if app.hooks.any or (hooks is not None and hooks.any):
         return _run_hooked_sync(app, row, definition, args, kwargs)
     token = running_row.set((row, app))
     started = _clock()
