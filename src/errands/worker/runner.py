@@ -101,7 +101,7 @@ class Worker:
         self.parent_pid = parent_pid
         self.jobs_done = 0
         self.claimed = 0
-        self._held: dict[int, ClaimedJob] = {}
+        self._held: set[int] = set()
         """Claimed and not yet recorded: buffered, running, or finished awaiting settle."""
         self._held_lock = threading.Lock()
         self._outstanding = 0
@@ -318,8 +318,7 @@ class Worker:
 
     def _hand_out(self, rows: list[ClaimedJob]) -> None:
         with self._held_lock:
-            for row in rows:
-                self._held[row.id] = row
+            self._held.update([row.id for row in rows])
         with self._count_lock:
             self._outstanding += len(rows)
         self.claimed += len(rows)
@@ -468,8 +467,7 @@ class Worker:
 
     def _forget(self, ids: list[int]) -> None:
         with self._held_lock:
-            for job_id in ids:
-                self._held.pop(job_id, None)
+            self._held.difference_update(ids)
 
     def _settle_failure(self, outcome: Outcome) -> None:
         row = outcome.row
