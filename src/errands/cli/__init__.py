@@ -15,6 +15,7 @@ from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavail
 from .admin import migrate, recover
 from .context import Context, configure_logging
 from .control import batch, job, periodic, queue
+from .dashboard import dashboard, users
 from .failed import failed
 from .jobs import enqueue, status
 from .worker import worker
@@ -55,5 +56,5 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     ctx.obj = Context(app_path, database_url)
 
 
-for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic):
+for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users):
     main.add_command(command)

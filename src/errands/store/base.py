@@ -31,7 +31,9 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
+from .accounts import AccountVerbs
 from .features import FeatureVerbs
+from .insights import InsightVerbs
 from .rows import (
     FLAG_BATCH,
     ClaimedJob,
@@ -140,7 +142,7 @@ class PollingListener(Listener):
             time.sleep(min(pause, left))
 
 
-class SQLStore(FeatureVerbs, ABC):
+class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
     """Verb-level access to errands' tables on one database."""
 
     dialect: str = ""
@@ -149,7 +151,9 @@ class SQLStore(FeatureVerbs, ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 2
+    schema_version = 3
+    #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
+    like_escape = " ESCAPE '\\'"
     auto_migrate = False
     #: Whether ``_claim`` needs an explicit transaction (a SELECT then an UPDATE).
     claim_needs_transaction = False
@@ -170,6 +174,12 @@ class SQLStore(FeatureVerbs, ABC):
         self.t_unique_keys = f"{prefix}unique_keys"
         self.t_dependencies = f"{prefix}dependencies"
         self.t_group_runs = f"{prefix}group_runs"
+        self.t_users = f"{prefix}users"
+        self.t_sessions = f"{prefix}sessions"
+        self.t_remember = f"{prefix}remember_tokens"
+        self.t_login_attempts = f"{prefix}login_attempts"
+        self.t_audit = f"{prefix}audit_log"
+        self.t_stats = f"{prefix}stats"
         self._local = threading.local()
         self._sql_cache: dict[str, str] = {}
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
@@ -256,6 +266,8 @@ class SQLStore(FeatureVerbs, ABC):
                                locks=self.t_locks, rate_starts=self.t_rate_starts, periodic=self.t_periodic,
                                queues=self.t_queues, unique_keys=self.t_unique_keys,
                                dependencies=self.t_dependencies, group_runs=self.t_group_runs,
+                               users=self.t_users, sessions=self.t_sessions, remember=self.t_remember,
+                               login_attempts=self.t_login_attempts, audit=self.t_audit, stats=self.t_stats,
                                now=self.now_sql(), now_plus=self.plus_seconds_sql(),
                                p=self.placeholder)
 

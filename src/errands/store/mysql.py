@@ -187,7 +187,28 @@ class MySQLStore(SQLStore):
             " id VARCHAR(120) NOT NULL PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INT NOT NULL,"
             " queues TEXT NOT NULL, concurrency INT NOT NULL, started_at DATETIME(6) NOT NULL,"
             " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
-        )]), (2, self._version_2(table))]
+        )]), (2, self._version_2(table)), (3, [self.q(s) for s in (
+            "CREATE TABLE IF NOT EXISTS {users} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+            " username VARCHAR(100) NOT NULL, password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL,"
+            " disabled INT NOT NULL DEFAULT 0, theme VARCHAR(10) NOT NULL DEFAULT 'auto',"
+            " created_at DATETIME(6) NOT NULL, last_login_at DATETIME(6) NULL, UNIQUE KEY {users}_name (username))"
+            + table,
+            "CREATE TABLE IF NOT EXISTS {sessions} (token_hash VARCHAR(64) NOT NULL PRIMARY KEY,"
+            " user_id BIGINT NOT NULL, csrf VARCHAR(64) NOT NULL, created_at DATETIME(6) NOT NULL,"
+            " expires_at DATETIME(6) NOT NULL,"
+            " KEY {sessions}_user (user_id))" + table,
+            "CREATE TABLE IF NOT EXISTS {remember} (selector VARCHAR(32) NOT NULL PRIMARY KEY,"
+            " validator_hash VARCHAR(64) NOT NULL, user_id BIGINT NOT NULL, expires_at DATETIME(6) NOT NULL)" + table,
+            "CREATE TABLE IF NOT EXISTS {login_attempts} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+            " username VARCHAR(100) NOT NULL, ip VARCHAR(64) NOT NULL, at DATETIME(6) NOT NULL, ok INT NOT NULL,"
+            " KEY {login_attempts}_user (username, at), KEY {login_attempts}_ip (ip, at))" + table,
+            "CREATE TABLE IF NOT EXISTS {audit} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+            " at DATETIME(6) NOT NULL, actor VARCHAR(100) NOT NULL, action VARCHAR(50) NOT NULL,"
+            " target VARCHAR(255) NOT NULL,"
+            " detail TEXT NULL)" + table,
+            "CREATE TABLE IF NOT EXISTS {stats} (minute DATETIME(6) NOT NULL, queue VARCHAR(60) NOT NULL,"
+            " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))" + table,
+        )])]
 
     def _version_2(self, table: str) -> list[str | Step]:
         """MySQL commits each DDL statement on its own, so a step that ran before a crash must be
@@ -281,6 +302,16 @@ class MySQLStore(SQLStore):
         return [int(first) + i * int(step) for i in range(count)]
 
     # ------------------------------------------------------------------ feature statements
+    like_escape = " ESCAPE '\\\\'"  # MySQL reads backslashes in string literals as escapes
+
+    def minute_sql(self) -> str:
+        return "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
+
+    def _stats_upsert(self) -> str:
+        return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql() +
+                ", %s, %s, %s) ON DUPLICATE KEY UPDATE succeeded = succeeded + VALUES(succeeded), "
+                "failed = failed + VALUES(failed)")
+
     def _insert_ignore(self, table: str, columns: str) -> str:
         marks = ", ".join("%s" for _ in columns.split(","))
         return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks})"

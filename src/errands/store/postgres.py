@@ -277,12 +277,32 @@ class PostgresStore(SQLStore):
             "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
             " changed_at TIMESTAMPTZ NOT NULL)",
             "CREATE INDEX IF NOT EXISTS {failed}_failed_at ON {failed} (failed_at)",
+        )]), (3, [self.q(s) for s in (
+            "CREATE TABLE IF NOT EXISTS {users} (id BIGSERIAL PRIMARY KEY, username VARCHAR(100) NOT NULL UNIQUE,"
+            " password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
+            " theme VARCHAR(10) NOT NULL DEFAULT 'auto', created_at TIMESTAMPTZ NOT NULL, last_login_at TIMESTAMPTZ)",
+            "CREATE TABLE IF NOT EXISTS {sessions} (token_hash VARCHAR(64) PRIMARY KEY, user_id BIGINT NOT NULL,"
+            " csrf VARCHAR(64) NOT NULL, created_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {sessions}_user ON {sessions} (user_id)",
+            "CREATE TABLE IF NOT EXISTS {remember} (selector VARCHAR(32) PRIMARY KEY,"
+            " validator_hash VARCHAR(64) NOT NULL, user_id BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS {login_attempts} (id BIGSERIAL PRIMARY KEY, username VARCHAR(100) NOT NULL,"
+            " ip VARCHAR(64) NOT NULL, at TIMESTAMPTZ NOT NULL, ok INTEGER NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {login_attempts}_user ON {login_attempts} (username, at)",
+            "CREATE INDEX IF NOT EXISTS {login_attempts}_ip ON {login_attempts} (ip, at)",
+            "CREATE TABLE IF NOT EXISTS {audit} (id BIGSERIAL PRIMARY KEY, at TIMESTAMPTZ NOT NULL,"
+            " actor VARCHAR(100) NOT NULL, action VARCHAR(50) NOT NULL, target VARCHAR(255) NOT NULL, detail TEXT)",
+            "CREATE TABLE IF NOT EXISTS {stats} (minute TIMESTAMPTZ NOT NULL, queue VARCHAR(60) NOT NULL,"
+            " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))",
         )])]
 
     # ------------------------------------------------------------------ feature statements
     def _insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
         cur.execute(sql + " RETURNING id", params)
         return int(cur.fetchone()[0])
+
+    def minute_sql(self) -> str:
+        return "date_trunc('minute', now())"
 
     def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:
         # Idle workers learn at once that the next job of a chain is ready.

@@ -180,7 +180,27 @@ class SQLiteStore(SQLStore):
             "CREATE TABLE {queues} (name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
             " changed_at REAL NOT NULL)",
             "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
+        )]), (3, [self.q(s) for s in (
+            "CREATE TABLE {users} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL UNIQUE,"
+            " password_hash TEXT NOT NULL, role TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
+            " theme TEXT NOT NULL DEFAULT 'auto', created_at REAL NOT NULL, last_login_at REAL)",
+            "CREATE TABLE {sessions} (token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL,"
+            " created_at REAL NOT NULL, expires_at REAL NOT NULL)",
+            "CREATE INDEX {sessions}_user ON {sessions} (user_id)",
+            "CREATE TABLE {remember} (selector TEXT PRIMARY KEY, validator_hash TEXT NOT NULL,"
+            " user_id INTEGER NOT NULL, expires_at REAL NOT NULL)",
+            "CREATE TABLE {login_attempts} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL,"
+            " ip TEXT NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL)",
+            "CREATE INDEX {login_attempts}_user ON {login_attempts} (username, at)",
+            "CREATE INDEX {login_attempts}_ip ON {login_attempts} (ip, at)",
+            "CREATE TABLE {audit} (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, actor TEXT NOT NULL,"
+            " action TEXT NOT NULL, target TEXT NOT NULL, detail TEXT)",
+            "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
+            " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
         )])]
+
+    def minute_sql(self) -> str:
+        return f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(

@@ -56,6 +56,8 @@ SETTLE_EVERY = 0.02
 """Longest delay before finished runs are recorded while jobs keep coming."""
 CANCEL_CHECK_EVERY = 1.0
 """Seconds between looks for cancellation requests while async jobs run."""
+STATS_EVERY = 5.0
+"""Seconds between additions to the per-minute stats table (one small upsert per queue)."""
 PRUNE_EVERY = 60.0
 """Seconds between deletions of expired results and old dead-letter entries (per worker)."""
 
@@ -108,7 +110,10 @@ class Worker:
         """Claimed and not yet finished (buffered or running); guarded by _count_lock."""
         self._count_lock = threading.Lock()
         self._work: queue_mod.SimpleQueue[ClaimedJob | None] = queue_mod.SimpleQueue()
-        self._succeeded: collections.deque[int] = collections.deque()
+        self._succeeded: collections.deque[ClaimedJob] = collections.deque()
+        self._stats: dict[tuple[str, bool], int] = {}
+        """Finished runs per (queue, succeeded) since the last flush to the stats table."""
+        self._stats_due = time.monotonic() + STATS_EVERY
         self._failed: collections.deque[Outcome] = collections.deque()
         """Runs that end other than by a plain delete: failures, cancellations, and successes
         that keep a result or count in a batch."""
@@ -378,7 +383,7 @@ class Worker:
                 if row.flags & FLAG_DEPENDENTS:
                     self._new_jobs.set()  # a job waiting for this one becomes ready: claim again soon
             else:
-                self._succeeded.append(row.id)
+                self._succeeded.append(row)
         else:
             if isinstance(outcome.exc, StoreUnavailable):
                 self._db_ok.clear()  # the handler lost the database: pause the others before they start
@@ -414,15 +419,33 @@ class Worker:
 
     # ------------------------------------------------------------------ settling
     def _collect(self) -> None:
-        succeeded, failed = self._succeeded, self._failed
+        succeeded, failed, stats = self._succeeded, self._failed, self._stats
         while succeeded:
-            self._to_complete.append(succeeded.popleft())
+            row = succeeded.popleft()
+            self._to_complete.append(row.id)
+            key = (row.queue, True)
+            stats[key] = stats.get(key, 0) + 1
         while failed:
-            self._unsettled.append(failed.popleft())
+            outcome = failed.popleft()
+            self._unsettled.append(outcome)
+            key = (outcome.row.queue, outcome.result is Result.OK)
+            stats[key] = stats.get(key, 0) + 1
+
+    def _flush_stats(self, force: bool = False) -> None:
+        """Add the finished runs to the per-minute stats table (the dashboard's throughput)."""
+        if not self._stats or (not force and time.monotonic() < self._stats_due):
+            return
+        self._stats_due = time.monotonic() + STATS_EVERY
+        stats, self._stats = self._stats, {}
+        try:
+            self.store.add_stats(stats)
+        except StoreError as exc:  # throughput figures are not worth a retry loop
+            log.debug("could not record throughput: %s", exc)
 
     def _settle(self) -> None:
         """Record finished runs: plain successes in one DELETE, the rest as they need."""
         self._collect()
+        self._flush_stats()
         if not self._to_complete and not self._unsettled:
             return
         try:
@@ -537,6 +560,7 @@ class Worker:
         for attempt in range(3):
             try:
                 self._record()
+                self._flush_stats(force=True)
                 leftover = self.held_ids
                 if leftover:
                     n = self.store.release(self.id, leftover)
@@ -608,6 +632,8 @@ class Worker:
                 if time.monotonic() >= next_prune:
                     next_prune = time.monotonic() + PRUNE_EVERY
                     self.store.prune(self.app.failed_ttl)
+                    self.store.prune_stats()
+                    self.store.prune_accounts()
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
             if self._stop.is_set() and not self._held:

@@ -1,0 +1,101 @@
+"""``errands dashboard`` (serve it) and ``errands users`` (its accounts)."""
+
+from __future__ import annotations
+
+import click
+
+from ..config import mask_url
+from .context import Context
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="ERRANDS_DASHBOARD_HOST")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), envvar="ERRANDS_DASHBOARD_PORT")
+@click.option("--root-path", default="", envvar="ERRANDS_DASHBOARD_ROOT_PATH",
+              help="URL prefix when served behind a proxy under a path, e.g. /errands.")
+@click.option("--behind-host-auth", is_flag=True, envvar="ERRANDS_DASHBOARD_BEHIND_HOST_AUTH",
+              help="Turn the dashboard's own login off: a proxy or the host application already authenticates "
+                   "every request. Everyone who reaches it is an admin.")
+@click.option("--insecure-cookies", is_flag=True, envvar="ERRANDS_DASHBOARD_INSECURE_COOKIES",
+              help="Send cookies without the Secure flag (plain HTTP on a host other than localhost).")
+@click.pass_obj
+def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_auth: bool,
+              insecure_cookies: bool) -> None:
+    """Serve the web dashboard (needs errands[dashboard])."""
+    import uvicorn
+
+    from ..dashboard import AuthSettings, create_dashboard
+
+    app = ctx.app()
+    app.migrate() if app.store.auto_migrate else app.store.run(lambda cur: None)
+    web = create_dashboard(app, open_access=behind_host_auth, settings=AuthSettings(
+        secure_cookies=not insecure_cookies))
+    click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"
+               f"  http://{host}:{port}{root_path}/" + (" (no login: --behind-host-auth)" if behind_host_auth else ""),
+               err=True)
+    uvicorn.run(web, host=host, port=port, root_path=root_path, log_level="warning", proxy_headers=True)
+
+
+@click.group()
+def users() -> None:
+    """Dashboard accounts."""
+
+
+@users.command("create")
+@click.argument("username")
+@click.option("--role", type=click.Choice(["admin", "viewer"]), default="viewer", show_default=True)
+@click.option("--password", envvar="ERRANDS_NEW_PASSWORD", help="Default: asked for (not echoed).")
+@click.pass_obj
+def create(ctx: Context, username: str, role: str, password: str | None) -> None:
+    """Create a dashboard user (the first one should be --role admin)."""
+    from ..dashboard.passwords import hash_password
+
+    if password is None:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    try:
+        digest = hash_password(password)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--password") from None
+    app = ctx.app()
+    if app.store.get_user(username) is not None:
+        raise click.ClickException(f"user {username!r} exists already")
+    app.store.create_user(username, digest, role)
+    app.store.audit("cli", "user-create", f"user {username}", role)
+    click.echo(f"created {role} {username}")
+
+
+@users.command("list")
+@click.pass_obj
+def list_users(ctx: Context) -> None:
+    """Every dashboard user."""
+    for u in ctx.app().store.list_users():
+        click.echo(f"{u.username:<30} {u.role:<7} {'disabled' if u.disabled else 'active'}")
+
+
+@users.command("disable")
+@click.argument("username")
+@click.pass_obj
+def disable(ctx: Context, username: str) -> None:
+    """Disable USERNAME and end its sessions."""
+    if not ctx.app().store.update_user(username, disabled=True):
+        raise click.ClickException(f"no user {username!r}")
+    click.echo(f"disabled {username}")
+
+
+@users.command("passwd")
+@click.argument("username")
+@click.option("--password", envvar="ERRANDS_NEW_PASSWORD")
+@click.pass_obj
+def passwd(ctx: Context, username: str, password: str | None) -> None:
+    """Set a new password for USERNAME (ends its sessions)."""
+    from ..dashboard.passwords import hash_password
+
+    if password is None:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    try:
+        digest = hash_password(password)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--password") from None
+    if not ctx.app().store.update_user(username, password_hash=digest):
+        raise click.ClickException(f"no user {username!r}")
+    click.echo(f"password of {username} changed")

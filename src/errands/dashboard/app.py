@@ -1,0 +1,520 @@
+"""The dashboard as an ASGI application (Starlette), standalone or mounted in a host app.
+
+``create_dashboard(errands_app)`` gives pages for people and a JSON API for programs, both
+drawn from :mod:`errands.services.operator` only.  Every state-changing request needs a
+CSRF token (a form field or the ``X-CSRF-Token`` header) compared in constant time, and
+an admin; viewers read.  Responses carry a strict CSP (scripts from our own origin only,
+no inline script), ``X-Frame-Options: DENY`` and friends; errors never show a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import ConfigurationError, EnqueueError, ErrandsError, JobNotFound, StoreUnavailable
+from ..services import operator as ops
+from . import passwords
+from .auth import ROLES, THEMES, AuthSettings, Authenticator, HostAuth, Principal
+from .openapi import openapi_document
+from .security import SecurityHeaders, same
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+log = logging.getLogger("errands.dashboard")
+HERE = Path(__file__).parent
+PAGE_SIZE = 50
+BULK_CAP = 100_000
+
+
+class Dashboard:
+    def __init__(self, app: Errands, auth: Authenticator) -> None:
+        self.app = app
+        self.auth = auth
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                               trim_blocks=True, lstrip_blocks=True)
+        self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+        self.env.filters["number"] = lambda v: f"{v:,}" if isinstance(v, int) else v
+        self.env.filters["duration"] = _duration
+
+    # ------------------------------------------------------------------ plumbing
+    async def who(self, request: Request) -> tuple[Principal | None, list[Any]]:
+        return await self.auth.principal(request)
+
+    def render(self, request: Request, template: str, principal: Principal | None, status: int = 200,
+               cookies: list[Any] | None = None, **context: Any) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        html = self.env.get_template(template).render(
+            request=request, user=principal, root=root, path=request.url.path[len(root):] or "/",
+            csrf=principal.csrf if principal else "", query=dict(request.query_params), **context)
+        response = HTMLResponse(html, status_code=status)
+        if cookies:
+            self.auth.set_cookies(response, cookies)
+        if principal is not None and principal.host and not principal.csrf:
+            self.auth.csrf_cookie(request, response)
+        return response
+
+    def url(self, request: Request, path: str, **params: Any) -> str:
+        clean = {k: v for k, v in params.items() if v not in (None, "")}
+        return request.scope.get("root_path", "") + path + (("?" + urlencode(clean)) if clean else "")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _int(value: Any, name: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise HTTPException(400, f"{name} must be an integer") from None
+
+
+def _filter(params: Any) -> ops.JobFilter:
+    try:
+        return ops.JobFilter(params.get("queue") or None, params.get("state") or None, params.get("name") or None,
+                             params.get("q") or params.get("text") or None).check()
+    except ErrandsError as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_access: bool = False,
+                     settings: AuthSettings | None = None) -> Starlette:
+    """The dashboard for ``app``.
+
+    Without ``host_auth`` it has its own logins (``errands users create``) and refuses to run
+    with no user at all; ``host_auth(request) -> Principal | None`` lets the host application's
+    authentication decide instead; ``open_access=True`` turns authentication off, for a
+    dashboard that sits behind the host's own access control (say so explicitly).
+    """
+    if host_auth is not None and open_access:
+        raise ConfigurationError("give host_auth or open_access, not both")
+    settings = settings or AuthSettings()
+    auth = Authenticator(app, settings, host_auth, open_access)
+    d = Dashboard(app, auth)
+    if auth.own_logins and app.store.count_users() == 0:
+        raise ConfigurationError("the dashboard has no user: create the first admin with `errands users create "
+                                 "NAME --role admin`, or pass open_access=True (--behind-host-auth) when the host "
+                                 "already guards it")
+
+    def guarded(handler: Callable[..., Any], *, admin: bool = False, api: bool = False) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            principal, cookies = await d.who(request)
+            if principal is None:
+                if api:
+                    return JSONResponse({"error": "authentication required"}, status_code=401)
+                return RedirectResponse(d.url(request, "/login", next=request.url.path), status_code=303)
+            if request.method not in ("GET", "HEAD"):
+                sent = request.headers.get("x-csrf-token")
+                if sent is None and not api:
+                    form = await request.form()
+                    sent = str(form.get("csrf") or "")
+                expected = principal.csrf or request.cookies.get("errands_csrf", "")
+                if not same(sent, expected):
+                    return _refuse(request, api, 403, "invalid or missing CSRF token")
+                if admin and not principal.is_admin:
+                    return _refuse(request, api, 403, "this needs the admin role")
+            response = await handler(request, principal)
+            if cookies:
+                auth.set_cookies(response, cookies)
+            return response
+
+        return endpoint
+
+    def _refuse(request: Request, api: bool, status: int, text: str) -> Response:
+        if api:
+            return JSONResponse({"error": text}, status_code=status)
+        return d.render(request, "error.html", None, status=status, message=text)
+
+    # ------------------------------------------------------------------ login
+    async def login_page(request: Request) -> Response:
+        if not auth.own_logins:
+            return RedirectResponse(d.url(request, "/"), status_code=303)
+        return d.render(request, "login.html", None, next=request.query_params.get("next", ""))
+
+    async def login(request: Request) -> Response:
+        if not auth.own_logins:
+            return RedirectResponse(d.url(request, "/"), status_code=303)
+        form = await request.form()
+        username, password = str(form.get("username", ""))[:100], str(form.get("password", ""))
+        address = request.client.host if request.client else "unknown"
+        principal, cookies, message = auth.login(username, password, address, bool(form.get("remember")))
+        if principal is None:
+            return d.render(request, "login.html", None, status=401, error=message, username=username,
+                            next=str(form.get("next", "")))
+        target = str(form.get("next") or "/")
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"  # never redirect off-site
+        response = RedirectResponse(d.url(request, target), status_code=303)
+        auth.set_cookies(response, cookies)
+        return response
+
+    async def logout(request: Request, user: Principal) -> Response:
+        response = RedirectResponse(d.url(request, "/login" if auth.own_logins else "/"), status_code=303)
+        auth.logout(request, response)
+        return response
+
+    # ------------------------------------------------------------------ pages
+    async def overview_page(request: Request, user: Principal) -> Response:
+        window = request.query_params.get("window", "1h")
+        if window not in ops.WINDOWS:
+            window = "1h"
+        return d.render(request, "overview.html", user, data=ops.overview(app, window), window=window,
+                        windows=list(ops.WINDOWS))
+
+    async def jobs_page(request: Request, user: Principal, stale: bool = False) -> Response:
+        flt = _filter(request.query_params)
+        if stale:
+            flt.state = "stale"
+        data = ops.list_jobs(app, flt, _int(request.query_params.get("before"), "before"), PAGE_SIZE)
+        return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES,
+                        queues=app.default_queues())
+
+    async def stale_page(request: Request, user: Principal) -> Response:
+        return await jobs_page(request, user, stale=True)
+
+    async def job_page(request: Request, user: Principal) -> Response:
+        job_id = _int(request.path_params["job_id"], "job id")
+        try:
+            job = ops.job_detail(app, job_id or 0)
+        except JobNotFound as exc:
+            return d.render(request, "error.html", user, status=404, message=str(exc))
+        return d.render(request, "job.html", user, job=job)
+
+    async def dead_page(request: Request, user: Principal) -> Response:
+        flt = _filter(request.query_params)
+        data = ops.dead_letter(app, flt, _int(request.query_params.get("before"), "before"), PAGE_SIZE)
+        return d.render(request, "dead.html", user, data=data, flt=flt)
+
+    async def dead_action(request: Request, user: Principal) -> Response:
+        form = await request.form()
+        action = request.path_params["action"]
+        if action not in ("retry", "forget"):
+            raise HTTPException(404)
+        flt = _filter(form)
+        ids = [int(str(i)) for i in form.getlist("id") if str(i).isdigit()]
+        if form.get("scope") == "all":
+            ids = ops.matching_failed(app, flt)[:BULK_CAP]
+        if not ids:
+            return d.render(request, "error.html", user, status=400, message="nothing selected")
+        confirmed = _int(form.get("confirm"), "confirm")
+        if confirmed != len(ids):  # say how many first; act only when the same count comes back
+            return d.render(request, "confirm.html", user, action=action, ids=ids, count=len(ids), flt=flt,
+                            scope=form.get("scope", ""))
+        done = (ops.retry_failed if action == "retry" else ops.forget_failed)(app, user.username, ids)
+        back = d.url(request, "/dead", queue=flt.queue, name=flt.name, q=flt.text, done=f"{action}:{done}")
+        return RedirectResponse(back, status_code=303)
+
+    async def recover_action(request: Request, user: Principal) -> Response:
+        report = ops.recover_now(app, user.username)
+        return RedirectResponse(d.url(request, "/stale", done=f"recovered:{len(report['released'])}:"
+                                                                f"{len(report['buried'])}"), status_code=303)
+
+    async def workers_page(request: Request, user: Principal) -> Response:
+        return d.render(request, "workers.html", user, workers=ops.workers_view(app))
+
+    async def queues_page(request: Request, user: Principal) -> Response:
+        return d.render(request, "queues.html", user, queues=ops.queues_view(app))
+
+    async def queue_action(request: Request, user: Principal) -> Response:
+        name, action = request.path_params["name"], request.path_params["action"]
+        if action not in ("pause", "resume"):
+            raise HTTPException(404)
+        ops.set_paused(app, user.username, name, action == "pause")
+        return RedirectResponse(d.url(request, "/queues", done=f"{action}:{name}"), status_code=303)
+
+    async def periodic_page(request: Request, user: Principal) -> Response:
+        return d.render(request, "periodic.html", user, schedules=ops.periodic_view(app))
+
+    async def periodic_run(request: Request, user: Principal) -> Response:
+        job_id = ops.run_periodic_now(app, user.username, request.path_params["name"])
+        return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
+
+    async def cancel_action(request: Request, user: Principal) -> Response:
+        job_id = _int(request.path_params["job_id"], "job id") or 0
+        ops.cancel_job(app, user.username, job_id)
+        return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
+
+    async def enqueue_page(request: Request, user: Principal) -> Response:
+        return d.render(request, "enqueue.html", user, jobs=ops.enqueue_form(app), cap=ops.ENQUEUE_CAP,
+                        selected=request.query_params.get("job", ""))
+
+    async def enqueue_action(request: Request, user: Principal) -> Response:
+        form = await request.form()
+        values = {k: str(form.get(k, "")) for k in ("job", "args", "kwargs", "queue", "delay", "copies")}
+        try:
+            args = json.loads(values["args"] or "[]")
+            kwargs = json.loads(values["kwargs"] or "{}")
+            ids = ops.enqueue(app, user.username, values["job"], args, kwargs, queue=values["queue"] or None,
+                              delay=float(values["delay"]) if values["delay"] else None,
+                              copies=int(values["copies"] or 1))
+        except (ValueError, EnqueueError) as exc:
+            return d.render(request, "enqueue.html", user, status=400, jobs=ops.enqueue_form(app), cap=ops.ENQUEUE_CAP,
+                            selected=values["job"], error=str(exc), values=values)
+        target = f"/jobs/{ids[0]}" if len(ids) == 1 else "/jobs"
+        return RedirectResponse(d.url(request, target, done=f"enqueued:{len(ids)}"), status_code=303)
+
+    async def audit_page(request: Request, user: Principal) -> Response:
+        entries = ops.audit_view(app, _int(request.query_params.get("before"), "before"))
+        return d.render(request, "audit.html", user, entries=entries)
+
+    async def users_page(request: Request, user: Principal) -> Response:
+        if not user.is_admin:
+            return d.render(request, "error.html", user, status=403, message="this needs the admin role")
+        search = request.query_params.get("q", "")[:100]
+        users = [] if not auth.own_logins else app.store.list_users(search or None)
+        return d.render(request, "users.html", user, users=users, search=search, roles=ROLES,
+                        own_logins=auth.own_logins)
+
+    async def users_action(request: Request, user: Principal) -> Response:
+        form = await request.form()
+        action = request.path_params.get("action", "create")
+        username = str(form.get("username", "")).strip()[:100]
+        try:
+            if action == "create":
+                role = str(form.get("role", "viewer"))
+                if role not in ROLES or not username:
+                    raise ValueError("give a user name and a role")
+                app.store.create_user(username, passwords.hash_password(str(form.get("password", ""))), role)
+            elif action in ("disable", "enable"):
+                if username == user.username and action == "disable":
+                    raise ValueError("you cannot disable yourself")
+                if not app.store.update_user(username, disabled=action == "disable"):
+                    raise ValueError(f"no user {username!r}")
+            elif action == "password":
+                digest = passwords.hash_password(str(form.get("password", "")))
+                if not app.store.update_user(username, password_hash=digest):
+                    raise ValueError(f"no user {username!r}")
+            else:
+                raise HTTPException(404)
+        except (ValueError, ErrandsError) as exc:
+            return d.render(request, "users.html", user, status=400, users=app.store.list_users(), search="",
+                            roles=ROLES, own_logins=auth.own_logins, error=str(exc))
+        app.store.audit(user.username, f"user-{action}", f"user {username}")
+        return RedirectResponse(d.url(request, "/users", done=f"{action}:{username}"), status_code=303)
+
+    async def theme_action(request: Request, user: Principal) -> Response:
+        form = await request.form()
+        theme = str(form.get("theme", "auto"))
+        if theme not in THEMES:
+            raise HTTPException(400, "unknown theme")
+        if not user.host:
+            app.store.update_user(user.username, theme=theme)
+        back = str(form.get("back") or "/")
+        return RedirectResponse(d.url(request, back if back.startswith("/") and not back.startswith("//") else "/"),
+                                status_code=303)
+
+    # ------------------------------------------------------------------ JSON API
+    def api(fn: Callable[..., Any]) -> Callable[..., Any]:
+        async def handler(request: Request, user: Principal) -> Response:
+            body: dict[str, Any] = {}
+            if request.method == "POST":
+                try:
+                    raw = await request.body()
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+                if not isinstance(body, dict):
+                    return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+            try:
+                result = fn(request, user, body)
+            except HTTPException as exc:
+                return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+            except JobNotFound as exc:
+                return JSONResponse({"error": str(exc)}, status_code=404)
+            except (EnqueueError, ValueError, TypeError) as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse(result)
+
+        return handler
+
+    def api_overview(request: Request, user: Principal, body: Any) -> Any:
+        window = request.query_params.get("window", "1h")
+        if window not in ops.WINDOWS:
+            raise HTTPException(400, f"window must be one of {', '.join(ops.WINDOWS)}")
+        return ops.overview(app, window)
+
+    def api_jobs(request: Request, user: Principal, body: Any) -> Any:
+        limit = min(_int(request.query_params.get("limit"), "limit") or PAGE_SIZE, 500)
+        if limit < 1:
+            raise HTTPException(400, "limit must be positive")
+        return ops.list_jobs(app, _filter(request.query_params), _int(request.query_params.get("before"), "before"),
+                             limit)
+
+    def api_job(request: Request, user: Principal, body: Any) -> Any:
+        return ops.job_detail(app, _int(request.path_params["job_id"], "job id") or 0)
+
+    def api_dead(request: Request, user: Principal, body: Any) -> Any:
+        limit = min(_int(request.query_params.get("limit"), "limit") or PAGE_SIZE, 500)
+        if limit < 1:
+            raise HTTPException(400, "limit must be positive")
+        return ops.dead_letter(app, _filter(request.query_params), _int(request.query_params.get("before"), "before"),
+                               limit)
+
+    def api_dead_action(request: Request, user: Principal, body: dict[str, Any]) -> Any:
+        action = request.path_params["action"]
+        if action not in ("retry", "forget"):
+            raise HTTPException(404, "no such action")
+        ids = body.get("ids")
+        if ids is None:
+            flt = _filter({k: body.get(k) for k in ("queue", "name", "text")})
+            ids = ops.matching_failed(app, flt)[:BULK_CAP]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise HTTPException(400, "ids must be a list of integers")
+        if body.get("confirm") != len(ids):
+            return {"needs_confirmation": True, "count": len(ids),
+                    "hint": f"send confirm={len(ids)} to {action} {len(ids)} entries"}
+        done = (ops.retry_failed if action == "retry" else ops.forget_failed)(app, user.username, ids)
+        return {"done": done}
+
+    def api_recover(request: Request, user: Principal, body: Any) -> Any:
+        return ops.recover_now(app, user.username)
+
+    def api_workers(request: Request, user: Principal, body: Any) -> Any:
+        return {"workers": ops.workers_view(app)}
+
+    def api_queues(request: Request, user: Principal, body: Any) -> Any:
+        return {"queues": ops.queues_view(app)}
+
+    def api_queue_action(request: Request, user: Principal, body: Any) -> Any:
+        action = request.path_params["action"]
+        if action not in ("pause", "resume"):
+            raise HTTPException(404, "no such action")
+        ops.set_paused(app, user.username, request.path_params["name"], action == "pause")
+        return {"queue": request.path_params["name"], "paused": action == "pause"}
+
+    def api_periodic(request: Request, user: Principal, body: Any) -> Any:
+        return {"schedules": ops.periodic_view(app)}
+
+    def api_periodic_run(request: Request, user: Principal, body: Any) -> Any:
+        return {"job_id": ops.run_periodic_now(app, user.username, request.path_params["name"])}
+
+    def api_cancel(request: Request, user: Principal, body: Any) -> Any:
+        return {"outcome": ops.cancel_job(app, user.username, _int(request.path_params["job_id"], "job id") or 0)}
+
+    def api_enqueue(request: Request, user: Principal, body: dict[str, Any]) -> Any:
+        delay = body.get("delay")
+        if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))):
+            raise HTTPException(400, "delay must be a number of seconds")
+        queue = body.get("queue")
+        if queue is not None and not isinstance(queue, str):
+            raise HTTPException(400, "queue must be a string")
+        name = body.get("job")
+        if not isinstance(name, str):
+            raise HTTPException(400, "job must be the name of a registered job")
+        return {"ids": ops.enqueue(app, user.username, name, body.get("args", []), body.get("kwargs", {}),
+                                   queue=queue, delay=delay, copies=body.get("copies", 1))}
+
+    def api_jobs_form(request: Request, user: Principal, body: Any) -> Any:
+        return {"jobs": ops.enqueue_form(app)}
+
+    def api_audit(request: Request, user: Principal, body: Any) -> Any:
+        return {"entries": ops.audit_view(app, _int(request.query_params.get("before"), "before"))}
+
+    def api_users(request: Request, user: Principal, body: Any) -> Any:
+        if not user.is_admin:
+            raise HTTPException(403, "this needs the admin role")
+        search = request.query_params.get("q")
+        if search is not None and len(search) > 100:
+            raise HTTPException(400, "q is at most 100 characters")
+        return {"users": [{"username": u.username, "role": u.role, "disabled": u.disabled,
+                           "last_login_at": u.last_login_at.isoformat() if u.last_login_at else None}
+                          for u in (app.store.list_users(search or None) if auth.own_logins else [])]}
+
+    def api_me(request: Request, user: Principal, body: Any) -> Any:
+        return {"username": user.username, "role": user.role, "theme": user.theme, "csrf": user.csrf}
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document(request.scope.get("root_path", "")))
+
+    async def metrics(request: Request, user: Principal) -> Response:
+        return PlainTextResponse(ops.prometheus(app), media_type="text/plain; version=0.0.4")
+
+    async def healthz(request: Request) -> Response:
+        try:
+            app.store.now()
+        except StoreUnavailable:
+            return JSONResponse({"status": "unavailable", "database": "unreachable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    def get(path: str, fn: Callable[..., Any], **kw: Any) -> Route:
+        return Route(path, guarded(fn, **kw), methods=["GET"])
+
+    def post(path: str, fn: Callable[..., Any], **kw: Any) -> Route:
+        return Route(path, guarded(fn, admin=True, **kw), methods=["POST"])
+
+    routes = [
+        Route("/login", login_page, methods=["GET"]), Route("/login", login, methods=["POST"]),
+        Route("/logout", guarded(logout), methods=["POST"]),
+        get("/", overview_page), get("/jobs", jobs_page), get("/jobs/{job_id}", job_page),
+        post("/jobs/{job_id}/cancel", cancel_action), get("/dead", dead_page), post("/dead/{action}", dead_action),
+        get("/stale", stale_page), post("/stale/recover", recover_action), get("/workers", workers_page),
+        get("/queues", queues_page), post("/queues/{name}/{action}", queue_action),
+        get("/periodic", periodic_page), post("/periodic/{name}/run", periodic_run),
+        get("/enqueue", enqueue_page), post("/enqueue", enqueue_action), get("/audit", audit_page),
+        get("/users", users_page), post("/users", users_action), post("/users/{action}", users_action),
+        Route("/account/theme", guarded(theme_action), methods=["POST"]),
+        get("/api/overview", api(api_overview), api=True), get("/api/jobs", api(api_jobs), api=True),
+        get("/api/jobs/{job_id}", api(api_job), api=True),
+        post("/api/jobs/{job_id}/cancel", api(api_cancel), api=True),
+        get("/api/dead", api(api_dead), api=True), post("/api/dead/{action}", api(api_dead_action), api=True),
+        post("/api/stale/recover", api(api_recover), api=True), get("/api/workers", api(api_workers), api=True),
+        get("/api/queues", api(api_queues), api=True),
+        post("/api/queues/{name}/{action}", api(api_queue_action), api=True),
+        get("/api/periodic", api(api_periodic), api=True),
+        post("/api/periodic/{name}/run", api(api_periodic_run), api=True),
+        get("/api/enqueue", api(api_jobs_form), api=True), post("/api/enqueue", api(api_enqueue), api=True),
+        get("/api/audit", api(api_audit), api=True), get("/api/users", api(api_users), api=True),
+        get("/api/me", api(api_me), api=True),
+        Route("/api/openapi.json", openapi, methods=["GET"]), get("/metrics", metrics, api=True),
+        Route("/healthz", healthz, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(request, 404, "not found")
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        return _error(request, exc.status_code, str(exc.detail))
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        return _error(request, 400, str(exc))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.exception("dashboard error on %s %s", request.method, request.url.path)
+        if isinstance(exc, StoreUnavailable):
+            return _error(request, 503, "the database is unavailable; try again in a moment")
+        return _error(request, 500, "something went wrong on our side; the details are in the server's log")
+
+    def _error(request: Request, status: int, text: str) -> Response:
+        if "/api/" in request.url.path or request.url.path.endswith("/metrics"):
+            return JSONResponse({"error": text}, status_code=status)
+        return HTMLResponse(d.env.get_template("error.html").render(user=None, message=text, root=request.scope.get(
+            "root_path", ""), path="", csrf="", query={}), status_code=status)
+
+    handlers: dict[Any, Any] = {404: not_found, HTTPException: http_error, ErrandsError: refused,
+                                Exception: server_error, StoreUnavailable: server_error}
+    starlette = Starlette(routes=routes, exception_handlers=handlers)
+    starlette.add_middleware(SecurityHeaders)
+    return starlette

@@ -1,0 +1,84 @@
+"""The OpenAPI description of the dashboard's JSON API (served at ``/api/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+
+_ID = {"type": "integer", "minimum": 1, "maximum": 2**62}
+_ERROR = {"description": "refused", "content": {"application/json": {"schema": {
+    "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
+_OBJ = {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}
+_FILTERS = [
+    {"name": "queue", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+    {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["ready", "delayed", "blocked", "running",
+                                                                            "stale"]}},
+    {"name": "name", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+    {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 200},
+     "description": "text in the arguments or the last error"},
+    {"name": "before", "in": "query", "schema": _ID, "description": "keyset page: ids below this one"},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+]
+_CSRF = {"name": "X-CSRF-Token", "in": "header", "required": True, "schema": {"type": "string"},
+         "description": "the csrf value of GET /api/me"}
+
+
+def _op(summary: str, params: list[dict[str, Any]] | None = None, body: dict[str, Any] | None = None,
+        write: bool = False) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "parameters": (params or []) + ([_CSRF] if write else []),
+                          "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR}}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def openapi_document(root: str = "") -> dict[str, Any]:
+    path_name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern":
+                                                                            "^[A-Za-z0-9._-]{1,60}$"}}
+    job_id = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
+    bulk = {"type": "object", "properties": {
+        "ids": {"type": "array", "items": _ID, "maxItems": 1000},
+        "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
+        "text": {"type": "string", "maxLength": 200},
+        "confirm": {"type": "integer", "description": "the count the previous call reported"}}}
+    enqueue = {"type": "object", "required": ["job"], "properties": {
+        "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
+        "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0},
+        "copies": {"type": "integer", "minimum": 1, "maximum": 100}}}
+    paths = {
+        "/api/me": {"get": _op("The signed-in user and the CSRF token for writes")},
+        "/api/overview": {"get": _op("Counters per state and queue, throughput, workers", [
+            {"name": "window", "in": "query", "schema": {"type": "string", "enum": ["1h", "24h", "7d"]}}])},
+        "/api/jobs": {"get": _op("Jobs waiting or running (keyset pages, counts capped at 10,000)", _FILTERS)},
+        "/api/jobs/{job_id}": {"get": _op("One job wherever it is, with why it waits", [job_id])},
+        "/api/jobs/{job_id}/cancel": {"post": _op("Cancel a job", [job_id], write=True)},
+        "/api/dead": {"get": _op("The dead letter, with entries grouped by job and error", _FILTERS)},
+        "/api/dead/{action}": {"post": _op("Retry or forget dead-letter entries (two steps: count, then confirm)", [
+            {"name": "action", "in": "path", "required": True, "schema": {"type": "string",
+                                                                          "enum": ["retry", "forget"]}}],
+            bulk, write=True)},
+        "/api/stale/recover": {"post": _op("Release jobs whose lease expired, now", write=True)},
+        "/api/workers": {"get": _op("Worker processes and their heartbeats")},
+        "/api/queues": {"get": _op("Queues: counts, pause, limits in force")},
+        "/api/queues/{name}/{action}": {"post": _op("Pause or resume a queue", [path_name, {
+            "name": "action", "in": "path", "required": True, "schema": {"type": "string",
+                                                                         "enum": ["pause", "resume"]}}],
+            write=True)},
+        "/api/periodic": {"get": _op("Periodic jobs: schedule, last and next runs")},
+        "/api/periodic/{name}/run": {"post": _op("Run a periodic job now", [{
+            "name": "name", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 255}}],
+            write=True)},
+        "/api/enqueue": {"get": _op("Registered jobs the panel may enqueue"),
+                         "post": _op("Enqueue a registered job (at most 100 copies)", body=enqueue, write=True)},
+        "/api/audit": {"get": _op("Who did what, newest first", [{"name": "before", "in": "query",
+                                                                   "schema": _ID}])},
+        "/api/users": {"get": _op("Dashboard users (admins only)", [{"name": "q", "in": "query",
+                                                                     "schema": {"type": "string",
+                                                                                "maxLength": 100}}])},
+    }
+    return {"openapi": "3.0.3", "info": {"title": "errands dashboard API", "version": __version__},
+            "servers": [{"url": root or "/"}], "paths": paths,
+            "components": {"securitySchemes": {"session": {"type": "apiKey", "in": "cookie",
+                                                           "name": "errands_session"}}},
+            "security": [{"session": []}]}

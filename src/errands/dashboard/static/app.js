@@ -1,0 +1,73 @@
+// errands dashboard: live counters (polling every 2 s, paused while the tab is hidden), the theme
+// switch, and the users page's live filter.  Everything also works without JavaScript.
+(function () {
+  "use strict";
+  const body = document.body;
+  const root = body.dataset.root || "";
+
+  document.querySelectorAll("[data-autosubmit]").forEach(function (el) {
+    el.addEventListener("change", function () { el.form.submit(); });
+  });
+
+  document.querySelectorAll("[data-live-filter]").forEach(function (input) {
+    const table = document.querySelector(input.dataset.liveFilter);
+    if (!table) { return; }
+    input.addEventListener("input", function () {
+      const needle = input.value.trim().toLowerCase();
+      table.querySelectorAll("tbody tr[data-filter-text]").forEach(function (row) {
+        row.hidden = needle !== "" && row.dataset.filterText.indexOf(needle) === -1;
+      });
+    });
+  });
+
+  const live = document.querySelector("[data-live='overview']");
+  if (!live) { return; }
+  const auto = document.getElementById("auto-refresh");
+  const announcer = document.getElementById("live");
+  const banner = document.getElementById("no-worker");
+  let timer = null;
+
+  function set(name, value) {
+    document.querySelectorAll("[data-total='" + name + "']").forEach(function (el) {
+      const text = Number(value).toLocaleString("en-US");
+      if (el.textContent !== text) { el.textContent = text; }
+    });
+  }
+
+  function refresh() {
+    const params = new URLSearchParams(window.location.search);
+    fetch(root + "/api/overview?window=" + encodeURIComponent(params.get("window") || "1h"),
+          { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (data) {
+        Object.keys(data.totals).forEach(function (k) { set(k, data.totals[k]); });
+        set("succeeded_window", data.throughput.total_succeeded);
+        set("failed_window", data.throughput.total_failed);
+        set("workers_alive", data.workers_alive);
+        document.querySelectorAll(".counter.state-stale").forEach(function (el) {
+          el.classList.toggle("warn", data.totals.stale > 0);
+        });
+        data.queues.forEach(function (q) {
+          const cell = document.querySelector("[data-queue='" + CSS.escape(q.name) + "'][data-state='ready']");
+          if (cell) { cell.textContent = q.ready; }
+        });
+        if (banner) { banner.hidden = !data.no_worker; }
+        if (announcer) {
+          announcer.textContent = data.totals.ready + " ready, " + data.totals.running + " running, " +
+            data.totals.failed + " failed";
+        }
+      })
+      .catch(function () { /* a missed refresh is retried at the next tick */ });
+  }
+
+  function schedule() {
+    if (timer) { clearInterval(timer); timer = null; }
+    if (auto && auto.checked && document.visibilityState === "visible") { timer = setInterval(refresh, 2000); }
+  }
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && auto && auto.checked) { refresh(); }
+    schedule();
+  });
+  if (auto) { auto.addEventListener("change", schedule); }
+  schedule();
+})();

@@ -1,0 +1,385 @@
+"""What an operator sees and does: the read models and actions behind the dashboard (and the CLI).
+
+Pages and API endpoints call these functions and nothing else; these call the store's
+verbs and nothing else.  Every action that changes something writes one line to the
+audit log with who did it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..errors import EnqueueError, InvalidOption, JobNotFound
+from ..store.insights import COUNT_CAP, STATES
+from ..store.rows import JobState
+from .status import ALIVE_AFTER_LEASES
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+ENQUEUE_CAP = 100
+"""Most copies of a job one submission of the enqueue form may create."""
+WINDOWS = {"1h": (3600, 60), "24h": (86400, 1200), "7d": (7 * 86400, 7200)}
+"""Throughput windows: (seconds shown, seconds per bucket)."""
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+# ---------------------------------------------------------------------------------- overview
+def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
+    store = app.store
+    now = store.now()
+    counts = store.counts()
+    oldest = store.oldest_ready()
+    paused = set(store.paused_queues())
+    queues = []
+    totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
+    for name in sorted(set(counts) | paused):
+        c = counts[name].as_dict() if name in counts else dict.fromkeys(totals, 0)
+        for k in totals:
+            totals[k] += c[k]
+        age = (now - oldest[name]).total_seconds() if name in oldest else None
+        queues.append({"name": name, **c, "paused": name in paused, "oldest_ready_seconds": age})
+    workers = workers_view(app, now)
+    return {"now": now.isoformat(), "totals": totals, "queues": queues,
+            "workers_alive": sum(1 for w in workers if w["alive"]), "workers_stale": sum(1 for w in workers
+                                                                                          if not w["alive"]),
+            "no_worker": not any(w["alive"] for w in workers), "throughput": throughput(app, window, now)}
+
+
+def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[str, Any]:
+    if window not in WINDOWS:
+        raise InvalidOption(f"window must be one of {', '.join(WINDOWS)}")
+    span, step = WINDOWS[window]
+    now = now or app.store.now()
+    rows = app.store.stats_since(span)
+    start = now - timedelta(seconds=span)
+    buckets = span // step
+    succeeded, failed = [0] * buckets, [0] * buckets
+    for r in rows:
+        index = int((r.minute - start).total_seconds() // step)
+        if 0 <= index < buckets:
+            succeeded[index] += r.succeeded
+            failed[index] += r.failed
+    return {"window": window, "bucket_seconds": step, "start": start.isoformat(), "succeeded": succeeded,
+            "failed": failed, "total_succeeded": sum(succeeded), "total_failed": sum(failed)}
+
+
+def workers_view(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+    store = app.store
+    now = now or store.now()
+    out = []
+    for w in store.list_workers():
+        age = (now - w.heartbeat_at).total_seconds()
+        out.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
+                    "concurrency": w.concurrency, "started_at": _iso(w.started_at), "last_heartbeat_at":
+                    _iso(w.heartbeat_at), "seconds_since_heartbeat": round(age, 1), "jobs_done": w.jobs_done,
+                    "alive": age <= app.lease * ALIVE_AFTER_LEASES, "current_jobs": store.reserved_by(w.id)})
+    return out
+
+
+def queues_view(app: Errands) -> list[dict[str, Any]]:
+    base = {q["name"]: q for q in overview(app)["queues"]}
+    limits: dict[str, list[str]] = {}
+    for d in app.registry.values():
+        b = d.behaviour
+        text = []
+        if b.rate_limit:
+            text.append(f"{d.name}: at most {b.rate_limit.count} starts per {b.rate_limit.period:g}s")
+        if b.concurrency_limit:
+            text.append(f"{d.name}: at most {b.concurrency_limit} running per group")
+        if text:
+            limits.setdefault(d.options.queue, []).extend(text)
+    for name in app.default_queues():
+        base.setdefault(name, {"name": name, **dict.fromkeys(("ready", "delayed", "blocked", "running", "stale",
+                                                                "failed"), 0), "paused": False,
+                               "oldest_ready_seconds": None})
+    return [{**q, "limits": limits.get(q["name"], []),
+             "jobs": sorted(d.name for d in app.registry.values() if d.options.queue == q["name"])}
+            for _, q in sorted(base.items())]
+
+
+# ---------------------------------------------------------------------------------- jobs
+@dataclass
+class JobFilter:
+    queue: str | None = None
+    state: str | None = None
+    name: str | None = None
+    text: str | None = None
+
+    def check(self) -> JobFilter:
+        if self.state and self.state not in STATES:
+            raise InvalidOption(f"state must be one of {', '.join(STATES)}")
+        for value in (self.queue, self.name, self.text):
+            if value is not None and len(value) > 200:
+                raise InvalidOption("filters are at most 200 characters")
+        return self
+
+    def args(self) -> dict[str, Any]:
+        return {"queue": self.queue or None, "state": self.state or None, "name": self.name or None,
+                "text": self.text or None}
+
+
+def job_summary(row: Any, now: datetime) -> dict[str, Any]:
+    return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(now).value,
+            "attempts": row.attempts, "max_attempts": row.max_attempts, "priority": row.priority,
+            "created_at": _iso(row.created_at), "available_at": _iso(row.available_at),
+            "arguments": _arguments(row.payload), "last_error": row.last_error, "progress": row.progress}
+
+
+def _arguments(payload: str) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return payload  # shown as text: the worker will bury it as errands.BadPayload
+
+
+def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> dict[str, Any]:
+    flt.check()
+    store = app.store
+    now = store.now()
+    rows = store.search_jobs(**flt.args(), before_id=before_id, limit=limit)
+    total = store.count_jobs(**flt.args())
+    return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP),
+            "count_capped": total > COUNT_CAP, "next_before_id": rows[-1].id if len(rows) == limit else None}
+
+
+def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
+    store = app.store
+    row = store.get_job(job_id)
+    if row is not None:
+        now = store.now()
+        return {**job_summary(row, now), "where": "jobs", "owner": row.reserved_by,
+                "reserved_at": _iso(row.reserved_at), "lease_until": _iso(row.reserved_until),
+                "timeout": row.timeout, "unique_key": row.unique_key, "blocked_by": row.blocked_by,
+                "batch_id": row.batch_id, "concurrency_key": row.concurrency_key,
+                "progress_message": row.progress_message, "cancel_requested": row.cancel_requested_at is not None,
+                "why": why_waiting(app, row, now)}
+    dead = store.get_failed(job_id)
+    if dead is not None:
+        return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": JobState.FAILED.value,
+                "where": "failed", "attempts": dead.attempts, "max_attempts": dead.max_attempts,
+                "priority": dead.priority, "created_at": _iso(dead.created_at), "failed_at": _iso(dead.failed_at),
+                "arguments": _arguments(dead.payload), "error_type": dead.error_type,
+                "error_message": dead.error_message, "why": []}
+    result = store.get_result(job_id)
+    if result is not None:
+        return {"id": result.id, "name": result.name, "queue": result.queue, "state": result.state.value,
+                "where": "results", "attempts": result.attempts, "finished_at": _iso(result.finished_at),
+                "result": result.result, "message": result.message, "batch_id": result.batch_id, "why": []}
+    raise JobNotFound(f"job {job_id} is in no table: it finished without a kept result, or never existed")
+
+
+def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
+    """Every reason a waiting job is not running right now, in words (empty: it should run soon)."""
+    store = app.store
+    reasons: list[str] = []
+    state = row.state(now)
+    if state in (JobState.RUNNING,):
+        return []
+    if state is JobState.STALE:
+        return [f"its lease is held by worker {row.reserved_by}, which stopped heart-beating; any worker's "
+                "recovery (or \"recover now\") gives it back"]
+    if state is JobState.DELAYED:
+        wait = (row.available_at - now).total_seconds()
+        reasons.append(f"it is scheduled for later: due in {wait:,.0f}s ({row.available_at.isoformat()})")
+    if state is JobState.BLOCKED:
+        where, parent = store.dependency_of(row.id)
+        reasons.append({"jobs": f"it waits for job {parent} to succeed",
+                        "failed": f"it waits for job {parent}, which is in the dead letter (retry it to go on)",
+                        "cancelled": f"it waits for job {parent}, which was cancelled",
+                        "gone": f"it waited for job {parent}, which has finished: the next sweep releases it"}
+                       .get(where, "it is blocked"))
+    if row.queue in store.paused_queues():
+        reasons.append(f"queue {row.queue} is paused")
+    listening = [w for w in workers_view(app, now) if w["alive"] and row.queue in w["queues"]]
+    if not listening:
+        reasons.append(f"no live worker listens to queue {row.queue}")
+    definition = app.registry.get(row.name)
+    if definition is None:
+        reasons.append(f"no job named {row.name!r} is registered in this app (workers of another app may know it)")
+    else:
+        b = definition.behaviour
+        if b.concurrency_limit and row.concurrency_key:
+            running = store.group_running(row.concurrency_key)
+            if running >= b.concurrency_limit:
+                reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
+                               f"({running} of {b.concurrency_limit} running)")
+        if b.rate_limit:
+            starts = store.rate_starts(row.name, b.rate_limit.period)
+            if starts >= b.rate_limit.count:
+                reasons.append(f"its rate limit is used up ({starts} of {b.rate_limit.count} starts in the last "
+                               f"{b.rate_limit.period:g}s)")
+    if not reasons and state is JobState.READY:
+        reasons.append("nothing holds it back: a worker should claim it at its next poll")
+    return reasons
+
+
+# ---------------------------------------------------------------------------------- dead letter
+def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> dict[str, Any]:
+    store = app.store
+    args: dict[str, Any] = {"queue": flt.queue or None, "name": flt.name or None, "text": flt.text or None}
+    rows = store.search_failed(**args, before_id=before_id, limit=limit)
+    total = store.count_failed(**args)
+    groups = store.failure_groups(**args)
+    return {"entries": [{"id": r.id, "name": r.name, "queue": r.queue, "attempts": r.attempts,
+                         "failed_at": _iso(r.failed_at), "error_type": r.error_type,
+                         "error_message": r.error_message, "arguments": _arguments(r.payload)} for r in rows],
+            "groups": [{"name": g.name, "error_type": g.error_type, "message": g.message, "count": g.entries,
+                        "last_failed_at": _iso(g.last_failed_at), "example_id": g.example_id} for g in groups],
+            "count": min(total, COUNT_CAP), "count_capped": total > COUNT_CAP,
+            "next_before_id": rows[-1].id if len(rows) == limit else None}
+
+
+def matching_failed(app: Errands, flt: JobFilter) -> list[int]:
+    return app.store.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None)
+
+
+def retry_failed(app: Errands, actor: str, ids: list[int]) -> int:
+    moved = app.store.retry_failed(ids) if ids else []
+    if moved:
+        app.store.audit(actor, "retry", _targets(moved), f"{len(moved)} dead-letter entries retried")
+    return len(moved)
+
+
+def forget_failed(app: Errands, actor: str, ids: list[int]) -> int:
+    count = app.store.forget_failed(ids) if ids else 0
+    if count:
+        app.store.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
+    return count
+
+
+def _targets(ids: list[int]) -> str:
+    text = ",".join(str(i) for i in ids[:20])
+    return f"jobs {text}" + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+
+
+# ---------------------------------------------------------------------------------- other actions
+def recover_now(app: Errands, actor: str) -> dict[str, list[int]]:
+    report = app.store.recover_stale()
+    app.store.audit(actor, "recover", f"{len(report.released)} released, {len(report.buried)} buried")
+    return {"released": report.released, "buried": report.buried}
+
+
+def set_paused(app: Errands, actor: str, queue: str, paused: bool) -> None:
+    (app.pause_queue if paused else app.resume_queue)(queue)
+    app.store.audit(actor, "pause" if paused else "resume", f"queue {queue}")
+
+
+def cancel_job(app: Errands, actor: str, job_id: int) -> str:
+    outcome = app.cancel(job_id)
+    app.store.audit(actor, "cancel", f"job {job_id}", outcome)
+    return outcome
+
+
+def enqueue_form(app: Errands) -> list[dict[str, Any]]:
+    """The registered jobs the enqueue form offers, with their parameters."""
+    out = []
+    for name, d in sorted(app.registry.items()):
+        params = [{"name": p.name, "required": p.default is inspect.Parameter.empty and
+                   p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD),
+                   "default": None if p.default is inspect.Parameter.empty else repr(p.default)}
+                  for p in d._signature.parameters.values()]
+        out.append({"name": name, "queue": d.options.queue, "parameters": params,
+                    "doc": (d.__doc__ or "").strip().splitlines()[0] if d.__doc__ else ""})
+    return out
+
+
+def enqueue(app: Errands, actor: str, name: str, args: Any, kwargs: Any, *, queue: str | None = None,
+            delay: float | None = None, copies: int = 1) -> list[int]:
+    """Enqueue a registered job from the panel: arguments checked against its signature, a hard cap."""
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise InvalidOption("arguments must be a JSON array and keyword arguments a JSON object")
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= ENQUEUE_CAP:
+        raise InvalidOption(f"copies must be between 1 and {ENQUEUE_CAP}")
+    definition = app.get_job(name)
+    options: dict[str, Any] = {k: v for k, v in (("queue", queue), ("delay", delay)) if v not in (None, "")}
+    job = definition.using(**options) if options else definition
+    prepared = [job.prepare(*args, **kwargs) for _ in range(copies)]
+    handles = app.enqueue_many(prepared)
+    ids = [h.id for h in handles]
+    app.store.audit(actor, "enqueue", _targets(ids), f"{name} x{copies}")
+    return ids
+
+
+def periodic_view(app: Errands) -> list[dict[str, Any]]:
+    store = app.store
+    last = store.periodic_slots()
+    now = store.now()
+    out = []
+    for name, schedule in sorted(app.schedules.items()):
+        nexts, moment = [], now
+        for _ in range(3):
+            moment = schedule.cron.next_after(moment)
+            nexts.append(moment.isoformat())
+        out.append({"name": name, "cron": schedule.cron.expression, "timezone": getattr(schedule.cron.tz, "key", "UTC"),
+                    "last_slot": _iso(last.get(name)), "next": nexts, "queue": schedule.job.options.queue})
+    return out
+
+
+def run_periodic_now(app: Errands, actor: str, name: str) -> int:
+    schedule = app.schedules.get(name)
+    if schedule is None:
+        raise EnqueueError(f"no periodic job named {name!r}")
+    handle = schedule.job.enqueue(*schedule.args, **schedule.kwargs)
+    app.store.audit(actor, "run-now", f"job {handle.id}", f"periodic {name}")
+    return handle.id
+
+
+def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    return [{"id": a.id, "at": _iso(a.at), "actor": a.actor, "action": a.action, "target": a.target,
+             "detail": a.detail} for a in app.store.audit_log(limit, before_id)]
+
+
+@dataclass
+class Metrics:
+    """Numbers for ``/metrics``, read in one pass."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            label = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(labels.items()))
+            self.lines.append(f"{name}{{{label}}} {value:g}" if label else f"{name} {value:g}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def prometheus(app: Errands) -> str:
+    """Queue depth, oldest age, throughput and failures (last hour) and worker count, in the
+    Prometheus text format."""
+    data = overview(app, "1h")
+    m = Metrics()
+    m.add("errands_jobs", "gauge", "Jobs by queue and state.",
+          [({"queue": q["name"], "state": s}, q[s]) for q in data["queues"]
+           for s in ("ready", "delayed", "blocked", "running", "stale", "failed")])
+    m.add("errands_oldest_ready_seconds", "gauge", "Age of the oldest ready job per queue.",
+          [({"queue": q["name"]}, q["oldest_ready_seconds"] or 0.0) for q in data["queues"]])
+    m.add("errands_queue_paused", "gauge", "1 when the queue is paused.",
+          [({"queue": q["name"]}, 1.0 if q["paused"] else 0.0) for q in data["queues"]])
+    t = data["throughput"]
+    m.add("errands_succeeded_last_hour", "gauge", "Runs that succeeded in the last hour.", [({}, t["total_succeeded"])])
+    m.add("errands_failed_last_hour", "gauge", "Runs that failed (any attempt) in the last hour.",
+          [({}, t["total_failed"])])
+    m.add("errands_workers", "gauge", "Registered worker processes by liveness.",
+          [({"alive": "true"}, data["workers_alive"]), ({"alive": "false"}, data["workers_stale"])])
+    return m.text()
+
+
+__all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "enqueue", "enqueue_form",
+           "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view", "prometheus",
+           "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused", "throughput",
+           "why_waiting", "workers_view"]
