@@ -35,19 +35,24 @@ def _iso(value: datetime | None) -> str | None:
 def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
     store = app.store
     now = store.now()
-    counts = store.counts()
-    oldest = store.oldest_ready()
+    workers = workers_view(app, now)
     paused = set(store.paused_queues())
-    queues = []
+    names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
+                   | {q for w in workers for q in w["queues"]})
+    counts = store.capped_counts(names)
+    oldest = store.oldest_ready(names)
+    queues: list[dict[str, Any]] = []
     totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
-    for name in sorted(set(counts) | paused):
-        c = counts[name].as_dict() if name in counts else dict.fromkeys(totals, 0)
+    for name in names:
+        c = counts[name]
         for k in totals:
             totals[k] += c[k]
         age = (now - oldest[name]).total_seconds() if name in oldest else None
-        queues.append({"name": name, **c, "paused": name in paused, "oldest_ready_seconds": age})
-    workers = workers_view(app, now)
-    return {"now": now.isoformat(), "totals": totals, "queues": queues,
+        queues.append({"name": name, **c, "capped": {k: v > COUNT_CAP for k, v in c.items()}, "paused": name in paused,
+                       "oldest_ready_seconds": age})
+    capped = {k: any(q["capped"][k] for q in queues) for k in totals}
+    return {"now": now.isoformat(), "totals": totals, "totals_capped": capped, "count_cap": COUNT_CAP,
+            "queues": queues,
             "workers_alive": sum(1 for w in workers if w["alive"]), "workers_stale": sum(1 for w in workers
                                                                                           if not w["alive"]),
             "no_worker": not any(w["alive"] for w in workers), "throughput": throughput(app, window, now)}

@@ -22,6 +22,8 @@ else:
     _Base = object
 
 COUNT_CAP = 10_000
+GROUPED_NEWEST = 10_000
+"""How many of the newest dead-letter entries the grouped view looks at."""
 STATES = ("ready", "delayed", "blocked", "running", "stale")
 
 
@@ -140,13 +142,62 @@ class InsightVerbs(_Base):
 
         return self.run(read)
 
-    def oldest_ready(self) -> dict[str, datetime]:
-        """Per queue, when its oldest ready job became due (its age is how far the queue lags)."""
+    def oldest_ready(self, queues: Sequence[str]) -> dict[str, datetime]:
+        """Per queue, when its oldest ready job became due (how far the queue lags), judged from
+        its first 1,000 ready jobs by id: ids grow with time, and nothing scans the whole table."""
 
         def read(cur: Any) -> dict[str, datetime]:
-            cur.execute(self.q("SELECT queue, MIN(available_at) FROM {jobs} WHERE reserved_by IS NULL "
-                               "AND blocked_by IS NULL AND available_at <= {now} GROUP BY queue"))
-            return {r[0]: self.to_datetime(r[1]) for r in cur.fetchall()}
+            out = {}
+            for queue in queues:
+                cur.execute(self.q("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
+                                   "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+                                   "ORDER BY id LIMIT 1000) first_ready"), (queue,))
+                row = cur.fetchone()
+                if row and row[0] is not None:
+                    out[queue] = self.to_datetime(row[0])
+            return out
+
+        return self.run(read)
+
+    def capped_counts(self, queues: Sequence[str], cap: int = COUNT_CAP) -> dict[str, dict[str, int]]:
+        """Per queue and state, how many jobs, each count stopping at ``cap + 1``.
+
+        Every count is a LIMIT subquery that an index serves (the claim index for ready,
+        delayed and blocked jobs, the lease index for running and stale ones), so the
+        overview stays fast with millions of jobs; :meth:`counts` is the exact, scanning twin.
+        """
+        where = {
+            "ready": "reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}",
+            "delayed": "reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now}",
+            "blocked": "reserved_by IS NULL AND blocked_by IS NOT NULL",
+            "running": "reserved_by IS NOT NULL AND reserved_until >= {now}",
+            "stale": "reserved_by IS NOT NULL AND reserved_until < {now}",
+        }
+
+        def read(cur: Any) -> dict[str, dict[str, int]]:
+            out: dict[str, dict[str, int]] = {}
+            for queue in queues:
+                counts = {}
+                for state, condition in where.items():
+                    cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = {p} AND " + condition
+                                       + " LIMIT {p}) capped"), (queue, int(cap) + 1))
+                    counts[state] = int(cur.fetchone()[0])
+                cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed} WHERE queue = {p} LIMIT {p}) capped"),
+                            (queue, int(cap) + 1))
+                counts["failed"] = int(cur.fetchone()[0])
+                out[queue] = counts
+            return out
+
+        return self.run(read)
+
+    def active_queues(self) -> list[str]:
+        """Queues with recent runs (the stats of the last week) or a row in the queues table."""
+
+        def read(cur: Any) -> list[str]:
+            cur.execute(self.q("SELECT DISTINCT queue FROM {stats} WHERE minute >= {now_plus}"), (-7 * 86400.0,))
+            found = {r[0] for r in cur.fetchall()}
+            cur.execute(self.q("SELECT name FROM {queues}"))
+            return sorted(found | {r[0] for r in cur.fetchall()})
 
         return self.run(read)
 
@@ -206,15 +257,17 @@ class InsightVerbs(_Base):
         return self.run(read)
 
     def failure_groups(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,
-                       limit: int = 50) -> list[FailureGroup]:
-        """Dead-letter entries grouped by job and error (type and the start of the message)."""
+                       limit: int = 50, newest: int = GROUPED_NEWEST) -> list[FailureGroup]:
+        """The newest ``newest`` dead-letter entries grouped by job and error (type and the start
+        of the message): bounded work however long the dead letter is."""
 
         def read(cur: Any) -> list[FailureGroup]:
             where, params = self._failed_where(queue, name, text)
             msg = self.prefix_sql("error_message", 200)
             cur.execute(self.q(f"SELECT name, error_type, {msg} AS msg, COUNT(*), MAX(failed_at), MAX(id) "
-                               "FROM {failed}" + where + f" GROUP BY name, error_type, {msg} "
-                               "ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT {p}"), [*params, int(limit)])
+                               "FROM (SELECT id, name, error_type, error_message, failed_at FROM {failed}" + where +
+                               " ORDER BY id DESC LIMIT {p}) newest" + f" GROUP BY name, error_type, {msg} "
+                               "ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT {p}"), [*params, int(newest), int(limit)])
             return [FailureGroup(r[0], r[1], r[2], int(r[3]), self.to_datetime(r[4]), int(r[5]))
                     for r in cur.fetchall()]
 

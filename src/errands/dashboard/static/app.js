@@ -27,9 +27,9 @@
   const banner = document.getElementById("no-worker");
   let timer = null;
 
-  function set(name, value) {
+  function set(name, value, suffix) {
     document.querySelectorAll("[data-total='" + name + "']").forEach(function (el) {
-      const text = Number(value).toLocaleString("en-US");
+      const text = Number(value).toLocaleString("en-US") + (suffix || "");
       if (el.textContent !== text) { el.textContent = text; }
     });
   }
@@ -40,7 +40,9 @@
           { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (data) {
-        Object.keys(data.totals).forEach(function (k) { set(k, data.totals[k]); });
+        Object.keys(data.totals).forEach(function (k) {
+          set(k, data.totals[k], data.totals_capped && data.totals_capped[k] ? "+" : "");
+        });
         set("succeeded_window", data.throughput.total_succeeded);
         set("failed_window", data.throughput.total_failed);
         set("workers_alive", data.workers_alive);
