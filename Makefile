@@ -12,7 +12,7 @@ VENV_PYTHON = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo check clean
+.PHONY: venv test demo demo-tour check clean
 
 venv: $(STAMP)
 
@@ -23,10 +23,22 @@ $(STAMP): pyproject.toml
 	$(VENV_PYTHON) -m pip install --disable-pip-version-check -q -e '.[dev]'
 	touch $(STAMP)
 
-test: venv
+# The browser tests drive Debian's Chromium (never a browser Playwright downloads itself).
+CHROMIUM = /usr/bin/chromium
+$(CHROMIUM):
+	command -v apt-get >/dev/null && (apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)) || \
+		echo "could not install chromium: the browser tests will be skipped"
+
+test: venv $(CHROMIUM)
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
+# The worker and the dashboard on SQLite with sample jobs flowing, until Ctrl+C.
 demo: venv
+	$(VENV_PYTHON) examples/demo/live_demo.py
+
+# The older ten-second tour: enqueue, drain with --burst, print what happened.
+demo-tour: venv
 	$(VENV_PYTHON) examples/demo/run_demo.py
 
 check: venv
