@@ -144,6 +144,9 @@ def test_log_in_and_watch_counters_change_as_a_worker_runs(site, browser):
     expect = playwright_api.expect  # waits without evaluating strings, which the page's CSP forbids
     expect(ready).to_have_text("0", timeout=60_000)
     expect(page.locator("#no-worker")).to_be_hidden(timeout=30_000)
+    # Workers add their runs to the per-minute stats every few seconds; the text and the chart follow live.
+    expect(page.locator("[data-total=succeeded_window]")).to_have_text("40", timeout=30_000)
+    expect(page.locator("[data-chart] .bar .ok:not(.h0)").first).to_be_attached(timeout=10_000)
     shot(page, "03-overview-after-worker")
     assert not [e for e in errors if "Content Security Policy" in e], errors
     app.store.close()

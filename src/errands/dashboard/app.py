@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -159,7 +160,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         form = await request.form()
         username, password = str(form.get("username", ""))[:100], str(form.get("password", ""))
         address = request.client.host if request.client else "unknown"
-        principal, cookies, message = auth.login(username, password, address, bool(form.get("remember")))
+        principal, cookies, message = await run_in_threadpool(auth.login, username, password, address,
+                                                              bool(form.get("remember")))
         if principal is None:
             return d.render(request, "login.html", None, status=401, error=message, username=username,
                             next=str(form.get("next", "")))
@@ -172,7 +174,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
 
     async def logout(request: Request, user: Principal) -> Response:
         response = RedirectResponse(d.url(request, "/login" if auth.own_logins else "/"), status_code=303)
-        auth.logout(request, response)
+        await run_in_threadpool(auth.logout, request, response)
         return response
 
     # ------------------------------------------------------------------ pages
@@ -180,16 +182,17 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         window = request.query_params.get("window", "1h")
         if window not in ops.WINDOWS:
             window = "1h"
-        return d.render(request, "overview.html", user, data=ops.overview(app, window), window=window,
+        return d.render(request, "overview.html", user, data=await run_in_threadpool(ops.overview, app, window), window=window,
                         windows=list(ops.WINDOWS))
 
     async def jobs_page(request: Request, user: Principal, stale: bool = False) -> Response:
         flt = _filter(request.query_params)
         if stale:
             flt.state = "stale"
-        data = ops.list_jobs(app, flt, _int(request.query_params.get("before"), "before"), PAGE_SIZE)
+        data = await run_in_threadpool(ops.list_jobs, app, flt, _int(request.query_params.get("before"), "before"),
+                                       PAGE_SIZE)
         return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES,
-                        queues=app.default_queues())
+                        queues=await run_in_threadpool(app.default_queues))
 
     async def stale_page(request: Request, user: Principal) -> Response:
         return await jobs_page(request, user, stale=True)
@@ -197,14 +200,15 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
     async def job_page(request: Request, user: Principal) -> Response:
         job_id = _int(request.path_params["job_id"], "job id")
         try:
-            job = ops.job_detail(app, job_id or 0)
+            job = await run_in_threadpool(ops.job_detail, app, job_id or 0)
         except JobNotFound as exc:
             return d.render(request, "error.html", user, status=404, message=str(exc))
         return d.render(request, "job.html", user, job=job)
 
     async def dead_page(request: Request, user: Principal) -> Response:
         flt = _filter(request.query_params)
-        data = ops.dead_letter(app, flt, _int(request.query_params.get("before"), "before"), PAGE_SIZE)
+        data = await run_in_threadpool(ops.dead_letter, app, flt, _int(request.query_params.get("before"), "before"),
+                                       PAGE_SIZE)
         return d.render(request, "dead.html", user, data=data, flt=flt)
 
     async def dead_action(request: Request, user: Principal) -> Response:
@@ -215,50 +219,51 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         flt = _filter(form)
         ids = [int(str(i)) for i in form.getlist("id") if str(i).isdigit()]
         if form.get("scope") == "all":
-            ids = ops.matching_failed(app, flt)[:BULK_CAP]
+            ids = (await run_in_threadpool(ops.matching_failed, app, flt))[:BULK_CAP]
         if not ids:
             return d.render(request, "error.html", user, status=400, message="nothing selected")
         confirmed = _int(form.get("confirm"), "confirm")
         if confirmed != len(ids):  # say how many first; act only when the same count comes back
             return d.render(request, "confirm.html", user, action=action, ids=ids, count=len(ids), flt=flt,
                             scope=form.get("scope", ""))
-        done = (ops.retry_failed if action == "retry" else ops.forget_failed)(app, user.username, ids)
+        done = await run_in_threadpool(ops.retry_failed if action == "retry" else ops.forget_failed, app, user.username,
+                                      ids)
         back = d.url(request, "/dead", queue=flt.queue, name=flt.name, q=flt.text, done=f"{action}:{done}")
         return RedirectResponse(back, status_code=303)
 
     async def recover_action(request: Request, user: Principal) -> Response:
-        report = ops.recover_now(app, user.username)
+        report = await run_in_threadpool(ops.recover_now, app, user.username)
         return RedirectResponse(d.url(request, "/stale", done=f"recovered:{len(report['released'])}:"
                                                                 f"{len(report['buried'])}"), status_code=303)
 
     async def workers_page(request: Request, user: Principal) -> Response:
-        return d.render(request, "workers.html", user, workers=ops.workers_view(app))
+        return d.render(request, "workers.html", user, workers=await run_in_threadpool(ops.workers_view, app))
 
     async def queues_page(request: Request, user: Principal) -> Response:
-        return d.render(request, "queues.html", user, queues=ops.queues_view(app))
+        return d.render(request, "queues.html", user, queues=await run_in_threadpool(ops.queues_view, app))
 
     async def queue_action(request: Request, user: Principal) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
         if action not in ("pause", "resume"):
             raise HTTPException(404)
-        ops.set_paused(app, user.username, name, action == "pause")
+        await run_in_threadpool(ops.set_paused, app, user.username, name, action == "pause")
         return RedirectResponse(d.url(request, "/queues", done=f"{action}:{name}"), status_code=303)
 
     async def periodic_page(request: Request, user: Principal) -> Response:
-        return d.render(request, "periodic.html", user, schedules=ops.periodic_view(app))
+        return d.render(request, "periodic.html", user, schedules=await run_in_threadpool(ops.periodic_view, app))
 
     async def periodic_run(request: Request, user: Principal) -> Response:
-        job_id = ops.run_periodic_now(app, user.username, request.path_params["name"])
+        job_id = await run_in_threadpool(ops.run_periodic_now, app, user.username, request.path_params["name"])
         return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
 
     async def cancel_action(request: Request, user: Principal) -> Response:
         job_id = _int(request.path_params["job_id"], "job id") or 0
-        ops.cancel_job(app, user.username, job_id)
+        await run_in_threadpool(ops.cancel_job, app, user.username, job_id)
         return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
 
     async def enqueue_page(request: Request, user: Principal) -> Response:
-        return d.render(request, "enqueue.html", user, jobs=ops.enqueue_form(app), cap=ops.ENQUEUE_CAP,
-                        selected=request.query_params.get("job", ""))
+        return d.render(request, "enqueue.html", user, jobs=await run_in_threadpool(ops.enqueue_form, app),
+                        cap=ops.ENQUEUE_CAP, selected=request.query_params.get("job", ""))
 
     async def enqueue_action(request: Request, user: Principal) -> Response:
         form = await request.form()
@@ -266,52 +271,57 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         try:
             args = json.loads(values["args"] or "[]")
             kwargs = json.loads(values["kwargs"] or "{}")
-            ids = ops.enqueue(app, user.username, values["job"], args, kwargs, queue=values["queue"] or None,
-                              delay=float(values["delay"]) if values["delay"] else None,
-                              copies=int(values["copies"] or 1))
+            ids = await run_in_threadpool(ops.enqueue, app, user.username, values["job"], args, kwargs,
+                                          queue=values["queue"] or None,
+                                          delay=float(values["delay"]) if values["delay"] else None,
+                                          copies=int(values["copies"] or 1))
         except (ValueError, EnqueueError) as exc:
-            return d.render(request, "enqueue.html", user, status=400, jobs=ops.enqueue_form(app), cap=ops.ENQUEUE_CAP,
-                            selected=values["job"], error=str(exc), values=values)
+            return d.render(request, "enqueue.html", user, status=400, jobs=await run_in_threadpool(ops.enqueue_form, app),
+                            cap=ops.ENQUEUE_CAP, selected=values["job"], error=str(exc), values=values)
         target = f"/jobs/{ids[0]}" if len(ids) == 1 else "/jobs"
         return RedirectResponse(d.url(request, target, done=f"enqueued:{len(ids)}"), status_code=303)
 
     async def audit_page(request: Request, user: Principal) -> Response:
-        entries = ops.audit_view(app, _int(request.query_params.get("before"), "before"))
+        entries = await run_in_threadpool(ops.audit_view, app, _int(request.query_params.get("before"), "before"))
         return d.render(request, "audit.html", user, entries=entries)
 
     async def users_page(request: Request, user: Principal) -> Response:
         if not user.is_admin:
             return d.render(request, "error.html", user, status=403, message="this needs the admin role")
         search = request.query_params.get("q", "")[:100]
-        users = [] if not auth.own_logins else app.store.list_users(search or None)
+        users = [] if not auth.own_logins else await run_in_threadpool(app.store.list_users, search or None)
         return d.render(request, "users.html", user, users=users, search=search, roles=ROLES,
                         own_logins=auth.own_logins)
+
+    def change_user(actor: Principal, action: str, username: str, role: str, password: str) -> None:
+        """One change to an account (hashing a password takes a while: this runs in a worker thread)."""
+        if action == "create":
+            if role not in ROLES or not username:
+                raise ValueError("give a user name and a role")
+            app.store.create_user(username, passwords.hash_password(password), role)
+        elif action in ("disable", "enable"):
+            if username == actor.username and action == "disable":
+                raise ValueError("you cannot disable yourself")
+            if not app.store.update_user(username, disabled=action == "disable"):
+                raise ValueError(f"no user {username!r}")
+        elif action == "password":
+            if not app.store.update_user(username, password_hash=passwords.hash_password(password)):
+                raise ValueError(f"no user {username!r}")
+        else:
+            raise HTTPException(404)
+        app.store.audit(actor.username, f"user-{action}", f"user {username}")
 
     async def users_action(request: Request, user: Principal) -> Response:
         form = await request.form()
         action = request.path_params.get("action", "create")
         username = str(form.get("username", "")).strip()[:100]
         try:
-            if action == "create":
-                role = str(form.get("role", "viewer"))
-                if role not in ROLES or not username:
-                    raise ValueError("give a user name and a role")
-                app.store.create_user(username, passwords.hash_password(str(form.get("password", ""))), role)
-            elif action in ("disable", "enable"):
-                if username == user.username and action == "disable":
-                    raise ValueError("you cannot disable yourself")
-                if not app.store.update_user(username, disabled=action == "disable"):
-                    raise ValueError(f"no user {username!r}")
-            elif action == "password":
-                digest = passwords.hash_password(str(form.get("password", "")))
-                if not app.store.update_user(username, password_hash=digest):
-                    raise ValueError(f"no user {username!r}")
-            else:
-                raise HTTPException(404)
+            await run_in_threadpool(change_user, user, action, username, str(form.get("role", "viewer")),
+                                    str(form.get("password", "")))
         except (ValueError, ErrandsError) as exc:
-            return d.render(request, "users.html", user, status=400, users=app.store.list_users(), search="",
+            users = await run_in_threadpool(app.store.list_users)
+            return d.render(request, "users.html", user, status=400, users=users, search="",
                             roles=ROLES, own_logins=auth.own_logins, error=str(exc))
-        app.store.audit(user.username, f"user-{action}", f"user {username}")
         return RedirectResponse(d.url(request, "/users", done=f"{action}:{username}"), status_code=303)
 
     async def theme_action(request: Request, user: Principal) -> Response:
@@ -320,7 +330,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if theme not in THEMES:
             raise HTTPException(400, "unknown theme")
         if not user.host:
-            app.store.update_user(user.username, theme=theme)
+            await run_in_threadpool(app.store.update_user, user.username, theme=theme)
         back = str(form.get("back") or "/")
         return RedirectResponse(d.url(request, back if back.startswith("/") and not back.startswith("//") else "/"),
                                 status_code=303)
@@ -338,7 +348,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
                 if not isinstance(body, dict):
                     return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
             try:
-                result = fn(request, user, body)
+                result = await run_in_threadpool(fn, request, user, body)
             except HTTPException as exc:
                 return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
             except JobNotFound as exc:
@@ -449,11 +459,11 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return JSONResponse(openapi_document(request.scope.get("root_path", "")))
 
     async def metrics(request: Request, user: Principal) -> Response:
-        return PlainTextResponse(ops.prometheus(app), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(await run_in_threadpool(ops.prometheus, app), media_type="text/plain; version=0.0.4")
 
     async def healthz(request: Request) -> Response:
         try:
-            app.store.now()
+            await run_in_threadpool(app.store.now)
         except StoreUnavailable:
             return JSONResponse({"status": "unavailable", "database": "unreachable"}, status_code=503)
         return JSONResponse({"status": "ok"})

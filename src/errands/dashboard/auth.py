@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
@@ -87,6 +88,11 @@ class Authenticator:
             if found is None:
                 return None, []
             return Principal(found.username, found.role, found.theme, conn.cookies.get(CSRF_COOKIE, ""), True), []
+        # Database reads block: they run in a worker thread so one slow query never stalls other requests.
+        return await run_in_threadpool(self._own_principal, conn)
+
+    def _own_principal(self, conn: HTTPConnection
+                       ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
         token = conn.cookies.get(SESSION_COOKIE)
         if token:
             session = self.app.store.get_session(digest(token))
