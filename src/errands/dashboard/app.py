@@ -100,6 +100,13 @@ def _filter(params: Any) -> ops.JobFilter:
         raise HTTPException(400, str(exc)) from None
 
 
+def _sort(params: Any) -> str:
+    sort = params.get("sort") or "newest"
+    if sort not in ops.SORTS:
+        raise HTTPException(400, f"sort must be one of {', '.join(ops.SORTS)}")
+    return str(sort)
+
+
 def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_access: bool = False,
                      settings: AuthSettings | None = None) -> Starlette:
     """The dashboard for ``app``.
@@ -190,8 +197,9 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if stale:
             flt.state = "stale"
         data = await run_in_threadpool(ops.list_jobs, app, flt, _int(request.query_params.get("before"), "before"),
-                                       PAGE_SIZE)
-        return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES,
+                                       PAGE_SIZE, _sort(request.query_params),
+                                       _int(request.query_params.get("after"), "after"))
+        return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES, sorts=ops.SORTS,
                         queues=await run_in_threadpool(app.default_queues))
 
     async def stale_page(request: Request, user: Principal) -> Response:
@@ -370,7 +378,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if limit < 1:
             raise HTTPException(400, "limit must be positive")
         return ops.list_jobs(app, _filter(request.query_params), _int(request.query_params.get("before"), "before"),
-                             limit)
+                             limit, _sort(request.query_params), _int(request.query_params.get("after"), "after"))
 
     def api_job(request: Request, user: Principal, body: Any) -> Any:
         return ops.job_detail(app, _int(request.path_params["job_id"], "job id") or 0)

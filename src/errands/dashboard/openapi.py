@@ -50,7 +50,9 @@ def openapi_document(root: str = "") -> dict[str, Any]:
         "/api/me": {"get": _op("The signed-in user and the CSRF token for writes")},
         "/api/overview": {"get": _op("Counters per state and queue, throughput, workers", [
             {"name": "window", "in": "query", "schema": {"type": "string", "enum": ["1h", "24h", "7d"]}}])},
-        "/api/jobs": {"get": _op("Jobs waiting or running (keyset pages, counts capped at 10,000)", _FILTERS)},
+        "/api/jobs": {"get": _op("Jobs waiting or running (keyset pages, counts capped at 10,000)", _FILTERS + [
+            {"name": "sort", "in": "query", "schema": {"type": "string", "enum": ["newest", "oldest"]}},
+            {"name": "after", "in": "query", "schema": _ID, "description": "keyset page (oldest first): ids above"}])},
         "/api/jobs/{job_id}": {"get": _op("One job wherever it is, with why it waits", [job_id])},
         "/api/jobs/{job_id}/cancel": {"post": _op("Cancel a job", [job_id], write=True)},
         "/api/dead": {"get": _op("The dead letter, with entries grouped by job and error", _FILTERS)},

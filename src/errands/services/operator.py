@@ -145,14 +145,26 @@ def _arguments(payload: str) -> Any:
         return payload  # shown as text: the worker will bury it as errands.BadPayload
 
 
-def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> dict[str, Any]:
+SORTS = ("newest", "oldest")
+"""Job list orders: by id, so every page is a keyset page whatever the order."""
+
+
+def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50, sort: str = "newest",
+              after_id: int | None = None) -> dict[str, Any]:
+    """One page of jobs: newest first pages down with ``before_id``, oldest first up with ``after_id``."""
     flt.check()
+    if sort not in SORTS:
+        raise InvalidOption(f"sort must be one of {', '.join(SORTS)}")
     store = app.store
     now = store.now()
-    rows = store.search_jobs(**flt.args(), before_id=before_id, limit=limit)
+    oldest = sort == "oldest"
+    rows = store.search_jobs(**flt.args(), before_id=None if oldest else before_id, after_id=after_id if oldest else None,
+                             oldest_first=oldest, limit=limit)
     total = store.count_jobs(**flt.args())
-    return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP),
-            "count_capped": total > COUNT_CAP, "next_before_id": rows[-1].id if len(rows) == limit else None}
+    more = rows[-1].id if len(rows) == limit else None
+    return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP), "sort": sort,
+            "count_capped": total > COUNT_CAP, "next_before_id": None if oldest else more,
+            "next_after_id": more if oldest else None}
 
 
 def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
