@@ -1,0 +1,128 @@
+"""A worker on a background thread of the web process, for deployments too small for a worker service.
+
+The thread runs the same :class:`~errands.worker.runner.Worker` as ``errands worker`` does in
+each of its processes, minus the supervisor: there is no hard timeout (a stuck handler is not
+killed), and the web process's signals stay the web server's.  Stopping is the worker's own
+graceful stop: it claims nothing more, gives buffered jobs back, lets running jobs finish for
+``shutdown_timeout`` seconds, then gives the unfinished ones back to the queue with their attempt
+refunded.  Nothing is lost either way: what is not finished is in the queue again, and a job whose
+release could not be written comes back when its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..config import check_queue_name
+from ..errors import ConfigurationError
+from ..worker.runner import Worker, WorkerSettings
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+log = logging.getLogger("errands.contrib")
+
+STOP_MARGIN = 5.0
+"""Seconds past ``shutdown_timeout`` the stop waits for the worker to write its releases."""
+
+
+class InProcessWorker:
+    """Start with :meth:`start`, stop with :meth:`stop` (or :meth:`astop` from a coroutine).
+
+    One per web process: each one registers in the workers table, claims jobs and runs up to
+    ``concurrency`` of them at once on threads (async jobs share the worker's own event loop,
+    never the web server's).
+    """
+
+    def __init__(self, app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
+                 shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+                 lease: float | None = None) -> None:
+        if concurrency < 1:
+            raise ConfigurationError("concurrency must be at least 1")
+        if shutdown_timeout < 0:
+            raise ConfigurationError("shutdown_timeout must be zero or more seconds")
+        self.app = app
+        self.queues = tuple(check_queue_name(q) for q in queues) if queues else None
+        self.concurrency = concurrency
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.sleep = sleep
+        self.scheduler = scheduler
+        self.lease = lease
+        self.worker: Worker | None = None
+        self.error: BaseException | None = None
+        """What ended the worker's thread early, if anything did (it is also logged)."""
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> InProcessWorker:
+        """Check the database, then start the thread; raises at once if the schema is missing or old."""
+        with self._lock:
+            if self.running:
+                raise ConfigurationError("this in-process worker is already running")
+            self.app.store.run(lambda cur: None)  # fail at start-up, in the caller, not later in a thread
+            settings = WorkerSettings(queues=self.queues or tuple(self.app.default_queues()),
+                                      concurrency=self.concurrency, shutdown_timeout=self.shutdown_timeout,
+                                      sleep=self.sleep, scheduler=self.scheduler, lease=self.lease)
+            self.worker = Worker(self.app, settings)
+            self.error = None
+            self._thread = threading.Thread(target=self._run, args=(self.worker,), name="errands-in-process",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self, worker: Worker) -> None:
+        try:
+            worker.run()
+        except BaseException as exc:  # noqa: B036 - recorded and logged; the thread ends either way
+            self.error = exc
+            log.exception("the in-process errands worker stopped on an error")
+        finally:
+            self.app.store.release_thread_connection()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop gracefully; True when the thread ended (False: it is left to die with the process).
+
+        ``timeout`` defaults to the shutdown timeout plus a few seconds for writing the releases.
+        Past it the worker is told to give everything back at once, and gets a few more seconds.
+        """
+        thread, worker = self._thread, self.worker
+        if thread is None or worker is None:
+            return True
+        worker.request_stop()
+        thread.join(self.shutdown_timeout + STOP_MARGIN if timeout is None else timeout)
+        if thread.is_alive():
+            log.warning("the in-process errands worker did not stop in time; giving its jobs back now")
+            worker.request_stop(immediate=True)
+            thread.join(STOP_MARGIN)
+        if thread.is_alive():
+            log.warning("the in-process errands worker is still busy; its leases will expire and its jobs "
+                        "return to the queue")
+            return False
+        self._thread = None
+        atexit.unregister(self.stop)  # (registered by start_worker; a no-op otherwise)
+        return True
+
+    async def astop(self, timeout: float | None = None) -> bool:
+        """:meth:`stop` without blocking the event loop (for an ASGI lifespan)."""
+        return await asyncio.to_thread(self.stop, timeout)
+
+
+def start_worker(app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
+                 shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+                 lease: float | None = None, stop_at_exit: bool = True) -> InProcessWorker:
+    """Start an :class:`InProcessWorker`; with ``stop_at_exit`` it is stopped when the interpreter exits
+    (unless :meth:`~InProcessWorker.stop` was called before)."""
+    worker = InProcessWorker(app, queues, concurrency=concurrency, shutdown_timeout=shutdown_timeout, sleep=sleep,
+                             scheduler=scheduler, lease=lease).start()
+    if stop_at_exit:
+        atexit.register(worker.stop)
+    return worker
