@@ -42,7 +42,8 @@ def register_jobs(errands: Errands) -> None:
 def default_users() -> dict[str, tuple[str, str]]:
     """user name -> (dashboard role, password)."""
     users = {}
-    for name, role, variable in (("ada", "admin", "EXAMPLE_ADMIN_PASSWORD"), ("vic", "viewer", "EXAMPLE_VIEWER_PASSWORD")):
+    for name, role, variable in (("ada", "admin", "EXAMPLE_ADMIN_PASSWORD"),
+                                 ("vic", "viewer", "EXAMPLE_VIEWER_PASSWORD")):
         password = os.environ.get(variable) or secrets.token_urlsafe(12)
         if variable not in os.environ:
             log.warning("%s's password for this run: %s (set %s to choose one)", name, password, variable)

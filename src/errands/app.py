@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
@@ -14,14 +15,12 @@ from .hooks import Hooks
 from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
 from .limits import RateLimit, parse_rate_limit
 from .retry import BackoffSpec, make_backoff
+from .settings import DAY, DEFAULT_PAYLOAD_LIMIT, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, SQLStore, open_store
 from .store.rows import BatchRow
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-DEFAULT_PAYLOAD_LIMIT = 64 * 1024
-DAY = 86400.0
 
 
 class Schedule:
@@ -67,6 +66,17 @@ class Errands:
     ``Errands()`` reads ``ERRANDS_DATABASE_URL`` (then ``DATABASE_URL``) and falls
     back to ``sqlite:///errands.db``, which creates its own tables on first use.
     """
+
+    @classmethod
+    def from_settings(cls, source: Any = None, *, pyproject: str | os.PathLike[str] | bool = True,
+                      **overrides: Any) -> Errands:
+        """An app configured from ``source`` (Django settings, a Flask config, a dict), ``ERRANDS_*``
+        variables and ``[tool.errands]`` in pyproject.toml; see :mod:`errands.settings` for the order.
+
+        ``overrides`` win over everything (e.g. ``eager=True`` in tests)."""
+        eager = bool(overrides.pop("eager", False))
+        settings = AppSettings.load(source, pyproject=pyproject, **overrides)
+        return cls(eager=eager, **settings.as_kwargs())
 
     def __init__(self, database_url_: str | None = None, *, database_url: str | None = None,
                  payload_limit: int = DEFAULT_PAYLOAD_LIMIT, lease: float = 30.0,
@@ -116,6 +126,12 @@ class Errands:
         """Point this app at another database (the CLI's ``--database-url``)."""
         self.database_url = url
         self._store = None
+
+    def close(self) -> None:
+        """Close every database connection this app opened in this process (in any thread)."""
+        store = self._store
+        if store is not None:
+            store.close()
 
     def migrate(self) -> list[int]:
         """Create or upgrade errands' tables; returns the versions applied now."""

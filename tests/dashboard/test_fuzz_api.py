@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -26,7 +28,9 @@ def test_no_request_described_by_the_openapi_document_causes_a_server_error(web,
     assert len(operations) >= 17
     seen: list[tuple[str, int]] = []
 
-    @settings(max_examples=len(operations) * int(__import__("os").environ.get("FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+    examples = len(operations) * int(os.environ.get("FUZZ_EXAMPLES", "25"))
+
+    @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                      HealthCheck.filter_too_much])
     @given(data=st.data())

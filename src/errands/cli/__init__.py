@@ -13,7 +13,9 @@ import click
 
 from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
 from .admin import migrate, recover
-from .context import Context, configure_logging
+from ..logs import FORMATS, configure_logging
+from ..settings import cli_default_map, find_pyproject
+from .context import Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
 from .failed import failed
@@ -24,7 +26,19 @@ EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
 
 
 class _Group(click.Group):
-    """Turns errands' own errors into one clear line and a documented exit code."""
+    """Turns errands' own errors into one clear line and a documented exit code, and reads
+    ``[tool.errands]`` of pyproject.toml as defaults for every flag (flags and ``ERRANDS_*``
+    variables still win)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: object) -> click.Context:
+        if parent is None and "default_map" not in extra:
+            try:
+                extra["default_map"] = cli_default_map(find_pyproject(), self.commands)
+            except ConfigurationError as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(EXIT_CONFIG)
+        return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -42,19 +56,28 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, epilog="Exit codes: 0 ok, 1 refused (bad input or missing entry), 2 usage, "
                                 "3 database unavailable, 78 configuration (app or schema).")
-@click.option("--app", "app_path", envvar="ERRANDS_APP", metavar="MODULE:ATTR",
+@click.option("--app", "app_path", envvar="ERRANDS_APP", show_envvar=True, metavar="MODULE:ATTR",
               help="Your Errands object, e.g. myproject.tasks:app (env ERRANDS_APP).")
-@click.option("--database-url", envvar="ERRANDS_DATABASE_URL", metavar="URL",
+@click.option("--database-url", envvar="ERRANDS_DATABASE_URL", show_envvar=True, metavar="URL",
               help="Overrides the app's database (env ERRANDS_DATABASE_URL).")
-@click.option("--log-level", envvar="ERRANDS_LOG_LEVEL", default="INFO", show_default=True,
+@click.option("--log-level", envvar="ERRANDS_LOG_LEVEL", default="INFO", show_default=True, show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @click.version_option(package_name="errands")
+@click.option("--log-format", envvar="ERRANDS_LOG_FORMAT", default="text", show_default=True, show_envvar=True,
+              type=click.Choice(FORMATS), help="json: one JSON object a line, with job fields, for log shippers.")
 @click.pass_context
-def main(ctx: click.Context, app_path: str | None, database_url: str | None, log_level: str) -> None:
-    """errands: background jobs in the database you already run."""
-    configure_logging(log_level)
+def main(ctx: click.Context, app_path: str | None, database_url: str | None, log_level: str, log_format: str
+         ) -> None:
+    """errands: background jobs in the database you already run.
+
+    Every flag can also come from an ERRANDS_* variable (shown in each command's --help) or from
+    [tool.errands] in pyproject.toml ([tool.errands.worker], [tool.errands.dashboard] for those
+    commands); DATABASE_URL is the last fallback for the database.
+    """
+    configure_logging(log_level, log_format)
     ctx.obj = Context(app_path, database_url)
 
+    ctx.call_on_close(ctx.obj.close)
 
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users):
     main.add_command(command)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .context import Context
@@ -16,7 +18,9 @@ def migrate(ctx: Context, print_sql: bool) -> None:
     if print_sql:
         click.echo(store.migration_sql(), nl=False)
         return
-    applied = store.migrate()
+    steps = store.pending_migration_steps()
+    with click.progressbar(length=steps, label="migrating", file=sys.stderr) as bar:
+        applied = store.migrate(progress=bar.update)
     click.echo(f"applied schema version(s) {', '.join(map(str, applied))}" if applied
                else f"schema already at version {store.schema_version}")
 

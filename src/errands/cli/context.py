@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from dataclasses import dataclass, field
 
 from ..app import Errands
 from ..errors import ConfigurationError
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)-7s [%(process)d] %(message)s",
-                        datefmt="%H:%M:%S")
 
 
 def load_app(path: str) -> Errands:
@@ -55,3 +49,8 @@ class Context:
                 app = Errands(self.database_url)
             self._app = app
         return self._app
+
+    def close(self) -> None:
+        """Close the connections the command opened (the CLI registers this on its context)."""
+        if self._app is not None:
+            self._app.close()

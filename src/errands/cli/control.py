@@ -4,10 +4,13 @@ and steer single queues, jobs, batches and schedules."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
+from ..config import check_queue_name
 from ..errors import JobNotFound
 from .context import Context
 
@@ -46,6 +49,43 @@ def list_queues(ctx: Context) -> None:
         c = counts.get(name)
         waiting = 0 if c is None else c.ready + c.delayed + c.blocked
         click.echo(f"{name:<30} {'paused' if name in paused else 'active':<7} {waiting} waiting")
+
+
+@queue.command("purge")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def purge(ctx: Context, name: str, yes: bool) -> None:
+    """Cancel every job waiting in NAME (running jobs are left to finish).
+
+    Each job ends as cancelled, as `errands job cancel` would end it (its batch counts it,
+    its result record says "purged"); the bar shows the progress on long queues."""
+    app = ctx.app()
+    store = app.store
+    check_queue_name(name)
+    waiting = [r.id for r in _waiting_rows(store, name)]
+    if not waiting:
+        click.echo(f"queue {name} has no waiting job")
+        return
+    if not yes:
+        click.confirm(f"cancel {len(waiting)} waiting job(s) of queue {name}?", abort=True)
+    cancelled = 0
+    with click.progressbar(waiting, label=f"purging {name}", file=sys.stderr) as bar:
+        for job_id in bar:
+            cancelled += store.cancel(job_id, app.result_ttl) == "cancelled"
+    store.audit("cli", "purge", f"queue {name}", f"{cancelled} waiting jobs cancelled")
+    click.echo(f"cancelled {cancelled} waiting job(s) of queue {name}")
+
+
+def _waiting_rows(store: Any, name: str) -> Iterator[Any]:
+    """Unreserved jobs of a queue, oldest first, read a keyset page at a time."""
+    after = 0
+    while True:
+        rows = store.search_jobs(queue=name, after_id=after, oldest_first=True, limit=1000)
+        if not rows:
+            return
+        yield from (r for r in rows if r.reserved_by is None)
+        after = rows[-1].id
 
 
 @click.group()

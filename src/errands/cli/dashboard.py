@@ -9,14 +9,15 @@ from .context import Context
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="ERRANDS_DASHBOARD_HOST")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), envvar="ERRANDS_DASHBOARD_PORT")
-@click.option("--root-path", default="", envvar="ERRANDS_DASHBOARD_ROOT_PATH",
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="ERRANDS_DASHBOARD_HOST", show_envvar=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535),
+              envvar="ERRANDS_DASHBOARD_PORT", show_envvar=True)
+@click.option("--root-path", default="", envvar="ERRANDS_DASHBOARD_ROOT_PATH", show_envvar=True,
               help="URL prefix when served behind a proxy under a path, e.g. /errands.")
-@click.option("--behind-host-auth", is_flag=True, envvar="ERRANDS_DASHBOARD_BEHIND_HOST_AUTH",
+@click.option("--behind-host-auth", is_flag=True, envvar="ERRANDS_DASHBOARD_BEHIND_HOST_AUTH", show_envvar=True,
               help="Turn the dashboard's own login off: a proxy or the host application already authenticates "
                    "every request. Everyone who reaches it is an admin.")
-@click.option("--insecure-cookies", is_flag=True, envvar="ERRANDS_DASHBOARD_INSECURE_COOKIES",
+@click.option("--insecure-cookies", is_flag=True, envvar="ERRANDS_DASHBOARD_INSECURE_COOKIES", show_envvar=True,
               help="Send cookies without the Secure flag (plain HTTP on a host other than localhost).")
 @click.pass_obj
 def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_auth: bool,

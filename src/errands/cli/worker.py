@@ -21,27 +21,31 @@ def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @click.command()
-@click.option("-q", "--queue", "queues", multiple=True, envvar="ERRANDS_QUEUES", metavar="NAME[,NAME]",
+@click.option("-q", "--queue", "queues", multiple=True, envvar="ERRANDS_QUEUES", show_envvar=True,
+              metavar="NAME[,NAME]",
               help="Queues to take jobs from, most important first (repeatable or comma list; "
                    "default: every queue a registered job names).")
-@click.option("-c", "--concurrency", default=1, show_default=True, envvar="ERRANDS_CONCURRENCY",
+@click.option("-c", "--concurrency", default=1, show_default=True, envvar="ERRANDS_CONCURRENCY", show_envvar=True,
               type=click.IntRange(1, 1000), help="Jobs run at once per worker process (threads; async jobs "
                                                  "share one event loop).")
-@click.option("-p", "--processes", default=1, show_default=True, envvar="ERRANDS_PROCESSES",
+@click.option("-p", "--processes", default=1, show_default=True, envvar="ERRANDS_PROCESSES", show_envvar=True,
               type=click.IntRange(1, 256), help="Worker processes under this supervisor.")
-@click.option("--max", "max_jobs", type=click.IntRange(1), default=None, envvar="ERRANDS_MAX_JOBS",
+@click.option("--max", "max_jobs", type=click.IntRange(1), default=None, envvar="ERRANDS_MAX_JOBS", show_envvar=True,
               help="Exit after this many jobs (per process).")
-@click.option("--once", is_flag=True, help="Run at most one job, then exit (exits at once if none is ready).")
-@click.option("--burst", is_flag=True, help="Exit when no job is ready.")
-@click.option("--sleep", default=1.0, show_default=True, type=click.FloatRange(0.01), envvar="ERRANDS_SLEEP",
+@click.option("--once", is_flag=True, envvar="ERRANDS_ONCE", show_envvar=True,
+              help="Run at most one job, then exit (exits at once if none is ready).")
+@click.option("--burst", is_flag=True, envvar="ERRANDS_BURST", show_envvar=True, help="Exit when no job is ready.")
+@click.option("--sleep", default=1.0, show_default=True, type=click.FloatRange(0.01),
+              envvar="ERRANDS_SLEEP", show_envvar=True,
               help="Longest wait in seconds between polls when idle.")
 @click.option("--shutdown-timeout", default=30.0, show_default=True, type=click.FloatRange(0),
-              envvar="ERRANDS_SHUTDOWN_TIMEOUT", help="Seconds running jobs get to finish after SIGTERM.")
-@click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE",
+              envvar="ERRANDS_SHUTDOWN_TIMEOUT", show_envvar=True,
+              help="Seconds running jobs get to finish after SIGTERM.")
+@click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE", show_envvar=True,
               help="Seconds a claim is held without a heartbeat (default: the app's, 30).")
-@click.option("--prefetch", type=click.IntRange(0, 1000), default=None, envvar="ERRANDS_PREFETCH",
+@click.option("--prefetch", type=click.IntRange(0, 1000), default=None, envvar="ERRANDS_PREFETCH", show_envvar=True,
               help="Jobs held beyond the running ones (default: adapts to job duration, up to 500).")
-@click.option("--no-scheduler", is_flag=True, envvar="ERRANDS_NO_SCHEDULER",
+@click.option("--no-scheduler", is_flag=True, envvar="ERRANDS_NO_SCHEDULER", show_envvar=True,
               help="Do not enqueue the app's periodic jobs from this worker (another one does).")
 @click.pass_obj
 def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: int, max_jobs: int | None,

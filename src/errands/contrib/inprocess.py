@@ -47,7 +47,10 @@ class InProcessWorker:
         if shutdown_timeout < 0:
             raise ConfigurationError("shutdown_timeout must be zero or more seconds")
         self.app = app
+        if isinstance(queues, str):
+            queues = [queues]
         self.queues = tuple(check_queue_name(q) for q in queues) if queues else None
+        """Most important first; None: every queue a registered job names."""
         self.concurrency = concurrency
         self.shutdown_timeout = float(shutdown_timeout)
         self.sleep = sleep

@@ -189,8 +189,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         window = request.query_params.get("window", "1h")
         if window not in ops.WINDOWS:
             window = "1h"
-        return d.render(request, "overview.html", user, data=await run_in_threadpool(ops.overview, app, window), window=window,
-                        windows=list(ops.WINDOWS))
+        data = await run_in_threadpool(ops.overview, app, window)
+        return d.render(request, "overview.html", user, data=data, window=window, windows=list(ops.WINDOWS))
 
     async def jobs_page(request: Request, user: Principal, stale: bool = False) -> Response:
         flt = _filter(request.query_params)
@@ -284,7 +284,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
                                           delay=float(values["delay"]) if values["delay"] else None,
                                           copies=int(values["copies"] or 1))
         except (ValueError, EnqueueError) as exc:
-            return d.render(request, "enqueue.html", user, status=400, jobs=await run_in_threadpool(ops.enqueue_form, app),
+            jobs = await run_in_threadpool(ops.enqueue_form, app)
+            return d.render(request, "enqueue.html", user, status=400, jobs=jobs,
                             cap=ops.ENQUEUE_CAP, selected=values["job"], error=str(exc), values=values)
         target = f"/jobs/{ids[0]}" if len(ids) == 1 else "/jobs"
         return RedirectResponse(d.url(request, target, done=f"enqueued:{len(ids)}"), status_code=303)

@@ -158,8 +158,8 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     store = app.store
     now = store.now()
     oldest = sort == "oldest"
-    rows = store.search_jobs(**flt.args(), before_id=None if oldest else before_id, after_id=after_id if oldest else None,
-                             oldest_first=oldest, limit=limit)
+    rows = store.search_jobs(**flt.args(), before_id=None if oldest else before_id,
+                             after_id=after_id if oldest else None, oldest_first=oldest, limit=limit)
     total = store.count_jobs(**flt.args())
     more = rows[-1].id if len(rows) == limit else None
     return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP), "sort": sort,

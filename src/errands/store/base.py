@@ -437,7 +437,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
     def current_version(self) -> int | None:
         return self._run(self._read_version, write=False)
 
-    def _apply_migrations(self, cur: Any) -> list[int]:
+    def _apply_migrations(self, cur: Any, progress: Callable[[int], None] | None = None) -> list[int]:
         applied: list[int] = []
         with self._migration_lock(cur.connection):
             cur.execute(self.q(self.schema_table_ddl()))
@@ -454,13 +454,22 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                             continue
                         step = step.sql
                     cur.execute(step)
+                    if progress is not None:
+                        progress(1)
                 cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
                 applied.append(version)
         return applied
 
-    def migrate(self) -> list[int]:
-        """Create or upgrade the tables; safe to run again and from many processes at once."""
-        applied = self._run(self._apply_migrations, write=True)
+    def pending_migration_steps(self) -> int:
+        """How many DDL steps ``migrate()`` would run (for a progress bar)."""
+        current = self.current_version() or 0
+        return sum(len(steps) for version, steps in self.migrations() if version > current)
+
+    def migrate(self, progress: Callable[[int], None] | None = None) -> list[int]:
+        """Create or upgrade the tables; safe to run again and from many processes at once.
+
+        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it)."""
+        applied = self._run(lambda cur: self._apply_migrations(cur, progress), write=True)
         self._schema_checked = True
         return applied
 

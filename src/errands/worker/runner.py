@@ -503,11 +503,13 @@ class Worker:
             delay = outcome.retry_delay if outcome.retry_delay is not None else definition.backoff(row.attempts)
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
                 log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, delay,
-                         row.attempts, row.max_attempts)
+                         row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
+                                                                "queue": row.queue, "retry_in": delay})
             return
         if self.store.bury(self.id, row.id, outcome.error_type, outcome.error_message):
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
-                        row.attempts, outcome.error_text)
+                        row.attempts, outcome.error_text, extra={"job_id": row.id, "job_name": row.name,
+                                                                 "queue": row.queue, "attempt": row.attempts})
             chain = chain_of(self.app.hooks, definition.behaviour.hooks if definition else None)
             if chain:
                 call_on_dead(chain, context_of(row, self.app), outcome.error_type, outcome.error_message)
@@ -515,11 +517,15 @@ class Worker:
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
         if outcome.result is Result.OK:
-            log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000)
+            log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000, extra=fields)
         else:
+        # The extra fields become keys of JSON log lines (--log-format json).
+        fields = {"job_id": row.id, "job_name": row.name, "queue": row.queue, "attempt": row.attempts,
+                  "duration_ms": round(outcome.duration * 1000, 3)}
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
                         describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,
-                        outcome.error_text, exc_info=outcome.exc if outcome.result is Result.ERROR else None)
+                        outcome.error_text, exc_info=outcome.exc if outcome.result is Result.ERROR else None,
+                        extra=fields)
 
     # ------------------------------------------------------------------ stopping
     def _unstarted(self) -> list[int]:

@@ -1,0 +1,49 @@
+"""Logging set-up for the command line: the standard ``logging`` module, as text or one JSON object a line.
+
+JSON lines are for log shippers (Loki, Elasticsearch, CloudWatch): every record becomes
+``{"time", "level", "logger", "message", "process", ...}`` plus whatever the record carries in
+``extra`` (job lines carry ``job_id``, ``job_name``, ``queue``, ``attempt``, ``duration_ms``), and the
+traceback as ``exception`` when there is one.  Applications that configure logging themselves
+can use :class:`JsonFormatter` on their own handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+
+FORMATS = ("text", "json")
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record; values JSON cannot encode are written with ``str()``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "process": record.process,
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Route errands' loggers (and the root logger) to stderr in the chosen format."""
+    if fmt not in FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s [%(process)d] %(message)s",
+                                               datefmt="%H:%M:%S"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])

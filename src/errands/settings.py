@@ -1,0 +1,212 @@
+"""Settings from where teams already keep them: ``[tool.errands]`` in pyproject.toml, ``ERRANDS_*``
+variables, and the application's own settings object (Django settings, Flask config, a dict).
+
+Two consumers read them:
+
+* ``Errands.from_settings()`` builds an app.  Precedence, strongest first: keyword overrides,
+  the settings object given, ``ERRANDS_*`` variables, ``[tool.errands]``, built-in defaults.
+* The CLI turns ``[tool.errands]`` (and its ``worker`` / ``dashboard`` sub-tables) into click's
+  ``default_map``, so a flag beats its ``ERRANDS_*`` variable, which beats the file, which
+  beats the default — the order click documents.
+
+The file is found by walking up from the current directory to the first ``pyproject.toml``
+(``ERRANDS_CONFIG`` names another file; ``ERRANDS_CONFIG=none`` turns the lookup off).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+
+DAY = 86400.0
+DEFAULT_PAYLOAD_LIMIT = 64 * 1024
+ENV_PREFIX = "ERRANDS_"
+
+CLI_TOP_LEVEL = {"app": "app_path", "database-url": "database_url", "log-level": "log_level",
+                 "log-format": "log_format"}
+"""``[tool.errands]`` keys read by the ``errands`` command itself, and click's parameter names."""
+CLI_SECTIONS = ("worker", "dashboard")
+"""Sub-tables that give defaults to one command's flags (keys are the flags' long names)."""
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """What an ``Errands`` app is built from (the keyword arguments of ``Errands(...)``)."""
+
+    database_url: str | None = None
+    lease: float = 30.0
+    payload_limit: int = DEFAULT_PAYLOAD_LIMIT
+    table_prefix: str = "errands_"
+    default_queue: str = "default"
+    keep_results: bool = False
+    result_ttl: float = DAY
+    failed_ttl: float | None = 30 * DAY
+
+    @classmethod
+    def load(cls, source: Any = None, *, environ: Mapping[str, str] | None = None,
+             pyproject: str | os.PathLike[str] | bool = True, **overrides: Any) -> AppSettings:
+        """Merge every source (see the module docstring for the order) and check each value.
+
+        ``source`` is a mapping or an object with attributes: keys either as the fields are
+        named (``{"lease": 10}``) or prefixed (``ERRANDS_LEASE``, as in Django settings or a
+        Flask config).  ``pyproject``: True looks the file up, a path reads that file, False
+        skips it.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        file = find_pyproject(env) if pyproject is True else (Path(pyproject) if pyproject else None)
+        if file is not None:
+            table = read_tool_table(file)
+            for key, value in table.items():
+                name = key.replace("-", "_")
+                if name in _FIELDS:
+                    values[name] = _coerce(name, value, f"[tool.errands] {key} in {file}")
+        for name in _FIELDS:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                values[name] = _coerce(name, raw, ENV_PREFIX + name.upper())
+        values.update(_from_source(source))
+        for name, value in overrides.items():
+            if name not in _FIELDS:
+                raise ConfigurationError(f"unknown setting {name!r}; known: {', '.join(sorted(_FIELDS))}")
+            values[name] = _coerce(name, value, name)
+        return cls(**values)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(AppSettings)}
+
+
+def _from_source(source: Any) -> dict[str, Any]:
+    if source is None:
+        return {}
+    found: dict[str, Any] = {}
+    for name in _FIELDS:
+        for key in (name, ENV_PREFIX + name.upper()):
+            if isinstance(source, Mapping):
+                present, value = key in source, source.get(key)
+            else:
+                present, value = hasattr(source, key), getattr(source, key, None)
+            if present:
+                found[name] = _coerce(name, value, key)
+    return found
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """The value as the field's type; a clear error names where a bad value came from."""
+    kind = _FIELDS[name].type
+    text = str(value).strip() if isinstance(value, str) else value
+    try:
+        if value is None or (isinstance(text, str) and text.lower() in ("none", "null") and "None" in kind):
+            if "None" in kind:
+                return None
+            raise ValueError("a value is required")
+        if kind.startswith("bool"):
+            if isinstance(value, bool):
+                return value
+            if isinstance(text, str) and text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if isinstance(text, str) and text.lower() in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError("expected true or false")
+        if kind.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("expected a whole number")
+            return int(text)
+        if kind.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            return float(text)
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        return text
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{where}: {value!r} is not a valid {name} ({exc})") from None
+
+
+# ------------------------------------------------------------------------------ pyproject.toml
+def find_pyproject(environ: Mapping[str, str] | None = None, start: Path | None = None) -> Path | None:
+    """``ERRANDS_CONFIG``, else the nearest pyproject.toml at or above ``start`` (the cwd)."""
+    env = os.environ if environ is None else environ
+    named = env.get("ERRANDS_CONFIG")
+    if named:
+        if named.lower() == "none":
+            return None
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigurationError(f"ERRANDS_CONFIG names {named!r}, which is not a file")
+        return path
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_tool_table(path: Path) -> dict[str, Any]:
+    """The ``[tool.errands]`` table of a TOML file ({} when it has none)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 only
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ConfigurationError("reading pyproject.toml on Python 3.10 needs tomli: pip install tomli") from None
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None
+    table = document.get("tool", {}).get("errands", {})
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: [tool.errands] must be a table")
+    return table
+
+
+def cli_default_map(path: Path | None, commands: Mapping[str, Any]) -> dict[str, Any]:
+    """click's ``default_map`` from ``[tool.errands]``: top-level keys for the ``errands`` group,
+    sub-tables for commands.  Unknown keys are refused with the known ones listed, because a
+    typo in a config file should not be silently ignored."""
+    if path is None:
+        return {}
+    table = read_tool_table(path)
+    defaults: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in CLI_SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigurationError(f"{path}: [tool.errands.{key}] must be a table")
+            defaults[key] = _command_defaults(path, key, value, commands[key])
+        elif key in CLI_TOP_LEVEL:
+            defaults[CLI_TOP_LEVEL[key]] = value
+        elif key.replace("-", "_") not in _FIELDS:
+            known = sorted([*CLI_TOP_LEVEL, *CLI_SECTIONS, *(f.replace("_", "-") for f in _FIELDS)])
+            raise ConfigurationError(f"{path}: unknown key {key!r} in [tool.errands]; known: {', '.join(known)}")
+    return defaults
+
+
+def _command_defaults(path: Path, section: str, table: dict[str, Any], command: Any) -> dict[str, Any]:
+    by_flag: dict[str, str] = {}
+    for param in command.params:
+        for opt in getattr(param, "opts", []):
+            if opt.startswith("--"):
+                by_flag[opt[2:]] = param.name
+    found: dict[str, Any] = {}
+    for key, value in table.items():
+        name = by_flag.get(key) or by_flag.get(key.replace("_", "-"))
+        if name is None:
+            raise ConfigurationError(f"{path}: unknown key {key!r} in [tool.errands.{section}]; known: "
+                                     f"{', '.join(sorted(by_flag))}")
+        found[name] = value
+    return found
