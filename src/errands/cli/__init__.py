@@ -62,9 +62,9 @@ class _Group(click.Group):
               help="Overrides the app's database (env ERRANDS_DATABASE_URL).")
 @click.option("--log-level", envvar="ERRANDS_LOG_LEVEL", default="INFO", show_default=True, show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-@click.version_option(package_name="errands")
 @click.option("--log-format", envvar="ERRANDS_LOG_FORMAT", default="text", show_default=True, show_envvar=True,
               type=click.Choice(FORMATS), help="json: one JSON object a line, with job fields, for log shippers.")
+@click.version_option(package_name="errands")
 @click.pass_context
 def main(ctx: click.Context, app_path: str | None, database_url: str | None, log_level: str, log_format: str
          ) -> None:
@@ -76,7 +76,6 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     """
     configure_logging(log_level, log_format)
     ctx.obj = Context(app_path, database_url)
-
     ctx.call_on_close(ctx.obj.close)
 
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users):

@@ -516,12 +516,12 @@ class Worker:
 
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
-        if outcome.result is Result.OK:
-            log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000, extra=fields)
-        else:
         # The extra fields become keys of JSON log lines (--log-format json).
         fields = {"job_id": row.id, "job_name": row.name, "queue": row.queue, "attempt": row.attempts,
                   "duration_ms": round(outcome.duration * 1000, 3)}
+        if outcome.result is Result.OK:
+            log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000, extra=fields)
+        else:
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
                         describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,
                         outcome.error_text, exc_info=outcome.exc if outcome.result is Result.ERROR else None,
