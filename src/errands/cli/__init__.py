@@ -18,6 +18,7 @@ from ..settings import cli_default_map, find_pyproject
 from .context import Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
+from .doctor import doctor
 from .failed import failed
 from .jobs import enqueue, status
 from .worker import worker
@@ -78,5 +79,6 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     ctx.obj = Context(app_path, database_url)
     ctx.call_on_close(ctx.obj.close)
 
-for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users):
+for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users,
+                doctor):
     main.add_command(command)

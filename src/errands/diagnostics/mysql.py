@@ -1,0 +1,199 @@
+"""MySQL and MariaDB facts for ``errands doctor``: version, claim mode and why, session settings,
+storage engine, catalog and free space.
+
+The claim mode is found the way the store finds it, by behaviour: a ``SKIP LOCKED`` read
+that matches no row, which a server without it rejects as a syntax error.  A version
+string is only shown, never parsed.  errands sets READ COMMITTED and UTC on each of its
+connections; the doctor reads them back on the store's own connection, because something
+in between (a proxy, ``init_connect``) can undo them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+import pymysql
+
+from .model import Check, Status
+from .schema import IndexSpec, LiveSchema
+
+if TYPE_CHECKING:
+    from .context import Context
+
+_SYNTAX_ERROR = 1064
+_UNKNOWN_VARIABLE = 1193
+FREE_WARN_BYTES = 64 * 1024 * 1024
+FREE_WARN_FRACTION = 0.5
+
+ANALYZE = "ANALYZE TABLE {jobs}"
+"""Refreshes the planner's statistics of the jobs table (a store template)."""
+
+def before_connect(ctx: Context) -> Check | None:
+    return None
+
+
+def _one(cur: Any, sql: str, params: Any = None) -> Any:
+    cur.execute(sql, params)
+    return cur.fetchone()
+
+
+def server(ctx: Context) -> Check:
+    version, comment = ctx.read(lambda cur: _one(cur, "SELECT @@version, @@version_comment"))
+    kind = "MariaDB" if "mariadb" in f"{version} {comment}".lower() else "MySQL"
+    return Check("server", Status.INFO, f"{kind} {version} ({comment})",
+                 data={"version": version, "comment": comment, "kind": kind})
+
+
+def live_schema(ctx: Context) -> LiveSchema:
+    prefix = ctx.store.prefix
+
+    def read(cur: Any) -> LiveSchema:
+        live = LiveSchema()
+        cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND TABLE_TYPE = 'BASE TABLE' AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
+        live.tables = {r[0].lower(): set() for r in cur.fetchall()}
+        cur.execute("SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
+        for table, column in cur.fetchall():
+            live.tables.setdefault(table.lower(), set()).add(column.lower())
+        cur.execute("SELECT INDEX_NAME, TABLE_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND LEFT(TABLE_NAME, %s) = %s AND INDEX_NAME <> 'PRIMARY' "
+                    "ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX", (len(prefix), prefix))
+        parts: dict[str, tuple[str, bool, list[str]]] = {}
+        for name, table, non_unique, column in cur.fetchall():
+            parts.setdefault(name.lower(), (table.lower(), not int(non_unique), []))[2].append(str(column).lower())
+        live.indexes = {name: IndexSpec(table, tuple(columns), None, unique)
+                        for name, (table, unique, columns) in parts.items()}
+        return live
+
+    return ctx.read(read)
+
+
+def _forced_mode(ctx: Context) -> str | None:
+    """The ``?claim=`` of the database URL, if any (the store takes its mode from there)."""
+    values = parse_qs(urlsplit(ctx.store.url).query).get("claim")
+    return values[-1] if values else None
+
+
+def skip_locked_works(ctx: Context) -> bool:
+    """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (a read that matches no row)."""
+    sql = ctx.store.q("SELECT id FROM {jobs} WHERE 1 = 0 FOR UPDATE SKIP LOCKED")
+
+    def probe(cur: Any) -> bool:
+        try:
+            cur.execute(sql)
+            cur.fetchall()
+            return True
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] == _SYNTAX_ERROR:
+                return False
+            raise
+
+    return ctx.read(probe)
+
+
+def claim_mode(ctx: Context) -> Check:
+    works = skip_locked_works(ctx)
+    forced = _forced_mode(ctx)
+    data = {"mode": "skip_locked" if works and forced != "update" else "update", "forced_by_url": forced,
+            "server_accepts_skip_locked": works}
+    lacks = "this server rejects SKIP LOCKED (MySQL before 8.0 and MariaDB before 10.6 lack it)"
+    if forced == "update" and works:
+        return Check("claim_mode", Status.WARN, "conditional-UPDATE fallback, because the database URL says "
+                     "?claim=update, although this server supports SKIP LOCKED",
+                     fix="remove claim=update from the database URL: with SKIP LOCKED, concurrent claims skip "
+                         "each other's rows instead of picking again when another worker won their candidates",
+                     data=data)
+    if forced == "update":
+        return Check("claim_mode", Status.INFO, f"conditional-UPDATE fallback, set by ?claim=update; {lacks} anyway",
+                     data=data)
+    if not works and forced == "skip_locked":
+        return Check("claim_mode", Status.FAIL, f"the database URL forces ?claim=skip_locked, but {lacks}: every "
+                     "claim fails with a syntax error", fix="remove claim=skip_locked from the database URL "
+                     "(errands then falls back by itself) or upgrade the server", data=data)
+    if not works:
+        return Check("claim_mode", Status.INFO, f"conditional-UPDATE fallback, because {lacks}; errands switches "
+                     "at the first claim (upgrading the server gives claims that skip each other's rows)", data=data)
+    how = "set by ?claim=skip_locked" if forced == "skip_locked" else "the server accepts it (probed)"
+    return Check("claim_mode", Status.OK, f"SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE, in one transaction: "
+                 f"{how}", data=data)
+
+
+def _session_variable(cur: Any, names: tuple[str, str]) -> tuple[str, str]:
+    """(session, global) value of the first variable name the server knows (MariaDB before
+    11.1 calls ``transaction_isolation`` ``tx_isolation``)."""
+    for name in names:
+        try:
+            row = _one(cur, f"SELECT @@SESSION.{name}, @@GLOBAL.{name}")
+            return str(row[0]), str(row[1])
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] != _UNKNOWN_VARIABLE or name == names[-1]:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def settings(ctx: Context) -> list[Check]:
+    prefix = ctx.store.prefix
+
+    def read(cur: Any) -> tuple[tuple[str, str], str, list[tuple[str, str]]]:
+        isolation = _session_variable(cur, ("transaction_isolation", "tx_isolation"))
+        zone = str(_one(cur, "SELECT @@SESSION.time_zone")[0])
+        cur.execute("SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND TABLE_TYPE = 'BASE TABLE' AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
+        return isolation, zone, [(str(t), str(e)) for t, e in cur.fetchall()]
+
+    (session, default), zone, engines = ctx.read(read)
+    checks = []
+    data = {"session": session, "server_default": default}
+    if session.upper().replace(" ", "-") != "READ-COMMITTED":
+        checks.append(Check("mysql_isolation", Status.FAIL, f"errands' connection runs at {session}, not READ "
+                            "COMMITTED, although errands sets it on connect: claims and recovery then take gap locks "
+                            "and deadlock more", fix="let errands' SET SESSION TRANSACTION ISOLATION LEVEL READ "
+                            "COMMITTED through (a proxy may drop session settings; check init_connect), or set "
+                            "transaction_isolation = READ-COMMITTED on the server", data=data))
+    else:
+        checks.append(Check("mysql_isolation", Status.OK, f"READ COMMITTED on errands' connections (server default "
+                            f"{default})", data=data))
+    if zone not in ("+00:00", "UTC"):
+        checks.append(Check("mysql_time_zone", Status.FAIL, f"errands' connection has time_zone {zone}, not "
+                            "+00:00, although errands sets it on connect: stored times would be read in another zone",
+                            fix="let errands' SET SESSION time_zone = '+00:00' through (a proxy may drop session "
+                                "settings; check init_connect)", data={"time_zone": zone}))
+    else:
+        checks.append(Check("mysql_time_zone", Status.OK, "UTC on errands' connections", data={"time_zone": zone}))
+    other = sorted(f"{t} ({e})" for t, e in engines if e.lower() != "innodb")
+    if other:
+        checks.append(Check("mysql_engine", Status.FAIL, "tables not on InnoDB: row locks, SKIP LOCKED and "
+                            "transactions need it", items=tuple(other),
+                            fix="convert each one: ALTER TABLE <name> ENGINE=InnoDB", data={"not_innodb": other}))
+    elif engines:
+        checks.append(Check("mysql_engine", Status.OK, f"all {len(engines)} errands tables on InnoDB",
+                            data={"not_innodb": []}))
+    return checks
+
+
+def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
+               free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
+    table = ctx.store.t_jobs
+
+    def read(cur: Any) -> tuple[Any, ...]:
+        row = _one(cur, "SELECT TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, DATA_FREE FROM information_schema.TABLES "
+                        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s", (table,))
+        per_table = _one(cur, "SELECT @@innodb_file_per_table")[0]
+        return (*row, per_table)
+
+    rows, data_bytes, index_bytes, free, per_table = ctx.read(read)
+    used = int(data_bytes or 0) + int(index_bytes or 0)
+    free = int(free or 0)
+    fraction = free / (used + free) if used + free else 0.0
+    data = {"rows_estimate": int(rows or 0), "data_bytes": int(data_bytes or 0), "index_bytes": int(index_bytes or 0),
+            "free_bytes": free, "free_fraction": round(fraction, 3), "file_per_table": bool(int(per_table or 0))}
+    where = "in its own file" if data["file_per_table"] else "in the shared tablespace (free space is the tablespace's)"
+    detail = (f"{table}: about {data['rows_estimate']} rows, {used / 1_048_576:.1f} MB with indexes, "
+              f"{free / 1_048_576:.1f} MB free ({fraction:.0%}) {where}; InnoDB's figures are estimates")
+    if data["file_per_table"] and free >= free_warn_bytes and fraction >= free_warn_fraction:
+        return Check("jobs_table", Status.WARN, detail + ": left behind by a backlog that has drained",
+                     fix=f"OPTIMIZE TABLE {table} at a quiet time (InnoDB rebuilds the table; it needs that much "
+                         "free disk)", data=data)
+    return Check("jobs_table", Status.OK, detail, data=data)

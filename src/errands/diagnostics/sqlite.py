@@ -1,0 +1,175 @@
+"""SQLite facts for ``errands doctor``: the file, its journal mode, busy_timeout, pages and free pages.
+
+SQLite runs inside each errands process, so "server version" is this Python's library and
+the database clock is this host's clock.  What goes wrong in practice is the file: a path
+that points somewhere new (SQLite would silently create an empty database there), a file
+that is not in WAL mode (readers and the writer then block each other), a busy_timeout so
+short that writers fail instead of waiting, and free pages left behind by a large backlog.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from .model import Check, Status
+from .schema import IndexSpec, LiveSchema, normalise_predicate
+
+if TYPE_CHECKING:
+    from ..store.sqlite import SQLiteStore
+    from .context import Context
+
+BUSY_TIMEOUT_WARN_MS = 5000
+FREE_WARN_BYTES = 64 * 1024 * 1024
+FREE_WARN_FRACTION = 0.5
+ANALYZE = "ANALYZE"
+"""Refreshes the planner's statistics of the jobs table (a store template)."""
+_HEADER = b"SQLite format 3\x00"
+
+
+def _store(ctx: Context) -> SQLiteStore:
+    return ctx.store  # type: ignore[return-value]
+
+
+def _file_journal(path: str) -> str | None:
+    """The journal mode recorded in the file header (bytes 18-19: 1 rollback journal, 2 WAL),
+    read without opening the database; None for an empty or non-SQLite file."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    if len(header) < 20 or not header.startswith(_HEADER):
+        return None
+    return "wal" if header[18] == 2 and header[19] == 2 else "rollback journal"
+
+
+def before_connect(ctx: Context) -> Check | None:
+    """Refuse to go on when the file does not exist: connecting would create an empty one."""
+    path = _store(ctx).path
+    if path == ":memory:":
+        ctx.before["memory"] = True
+        return None
+    if not os.path.exists(path):
+        return Check("connectivity", Status.FAIL, f"no SQLite database file at {os.path.abspath(path)}",
+                     fix="check the path in the database URL (sqlite:///relative.db, sqlite:////absolute.db); "
+                         "if this is a new deployment, run `errands migrate` to create the file and its tables",
+                     data={"path": os.path.abspath(path)})
+    ctx.before["journal_on_disk"] = _file_journal(path)
+    ctx.before["path"] = os.path.abspath(path)
+    return None
+
+
+def server(ctx: Context) -> Check:
+    version = ctx.read(lambda cur: cur.execute("SELECT sqlite_version()").fetchone()[0])
+    return Check("server", Status.INFO, f"SQLite {version}, the library inside each errands process "
+                 f"(file {ctx.before.get('path', ':memory:')})", data={"version": version})
+
+
+def live_schema(ctx: Context) -> LiveSchema:
+    prefix = ctx.store.prefix
+
+    def read(cur: Any) -> LiveSchema:
+        live = LiveSchema()
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ?",
+                    (len(prefix), prefix))
+        for (table,) in cur.fetchall():
+            cur.execute(f'PRAGMA table_info("{table}")')
+            live.tables[table.lower()] = {r[1].lower() for r in cur.fetchall()}
+        # sql IS NULL: indexes SQLite makes for PRIMARY KEY and UNIQUE, which no DDL names.
+        cur.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                    "AND substr(tbl_name, 1, ?) = ?", (len(prefix), prefix))
+        for name, table, sql in cur.fetchall():
+            cur.execute(f'PRAGMA index_info("{name}")')
+            columns = tuple((r[2] or "").lower() for r in sorted(cur.fetchall()))
+            where = re.split(r"\bWHERE\b", sql, maxsplit=1, flags=re.I)
+            live.indexes[name.lower()] = IndexSpec(table.lower(), columns,
+                                                   normalise_predicate(where[1] if len(where) > 1 else None),
+                                                   sql.upper().startswith("CREATE UNIQUE"))
+        return live
+
+    return ctx.read(read)
+
+
+def claim_mode(ctx: Context) -> Check:
+    return Check("claim_mode", Status.OK, "one UPDATE ... RETURNING per claim; SQLite has a single writer "
+                 "(each write starts with BEGIN IMMEDIATE), so two claims never take the same job",
+                 data={"mode": "update_returning"})
+
+
+def settings(ctx: Context) -> list[Check]:
+    def read(cur: Any) -> tuple[str, int, int]:
+        journal = cur.execute("PRAGMA journal_mode").fetchone()[0].lower()
+        busy = int(cur.execute("PRAGMA busy_timeout").fetchone()[0])
+        sync = int(cur.execute("PRAGMA synchronous").fetchone()[0])
+        return journal, busy, sync
+
+    journal, busy, sync = ctx.read(read)
+    return [_journal_check(ctx, journal, sync), _busy_check(busy)]
+
+
+def _journal_check(ctx: Context, journal: str, sync: int) -> Check:
+    data = {"journal_mode": journal, "journal_on_disk_before": ctx.before.get("journal_on_disk"),
+            "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}.get(sync, str(sync))}
+    if ctx.before.get("memory"):
+        return Check("sqlite_journal", Status.WARN, f"in-memory database (journal_mode {journal}): it exists in "
+                     "one connection only", fix="use a database file: workers in other processes (and other "
+                     "threads of this one) cannot see an in-memory database's jobs", data=data)
+    if journal != "wal":
+        return Check("sqlite_journal", Status.WARN, f"journal_mode is {journal}, not WAL: readers and the writer "
+                     "block each other, so status pages, enqueues and claims wait on one another",
+                     fix="errands asks for WAL on every connection and SQLite refused: keep the file on a local "
+                         "filesystem (WAL needs shared memory, which network filesystems lack) that errands can "
+                         "write next to (the -wal and -shm files)", data=data)
+    if ctx.before.get("journal_on_disk") == "rollback journal":
+        return Check("sqlite_journal", Status.WARN, "WAL now, but the file was in rollback-journal mode until "
+                     "this run opened it (errands switched it back): something else resets it",
+                     fix="look for a tool or script that runs PRAGMA journal_mode=DELETE on this file, or a copy "
+                         "restored over it; every errands connection switches it back, but programs that open "
+                         "it in between block on each other", data=data)
+    return Check("sqlite_journal", Status.OK, f"WAL (synchronous={data['synchronous']}): readers never block "
+                 "the writer", data=data)
+
+
+def _busy_check(busy: int) -> Check:
+    data = {"busy_timeout_ms": busy}
+    if busy < BUSY_TIMEOUT_WARN_MS:
+        return Check("sqlite_busy_timeout", Status.WARN, f"busy_timeout is {busy} ms: a write that finds another "
+                     "process holding the write lock gives up after that and errands reports 'database is locked'",
+                     fix="remove ?busy_timeout= from the database URL (errands' default is 30000 ms) or raise it "
+                         f"to at least {BUSY_TIMEOUT_WARN_MS} ms", data=data)
+    return Check("sqlite_busy_timeout", Status.OK, f"busy_timeout {busy} ms: writers wait for the lock", data=data)
+
+
+def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
+               free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
+    table = ctx.store.t_jobs
+
+    def read(cur: Any) -> dict[str, Any]:
+        page = int(cur.execute("PRAGMA page_size").fetchone()[0])
+        pages = int(cur.execute("PRAGMA page_count").fetchone()[0])
+        free = int(cur.execute("PRAGMA freelist_count").fetchone()[0])
+        rows = int(cur.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0])
+        try:  # dbstat is an optional compile-time feature of SQLite
+            table_bytes = cur.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = ? OR name IN "
+                                      "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?)",
+                                      (table, table)).fetchone()[0]
+        except sqlite3.OperationalError:
+            table_bytes = None
+        return {"file_bytes": page * pages, "free_bytes": page * free, "rows": rows,
+                "table_bytes": None if table_bytes is None else int(table_bytes)}
+
+    data = ctx.read(read)
+    fraction = data["free_bytes"] / data["file_bytes"] if data["file_bytes"] else 0.0
+    data["free_fraction"] = round(fraction, 3)
+    size = f", {_mb(data['table_bytes'])} with its indexes" if data["table_bytes"] is not None else ""
+    detail = (f"{table}: {data['rows']} rows{size}; the file is {_mb(data['file_bytes'])}, "
+              f"{_mb(data['free_bytes'])} of it free pages ({fraction:.0%})")
+    if data["free_bytes"] >= free_warn_bytes and fraction >= free_warn_fraction:
+        return Check("jobs_table", Status.WARN, detail + ": left behind by a backlog that has drained",
+                     fix="run VACUUM on the file at a quiet time (it rewrites the file, needs that much free "
+                         "disk, and blocks writers while it runs)", data=data)
+    return Check("jobs_table", Status.OK, detail, data=data)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1_048_576:.1f} MB"

@@ -1,0 +1,328 @@
+"""``errands doctor`` against real databases: a healthy one, drifted ones, missing and unreachable ones,
+and the facts each dialect reports (WAL, claim mode, isolation, dead rows, workers)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_cli, start_worker, wait_for
+
+from errands import Errands
+from errands.diagnostics import Status, diagnose
+from errands.diagnostics import mysql as mysql_facts
+from errands.diagnostics import postgres as postgres_facts
+from errands.diagnostics import sqlite as sqlite_facts
+from errands.diagnostics.context import Context
+from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
+from errands.store import open_store
+from errands.store.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
+from errands.store.rows import NewJob
+
+COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
+          "jobs_table", "workers"]
+PER_DIALECT = {"sqlite": ["sqlite_journal", "sqlite_busy_timeout"], "postgresql": ["postgres_autovacuum"],
+               "mysql": ["mysql_isolation", "mysql_time_zone", "mysql_engine"]}
+DROP_CLAIM_INDEX = {"sqlite": "DROP INDEX errands_jobs_claim", "postgresql": "DROP INDEX errands_jobs_claim",
+                    "mysql": "ALTER TABLE errands_jobs DROP INDEX errands_jobs_claim"}
+
+
+def doctor(url: str, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    done = run_cli(url, "doctor", "--json", *args, **env)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def check(report: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [c for c in report["checks"] if c["name"] == name]
+    assert len(found) == 1, (name, [c["name"] for c in report["checks"]])
+    return found[0]
+
+
+def execute(app: Errands, sql: str, *params: Any) -> None:
+    app.store.run(lambda cur: cur.execute(app.store.q(sql), params))
+
+
+# ---------------------------------------------------------------------- healthy
+def test_healthy_database_passes_and_reports_every_check(app, db_url):
+    code, report = doctor(db_url)
+    assert code == 0, report
+    assert report["needs_action"] == [] and report["exit_code"] == 0
+    names = [c["name"] for c in report["checks"]]
+    assert set(COMMON + PER_DIALECT[app.store.dialect]) <= set(names), names
+    assert all(c["status"] != "fail" for c in report["checks"])
+    for name in ("connectivity", "schema_version", "schema_drift", "claim_index", "clock_skew"):
+        assert check(report, name)["status"] == "ok", check(report, name)
+    skew = check(report, "clock_skew")["data"]
+    assert isinstance(skew["skew_seconds"], float) and abs(skew["skew_seconds"]) < 5
+    assert re.search(r"clock is \d+\.\d{3} s (ahead of|behind) this host's", check(report, "clock_skew")["detail"])
+    assert check(report, "schema_version")["data"] == {"recorded": 3, "code": 3}
+    # Nothing is running: the registry check says so, without failing (no job is ready).
+    assert check(report, "workers")["status"] == "warn"
+
+    text = run_cli(db_url, "doctor")
+    assert text.returncode == 0, text.stdout + text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("errands doctor: ") and lines[-1].startswith("nothing needs action")
+    assert any(re.match(r"^(✓|\+) ok +schema drift +tables, columns and indexes match", line) for line in lines)
+    assert any(re.match(r"^! warn +workers +no live worker", line) for line in lines)
+    assert "\x1b[" not in text.stdout  # colour only on a terminal; the words carry the meaning
+
+
+# ---------------------------------------------------------------------- drift
+def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_url):
+    execute(app, DROP_CLAIM_INDEX[app.store.dialect])
+    code, report = doctor(db_url)
+    assert code == 1
+    assert {"schema_drift", "claim_index"} <= set(report["needs_action"])
+    drift = check(report, "schema_drift")
+    assert drift["data"]["missing_indexes"] == ["errands_jobs_claim"]
+    assert "index errands_jobs_claim on errands_jobs is missing" in drift["items"]
+    restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, id)" \
+        if app.store.dialect == "mysql" else \
+        "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, priority DESC, id) WHERE reserved_by IS NULL " \
+        "AND blocked_by IS NULL"
+    assert restore in drift["fix"] and restore in check(report, "claim_index")["fix"]
+    # The statement in the fix really restores the schema.
+    execute(app, drift["fix"].splitlines()[-1])
+    assert doctor(db_url)[0] == 0
+
+
+def test_dropped_column_is_drift_with_the_column_definition(app, db_url):
+    execute(app, "ALTER TABLE errands_jobs DROP COLUMN progress_message")
+    code, report = doctor(db_url)
+    assert code == 1 and report["needs_action"] == ["schema_drift"]
+    drift = check(report, "schema_drift")
+    assert drift["data"]["missing_columns"] == ["errands_jobs.progress_message"]
+    assert "ALTER TABLE errands_jobs ADD COLUMN progress_message" in drift["fix"]
+
+
+def test_a_lost_version_row_is_reported_with_the_row_to_restore(app, db_url):
+    execute(app, "DELETE FROM {schema} WHERE version = 3")
+    code, report = doctor(db_url)
+    assert code == 1
+    version = check(report, "schema_version")
+    assert version["status"] == "fail" and version["data"] == {"recorded": 2, "code": 3}
+    assert "INSERT INTO errands_schema (version) VALUES (3)" in version["fix"]
+    # Version 3's tables are not called extra while the recorded version is 2.
+    assert check(report, "schema_drift")["status"] == "ok"
+    assert check(report, "workers")["status"] == "info"  # not read: the store's verbs need a current schema
+
+
+def test_an_older_schema_says_run_migrate(app, db_url):
+    execute(app, "DELETE FROM {schema} WHERE version = 3")
+    execute(app, "DROP TABLE errands_stats")
+    code, report = doctor(db_url)
+    assert code == 1
+    assert "run `errands migrate`" in check(report, "schema_version")["fix"]
+
+
+def test_a_newer_schema_says_upgrade_errands(app, db_url):
+    execute(app, "INSERT INTO {schema} (version) VALUES (99)")
+    code, report = doctor(db_url)
+    assert code == 1
+    version = check(report, "schema_version")
+    assert "newer than this code" in version["detail"] and "upgrade errands" in version["fix"]
+
+
+# ---------------------------------------------------------------------- missing, unreachable
+def test_unmigrated_database_says_run_migrate_and_creates_nothing(db_url):
+    code, report = doctor(db_url)
+    assert code == 1
+    if db_url.startswith("sqlite"):
+        failed = check(report, "connectivity")
+        assert "no SQLite database file" in failed["detail"]
+        path = Path(db_url.removeprefix("sqlite:///"))
+        assert not path.exists()
+        path.touch()  # an empty file: SQLite opens it as a database without tables
+        code, report = doctor(db_url)
+        assert code == 1
+    failed = check(report, "schema_version")
+    assert failed["status"] == "fail" and "run `errands migrate`" in failed["fix"]
+    assert report["needs_action"] == ["schema_version"]
+    store = open_store(db_url)
+    try:
+        assert store.current_version() is None  # the doctor looked without migrating
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://postgres@127.0.0.1:1/test", "cannot reach the database"),
+    ("mysql://root@127.0.0.1:1/test", "cannot reach the database"),
+    ("sqlite:////nonexistent-dir/errands.db", "no SQLite database file at /nonexistent-dir/errands.db"),
+    ("oracle://db/x", "the database URL is unusable"),
+])
+def test_unreachable_database_is_one_clear_failure(url, message):
+    done = run_cli(url, "doctor", ERRANDS_APP="")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert re.match(r"^(✗|x) FAIL +connectivity +" + re.escape(message), lines[1]), done.stdout
+    assert lines[2].strip().startswith("fix: ")
+    assert lines[-1] == "1 check needs action: connectivity (exit code 1)"
+
+
+# ---------------------------------------------------------------------- SQLite
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sqlite_file_switched_out_of_wal_is_reported(app, db_url):
+    app.store.close()
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.close()
+    code, report = doctor(db_url)
+    journal = check(report, "sqlite_journal")
+    assert journal["status"] == "warn" and "rollback-journal mode" in journal["detail"]
+    assert journal["data"]["journal_on_disk_before"] == "rollback journal"
+    assert code == 0  # errands switched it back; nothing is broken now
+    assert check(doctor(db_url)[1], "sqlite_journal")["status"] == "ok"
+
+
+def test_sqlite_in_memory_database_is_not_wal():
+    done = run_cli("sqlite:///:memory:", "doctor", "--json", ERRANDS_APP="")
+    journal = check(json.loads(done.stdout), "sqlite_journal")
+    assert journal["status"] == "warn" and journal["data"]["journal_mode"] == "memory"
+    assert "in-memory" in journal["detail"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sqlite_short_busy_timeout_and_free_pages(app, db_url):
+    code, report = doctor(db_url + "?busy_timeout=100")
+    busy = check(report, "sqlite_busy_timeout")
+    assert busy["status"] == "warn" and busy["data"]["busy_timeout_ms"] == 100 and "busy_timeout" in busy["fix"]
+    app.store.enqueue([NewJob("x", "default", json.dumps({"args": ["x" * 2000], "kwargs": {}}))
+                       for _ in range(500)])
+    execute(app, "DELETE FROM {jobs}")
+    ctx = Context(app, app.store, expected_schema(app.store))
+    table = sqlite_facts.jobs_table(ctx)
+    assert table.status is Status.OK and table.data["free_bytes"] > 500 * 2000
+    bloated = sqlite_facts.jobs_table(ctx, free_warn_bytes=1, free_warn_fraction=0.01)
+    assert bloated.status is Status.WARN and "VACUUM" in (bloated.fix or "")
+
+
+# ---------------------------------------------------------------------- MySQL / MariaDB
+@pytest.mark.parametrize("backend", ["mariadb", "mariadb-update"], indirect=True)
+def test_mariadb_claim_mode_and_why(app, db_url, backend):
+    code, report = doctor(db_url)
+    assert code == 0
+    mode = check(report, "claim_mode")
+    assert mode["data"]["server_accepts_skip_locked"] is True
+    if backend == "mariadb-update":
+        assert mode["status"] == "warn" and mode["data"]["mode"] == "update"
+        assert "fallback, because the database URL says ?claim=update" in mode["detail"]
+        assert "remove claim=update" in mode["fix"]
+    else:
+        assert mode["status"] == "ok" and "SKIP LOCKED" in mode["detail"]
+    assert check(report, "mysql_isolation")["data"]["session"] == "READ-COMMITTED"
+    assert "MB free" in check(report, "jobs_table")["detail"]
+
+
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_mysql_session_settings_undone_by_something_else_fail(app):
+    ctx = Context(app, app.store, expected_schema(app.store))
+    # What a proxy that drops errands' SET statements leaves: the server's defaults.
+    ctx.read(lambda cur: cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+    ctx.read(lambda cur: cur.execute("SET SESSION time_zone = '+02:00'"))
+    checks = {c.name: c for c in mysql_facts.settings(ctx)}
+    assert checks["mysql_isolation"].status is Status.FAIL and "REPEATABLE-READ" in checks["mysql_isolation"].detail
+    assert checks["mysql_time_zone"].status is Status.FAIL and "+02:00" in checks["mysql_time_zone"].detail
+    execute(app, "ALTER TABLE errands_stats ENGINE=MyISAM")
+    engine = {c.name: c for c in mysql_facts.settings(ctx)}["mysql_engine"]
+    assert engine.status is Status.FAIL and engine.items == ("errands_stats (MyISAM)",)
+
+
+# ---------------------------------------------------------------------- PostgreSQL
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_postgres_dead_rows_after_deletes(app, db_url):
+    app.store.enqueue([NewJob("x", "default", "{}") for _ in range(300)])
+    execute(app, "DELETE FROM {jobs}")
+    # Statistics reach the shared counters when a session goes idle, at most once a second:
+    # ask for the next flush now instead of waiting.
+    app.store.run(lambda cur: cur.execute("SELECT pg_stat_force_next_flush()"))
+    ctx = Context(app, app.store, expected_schema(app.store))
+    facts = postgres_facts
+    table = wait_for(lambda: (c := facts.jobs_table(ctx)).data["dead_rows"] >= 300 and c, timeout=15,
+                     message="300 dead rows in pg_stat_user_tables")
+    assert re.search(r"about 0 live and \d+ dead rows \(100% dead\)", table.detail), table.detail
+    code, report = doctor(db_url)
+    assert check(report, "jobs_table")["data"]["dead_rows"] >= 300
+    warned = facts.jobs_table(ctx, dead_warn_rows=100)
+    assert warned.status is Status.WARN and "VACUUM (ANALYZE) errands_jobs" in (warned.fix or "")
+
+
+# ---------------------------------------------------------------------- workers
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_workers_live_stale_and_unserved(app, db_url):
+    store = app.store
+    store.register_worker("gone-host:1:dead", "gone-host", 1, ["default"], 1)
+    long_ago = store.from_datetime(datetime.now(timezone.utc) - timedelta(hours=1))
+    execute(app, "UPDATE {workers} SET heartbeat_at = {p}", long_ago)
+    store.enqueue([NewJob("sample_jobs.record", "orphan", "{}")])
+
+    code, report = doctor(db_url)
+    workers = check(report, "workers")
+    assert code == 1 and workers["status"] == "fail" and "no live worker, and 1 job is ready" in workers["detail"]
+    assert workers["data"]["stale"] == ["gone-host:1:dead"]
+    assert any(i.startswith("gone-host:1:dead: STALE") for i in workers["items"])
+
+    proc = start_worker(db_url, "--no-scheduler")
+    try:
+        live = wait_for(lambda: [w for w in store.list_workers() if w.id != "gone-host:1:dead"], timeout=30,
+                        message="the worker's registry row")
+        worker_id = live[0].id
+        code, report = doctor(db_url)
+        workers = check(report, "workers")
+        assert code == 1 and "ready jobs in orphan, which no live worker takes" in workers["detail"]
+        assert "worker -q orphan" in workers["fix"]
+
+        execute(app, "DELETE FROM {jobs} WHERE queue = 'orphan'")
+        code, report = doctor(db_url)
+        workers = check(report, "workers")
+        assert code == 0 and workers["status"] == "warn"  # the stale row is still there
+        assert workers["data"]["alive"] == [worker_id]
+        assert any(re.match(re.escape(worker_id) + r": alive, queues \S+, concurrency 1, last heartbeat", i)
+                   for i in workers["items"]), workers["items"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------- the DDL reader
+@pytest.mark.parametrize("url", ["sqlite:///unused.db", "postgresql://h/db", "mysql://u@h/db"])
+def test_expected_schema_is_read_from_every_dialects_ddl(url):
+    store = open_store(url)
+    expected = expected_schema(store)
+    columns = {t: set(spec.columns) for t, spec in expected.tables.items()}
+    assert {c.strip() for c in JOB_COLUMNS.split(",")} <= columns["errands_jobs"]
+    assert {c.strip() for c in FAILED_COLUMNS.split(",")} <= columns["errands_failed_jobs"]
+    assert {c.strip() for c in WORKER_COLUMNS.split(",")} <= columns["errands_workers"]
+    assert "errands_schema" in expected.tables and "errands_stats" in expected.tables
+    claim = expected.indexes["errands_jobs_claim"].spec
+    if store.dialect == "mysql":
+        assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "id")
+    else:
+        assert claim.columns == ("queue", "priority", "id")
+        assert claim.predicate == "reserved_byisnullandblocked_byisnull"
+    version_1 = expected_schema(store, 1)
+    assert "blocked_by" not in version_1.tables["errands_jobs"].columns and "errands_stats" not in version_1.tables
+
+
+def test_unknown_ddl_is_refused_rather_than_ignored():
+    with pytest.raises(DDLNotUnderstood):
+        _Replay(1).apply("CREATE VIEW errands_v AS SELECT 1")
+    replay = _Replay(1)
+    replay.apply("CREATE TABLE t (id INT)")
+    with pytest.raises(DDLNotUnderstood):
+        replay.apply("ALTER TABLE t RENAME COLUMN id TO key")
+
+
+def test_python_api_needs_no_cli(app):
+    report = diagnose(app)
+    assert report.exit_code == 0 and report.get("schema_drift") is not None
+    assert report.as_dict()["checks"][0]["name"] == "connectivity"
