@@ -157,11 +157,14 @@ def read_tool_table(path: Path) -> dict[str, Any]:
     """The ``[tool.errands]`` table of a TOML file ({} when it has none)."""
     if sys.version_info >= (3, 11):
         import tomllib
-    else:  # pragma: no cover - Python 3.10 only
+    else:  # pragma: no cover - Python 3.10 only: tomllib's backport, needed only when the file configures errands
         try:
             import tomli as tomllib
         except ImportError:
-            raise ConfigurationError("reading pyproject.toml on Python 3.10 needs tomli: pip install tomli") from None
+            if "[tool.errands" not in path.read_text(errors="replace"):
+                return {}
+            raise ConfigurationError(f"{path} configures errands; reading it on Python 3.10 needs tomli: "
+                                     "pip install tomli") from None
     try:
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
