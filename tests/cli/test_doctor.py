@@ -168,6 +168,12 @@ def test_unreachable_database_is_one_clear_failure(url, message):
     assert lines[-1] == "1 check needs action: connectivity (exit code 1)"
 
 
+def test_an_app_that_cannot_be_loaded_is_a_failed_check():
+    done = run_cli("sqlite:///unused.db", "doctor", ERRANDS_APP="no_such_module:app")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    assert re.search(r"^(✗|x) FAIL +app +cannot load the app: cannot import 'no_such_module'", done.stdout, re.M)
+
+
 # ---------------------------------------------------------------------- SQLite
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_sqlite_file_switched_out_of_wal_is_reported(app, db_url):

@@ -179,11 +179,12 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
     tables are all there, the version rows were lost (and migrating would trip over them)."""
     store = ctx.store
     assert ctx.live is not None
-    before = expected_schema(store, recorded)
-    newer = [t for t in ctx.expected.tables if t not in before.tables]
+    before, live = expected_schema(store, recorded), ctx.live
+    newer_columns = [(t, c) for t, spec in ctx.expected.tables.items() for c in spec.columns
+                     if t not in before.tables or c not in before.tables[t].columns]
     newer_indexes = [i for i in ctx.expected.indexes if i not in before.indexes]
-    present = newer and all(t in ctx.live.tables for t in newer) and all(i in ctx.live.indexes
-                                                                          for i in newer_indexes)
+    present = bool(newer_columns or newer_indexes) and all(
+        c in live.tables.get(t, set()) for t, c in newer_columns) and all(i in live.indexes for i in newer_indexes)
     detail = f"the schema is at version {recorded}, this code needs version {code}"
     if present:
         rows = "; ".join(f"INSERT INTO {store.t_schema} (version) VALUES ({v})" for v in range(recorded + 1, code + 1))
