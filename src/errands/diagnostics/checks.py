@@ -304,7 +304,7 @@ def clock_skew(ctx: Context, samples: int = 3) -> Check:
     data = {"skew_seconds": round(skew, 4), "uncertainty_seconds": round(error, 4),
             "database_time": round(db, 3), "host_time": round((before + after) / 2, 3)}
     way = "ahead of" if skew >= 0 else "behind"
-    detail = f"the database clock is {abs(skew):.3f} s {way} this host's (±{error:.3f} s)"
+    detail = f"the database clock is {abs(skew):.3f} s {way} this host's (+/- {error:.3f} s)"
     if store.dialect == "sqlite":
         return Check("clock_skew", Status.OK, detail + ": SQLite reads this host's clock", data=data)
     if abs(skew) - error > SKEW_WARN_SECONDS:
