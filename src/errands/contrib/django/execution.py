@@ -1,0 +1,101 @@
+"""A Django task as an errands job: the function a worker calls for it.
+
+The worker runs it like any job; around the task's own function it does what a Django
+task expects of its runner: a ``TaskContext`` as first argument for ``takes_context``
+tasks, Django's ``task_started`` / ``task_finished`` signals, the return value normalised
+to JSON as Django's backends do (a value that cannot be fails the run), and, for plain
+functions, the connection housekeeping Django does around a request
+(``close_old_connections`` before and after), since a worker thread lives for many tasks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils import timezone
+
+from ...errors import Discard
+from ...worker.context import JobContext, current_job
+from ...worker.execution import error_name
+from .compat import TaskContext, TaskResult, TaskResultStatus, normalize_json, task_finished, task_started
+from .results import error_of, worker_ids
+
+
+def job_function(task: Any, backend: Any) -> Callable[..., Any]:
+    """What errands registers for ``task``: same arguments as the task (minus ``context``)."""
+    func = task.func
+    parameters = list(inspect.signature(func).parameters.values())
+    if task.takes_context:
+        parameters = parameters[1:]
+    sender = type(backend)
+
+    if inspect.iscoroutinefunction(func):
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            result = _running(task, backend.alias, args, kwargs)
+            await sync_to_async(task_started.send)(sender=sender, task_result=result)
+            try:
+                value = normalize_json(await func(*_context(task, result), *args, **kwargs))
+            except Exception as exc:
+                await sync_to_async(_finished)(sender, result, exc)
+                raise
+            await sync_to_async(_finished)(sender, result, None, value)
+            return value
+
+        run: Callable[..., Any] = run_async
+    else:
+        def run_sync(*args: Any, **kwargs: Any) -> Any:
+            close_old_connections()
+            try:
+                result = _running(task, backend.alias, args, kwargs)
+                task_started.send(sender=sender, task_result=result)
+                try:
+                    value = normalize_json(func(*_context(task, result), *args, **kwargs))
+                except Exception as exc:
+                    _finished(sender, result, exc)  # inside the except: receivers may log exc_info
+                    raise
+                _finished(sender, result, None, value)
+                return value
+            finally:
+                close_old_connections()
+
+        run = run_sync
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__name__, run.__qualname__, run.__module__ = func.__name__, func.__qualname__, func.__module__
+    run.__doc__ = func.__doc__
+    return run
+
+
+def _context(task: Any, result: Any) -> tuple[Any, ...]:
+    return (TaskContext(task_result=result),) if task.takes_context else ()
+
+
+def _running(task: Any, alias: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The TaskResult a running task (and the signals) see: this run's id, attempt and worker."""
+    job: JobContext = current_job()
+    now = timezone.now()
+    try:
+        stored = replace(task, queue_name=job.queue)
+    except Exception:  # the queue is no longer in QUEUES: describe the task as registered
+        stored = task
+    return TaskResult(task=stored, id=str(job.id), status=TaskResultStatus.RUNNING, enqueued_at=None,
+                      started_at=now, last_attempted_at=now, finished_at=None, args=list(args), kwargs=dict(kwargs),
+                      backend=alias, errors=[], worker_ids=worker_ids(job.attempt, job.worker_id))
+
+
+def _finished(sender: type, result: Any, exc: BaseException | None, value: Any = None) -> None:
+    object.__setattr__(result, "finished_at", timezone.now())
+    if exc is None:
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "_return_value", value)
+    else:
+        job = current_job()
+        final = job.is_last_attempt or isinstance(exc, Discard)
+        object.__setattr__(result, "status", TaskResultStatus.FAILED if final else TaskResultStatus.READY)
+        result.errors.append(error_of(error_name(exc), str(exc) or repr(exc)))
+    task_finished.send(sender=sender, task_result=result)
+

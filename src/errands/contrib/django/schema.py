@@ -1,0 +1,60 @@
+"""errands' tables in a Django project's database.
+
+``manage.py migrate`` creates them: this app's migration runs errands' own migrations on the
+connection Django is migrating, inside Django's migration transaction where the database has
+transactional DDL (SQLite, PostgreSQL), so it works on a test database and on an in-memory
+one as well.  errands records its schema version in its own table, so running it again
+applies only what is missing; a future errands schema version ships as one more Django
+migration calling :func:`migrate_connection` again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from ...store import SQLStore, open_store
+from .compat import task_backends
+
+DDL_URLS = {"sqlite": "sqlite:///unused.db", "postgresql": "postgresql:///unused", "mysql": "mysql:///unused"}
+"""A store made only to produce DDL never connects: its URL just picks the dialect."""
+
+
+def errands_backends() -> list[Any]:
+    """Every backend in ``TASKS`` that is an ErrandsBackend (in settings order)."""
+    from .backend import ErrandsBackend
+
+    found = []
+    for alias, params in (getattr(settings, "TASKS", None) or {}).items():
+        try:
+            cls = import_string(params["BACKEND"])
+        except (ImportError, KeyError, TypeError):
+            continue  # Django reports a broken TASKS entry itself
+        if isinstance(cls, type) and issubclass(cls, ErrandsBackend):
+            found.append(task_backends[alias])
+    return found
+
+
+def migrate_connection(connection: Any) -> list[int]:
+    """Create or upgrade the tables of every errands backend that lives in ``connection``'s
+    database, on that connection (and in its transaction, if one is open).  Returns the
+    schema versions applied."""
+    applied: list[int] = []
+    prefixes = {b.config.table_prefix for b in errands_backends() if b.config.database == connection.alias}
+    for prefix in sorted(prefixes):
+        store = ddl_store(connection.vendor, prefix)
+        with connection.cursor() as cursor:
+            # errands' own migration routine on the caller's cursor: the same steps, locks and
+            # version records as `errands migrate`, in the transaction Django opened.
+            applied += store._apply_migrations(cursor.cursor)
+    return applied
+
+
+def ddl_store(vendor: str, prefix: str) -> SQLStore:
+    if vendor not in DDL_URLS:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"errands runs on SQLite, PostgreSQL and MySQL/MariaDB, not {vendor!r}")
+    return open_store(DDL_URLS[vendor], prefix=prefix)
