@@ -55,3 +55,12 @@ clean:
 BENCH_ARGS ?=
 bench: venv
 	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
+
+# make bench-dashboard [BACKEND=postgres|mariadb|sqlite] [JOBS=1000000] [DEAD=100000]: fills a scratch database
+# and times every dashboard page over HTTP (docs/performance.md, "Dashboard with 1,000,000 jobs").
+.PHONY: bench-dashboard
+BACKEND ?= postgres
+JOBS ?= 1000000
+DEAD ?= 100000
+bench-dashboard: venv
+	$(VENV_PYTHON) bench/dashboard_pages.py --backend $(BACKEND) --jobs $(JOBS) --dead $(DEAD) $(BENCH_ARGS)
