@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from contrib_helpers import ROOT
 from helpers import drain, wait_for
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -143,3 +147,37 @@ def test_in_process_worker_options_and_restart(app: Errands) -> None:
     finally:
         assert worker.stop()
     assert worker.stop()  # stopping twice is harmless
+
+
+EXITING_APP = """
+import sys, time
+from errands import Errands, JobState
+from errands.contrib.flask import start_worker
+
+errands = Errands(sys.argv[1])
+
+@errands.job(name="slow")
+def slow() -> None:
+    time.sleep(120)
+
+start_worker(errands, shutdown_timeout=0.2, sleep=0.05)   # stop_at_exit: atexit stops it
+handle = slow.enqueue()
+deadline = time.monotonic() + 60
+while handle.status() is not JobState.RUNNING:
+    assert time.monotonic() < deadline, "the job never started"
+    time.sleep(0.02)
+print(handle.id, flush=True)
+sys.exit(0)   # a normal exit, as gunicorn's graceful stop or Ctrl-C make it
+"""
+
+
+@THREE
+def test_start_worker_gives_running_jobs_back_when_the_process_exits(app: Errands, db_url: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", EXITING_APP, db_url], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.split()[0])
+    row = app.store.get_job(job_id)
+    assert row is not None and row.reserved_by is None and row.attempts == 0  # back in the queue, not lost
+    assert app.store.list_workers() == []
