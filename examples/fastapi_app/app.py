@@ -1,7 +1,7 @@
 """A FastAPI app that runs its background jobs with errands, in its own process.
 
 - one registered job (``count_words``, which keeps its result),
-- ``POST /jobs`` enqueues a registered job by name for a signed-in user; ``GET /jobs/{id}`` tells how it went,
+- ``POST /jobs`` enqueues a registered job by name and ``GET /jobs/{id}`` tells how it went (signed-in users),
 - an in-process worker started and stopped by the app's lifespan,
 - the errands dashboard at ``/errands``, behind the app's own session login: ``ada`` is an admin
   there, ``vic`` a viewer.
@@ -113,7 +113,10 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
         return {"id": handle.id, "job": handle.name}
 
     @api.get("/jobs/{job_id}")
-    async def job_status(job_id: int) -> dict[str, Any]:
+    async def job_status(job_id: int, request: Request) -> dict[str, Any]:
+        if signed_in(request) is None:
+            raise HTTPException(401, "sign in first")
+
         def look() -> dict[str, Any]:
             state = errands.job_state(job_id)
             found = errands.store.get_result(job_id) if state is JobState.SUCCEEDED else None

@@ -1,7 +1,7 @@
 """A Flask app that runs its background jobs with errands, in its own process.
 
 - one registered job (``count_words``, which keeps its result),
-- ``POST /jobs`` enqueues a registered job by name for a signed-in user; ``GET /jobs/<id>`` tells how it went,
+- ``POST /jobs`` enqueues a registered job by name and ``GET /jobs/<id>`` tells how it went (signed-in users),
 - an in-process worker on a background thread, started by the factory, stopped at exit,
 - the errands dashboard at ``/errands``, behind the app's own session login (``flask.session``):
   ``ada`` is an admin there, ``vic`` a viewer.
@@ -104,6 +104,8 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
 
     @app.get("/jobs/<int:job_id>")
     def job_status(job_id: int) -> Any:
+        if signed_in() is None:
+            return {"error": "sign in first"}, 401
         state = errands.job_state(job_id)
         found = errands.store.get_result(job_id) if state is JobState.SUCCEEDED else None
         return {"id": job_id, "state": state.value, "result": found.result if found else None}

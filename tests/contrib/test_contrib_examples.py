@@ -61,6 +61,7 @@ def test_enqueue_endpoint_then_the_in_process_worker_runs_the_job(web_factory: A
 def test_bad_input_gets_a_clear_4xx_and_stores_nothing(web_factory: Any, framework: str) -> None:
     web = web_factory()
     assert web.post("/jobs", json={"job": "count_words", "args": ["x"]}).status == 401  # not signed in
+    assert web.get("/jobs/1").status == 401
     web.login("vic")
     r = web.post("/jobs", json={"job": "nope", "args": []})
     assert r.status == 400
