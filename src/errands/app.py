@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from .config import check_queue_name, database_url
 from .cron import Cron
 from .errors import ConfigurationError, InvalidOption, UnknownJob
-from .hooks import Hooks
+from .hooks import Enqueue, Hooks, enqueuing
 from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
 from .limits import RateLimit, parse_rate_limit
 from .retry import BackoffSpec, make_backoff
@@ -221,6 +221,15 @@ class Errands:
         """``fn(ctx, error_type, error_message)`` whenever a run lands in the dead letter."""
         return self.hooks.on_dead(fn)
 
+    def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(ctx, error_type, error_message, delay)`` whenever a failed run is given back for a retry."""
+        return self.hooks.on_retry(fn)
+
+    def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(enqueue)`` returning a context manager (or a generator) wrapped around every call that
+        stores jobs (see :class:`errands.hooks.Enqueue`)."""
+        return self.hooks.around_enqueue(fn)
+
     def get_job(self, name: str) -> JobDefinition[Any, Any]:
         try:
             return self.registry[name]
@@ -246,7 +255,11 @@ class Errands:
         batch = self._checked(jobs)
         if self.eager_mode:
             return [self.run_eagerly(self.get_job(new.name), new) for new in batch]
-        ids = self.store.enqueue(batch, cursor=cursor)
+        if self.hooks.enqueuing:
+            with enqueuing(self.hooks, Enqueue("enqueue_many", batch)) as call:
+                ids = call.ids = self.store.enqueue(call.stamp(batch), cursor=cursor)
+        else:
+            ids = self.store.enqueue(batch, cursor=cursor)
         return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch, strict=True)]
 
     def _checked(self, jobs: Iterable[NewJob]) -> list[NewJob]:
@@ -285,7 +298,13 @@ class Errands:
         if self.eager_mode:
             handles = [self.run_eagerly(self.get_job(new.name), new) for new in members]
             return BatchHandle(self, 0, handles)
-        batch_id, ids = self.store.create_batch(kind, members, on_complete, on_failure)
+        if self.hooks.enqueuing:
+            with enqueuing(self.hooks, Enqueue(kind, members)) as call:
+                complete, fail = (None if c is None else call.stamped(c) for c in (on_complete, on_failure))
+                batch_id, ids = self.store.create_batch(kind, call.stamp(members), complete, fail)
+                call.batch_id, call.ids = batch_id, ids
+        else:
+            batch_id, ids = self.store.create_batch(kind, members, on_complete, on_failure)
         return BatchHandle(self, batch_id, [JobHandle(self, i, new.name) for i, new in zip(ids, members, strict=True)])
 
     def batch_status(self, batch_id: int) -> BatchRow | None:

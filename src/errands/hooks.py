@@ -1,39 +1,75 @@
-"""Hooks around job runs, per app and per job: for logging, metrics, tracing and error reporting.
+"""Hooks around job runs and enqueues, per app and per job: for logging, metrics, tracing and error reporting.
+
+Runs (per app and per job):
 
 * ``before(ctx)`` runs just before the handler; an exception there fails the run.
 * ``after(ctx, error)`` runs after it (``error`` is None on success); its own
-  exceptions are logged and never change the run's outcome.
+  exceptions are logged and never change the run's outcome.  It sees every failed
+  attempt, with the exception object and its traceback.
 * ``around(ctx)`` returns a context manager entered around the handler (a generator
   function is accepted and wrapped with ``contextlib.contextmanager``), e.g. a span.
+* ``on_retry(ctx, error_type, error_message, delay)`` runs in the worker after a failed
+  run was given back for another attempt in ``delay`` seconds (the retry is committed).
 * ``on_dead(ctx, error_type, error_message)`` runs in the worker after a run was moved
   to the dead letter (seed 004's ``failed()``).
 
 App hooks wrap job hooks: app ``around`` is outermost, then the job's, then app
 ``before``, job ``before``, the handler, job ``after``, app ``after``.  For ``async
 def`` jobs the hooks run on the worker's event loop, inside the job's own context.
+
+Enqueues (per app only): ``around_enqueue(enqueue)`` returns a context manager (or is a
+generator) entered around every call that stores jobs: ``job.enqueue``, ``job.aenqueue``,
+``app.enqueue``, ``app.enqueue_many``, ``app.batch`` and ``app.chain`` (not eager mode,
+which stores nothing).  It sees an :class:`Enqueue`; an enqueue that fails (arguments
+JSON cannot hold, the database down) raises through it.  It may set
+``enqueue.headers``: a few strings stored with each job of the call inside its JSON
+payload and handed to no handler; :func:`job_headers` reads them during the run.  This
+is how a trace context travels from the enqueue to the run without a column.
+
+Nothing here costs a plain job anything: the worker reads one attribute per run
+(``Hooks.any``) and an enqueue one attribute per call (``Hooks.enqueuing``), and only
+when they are true does it build a context or enter a hook.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any, ContextManager
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ContextManager
+
+from .errors import ConfigurationError, InvalidOption
+
+if TYPE_CHECKING:
+    from .store.rows import NewJob
 
 log = logging.getLogger("errands.hooks")
 
+HEADERS_KEY = "headers"
+"""The payload key that carries an enqueue's headers next to ``args`` and ``kwargs``."""
+HEADERS_LIMIT = 4096
+"""Bytes of JSON the headers of one enqueue may take (they are not counted in ``payload_limit``)."""
+
 
 class Hooks:
-    __slots__ = ("before_run", "after_run", "around_run", "dead", "any")
+    __slots__ = ("before_run", "after_run", "around_run", "retry", "dead", "enqueue_around", "any", "enqueuing",
+                 "scope")
 
-    def __init__(self) -> None:
+    def __init__(self, scope: str = "app") -> None:
         self.before_run: list[Callable[..., Any]] = []
         self.after_run: list[Callable[..., Any]] = []
         self.around_run: list[Callable[..., ContextManager[Any]]] = []
+        self.retry: list[Callable[..., Any]] = []
         self.dead: list[Callable[..., Any]] = []
+        self.enqueue_around: list[Callable[..., ContextManager[Any]]] = []
         self.any = False
-        """Whether any hook is registered: read for every run, so a plain attribute."""
+        """Whether any run hook is registered: read for every run, so a plain attribute."""
+        self.enqueuing = False
+        """Whether any enqueue hook is registered: read for every enqueue."""
+        self.scope = scope
+        """"app" or "job": enqueue hooks exist only for a whole app."""
 
     def __bool__(self) -> bool:
         return self.any
@@ -49,7 +85,12 @@ class Hooks:
         return fn
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        self.around_run.append(contextlib.contextmanager(fn) if inspect.isgeneratorfunction(fn) else fn)
+        self.around_run.append(_context_manager(fn))
+        self.any = True
+        return fn
+
+    def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self.retry.append(fn)
         self.any = True
         return fn
 
@@ -57,6 +98,17 @@ class Hooks:
         self.dead.append(fn)
         self.any = True
         return fn
+
+    def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if self.scope != "app":
+            raise ConfigurationError("enqueue hooks apply to a whole app: register them with app.around_enqueue")
+        self.enqueue_around.append(_context_manager(fn))
+        self.enqueuing = True
+        return fn
+
+
+def _context_manager(fn: Callable[..., Any]) -> Callable[..., ContextManager[Any]]:
+    return contextlib.contextmanager(fn) if inspect.isgeneratorfunction(fn) else fn
 
 
 def chain_of(app_hooks: Hooks, job_hooks: Hooks | None) -> list[Hooks]:
@@ -86,6 +138,15 @@ def call_after(chain: list[Hooks], ctx: Any, error: BaseException | None) -> Non
                 log.exception("after-hook %r failed", fn)
 
 
+def call_on_retry(chain: list[Hooks], ctx: Any, error_type: str, error_message: str, delay: float) -> None:
+    for hooks in reversed(chain):
+        for fn in hooks.retry:
+            try:
+                fn(ctx, error_type, error_message, delay)
+            except Exception:  # reported, never fatal to the worker
+                log.exception("on_retry hook %r failed", fn)
+
+
 def call_on_dead(chain: list[Hooks], ctx: Any, error_type: str, error_message: str) -> None:
     for hooks in reversed(chain):
         for fn in hooks.dead:
@@ -93,3 +154,99 @@ def call_on_dead(chain: list[Hooks], ctx: Any, error_type: str, error_message: s
                 fn(ctx, error_type, error_message)
             except Exception:  # reported, never fatal to the worker
                 log.exception("on_dead hook %r failed", fn)
+
+
+# ---------------------------------------------------------------------------------- enqueues
+class Enqueue:
+    """One call that stores jobs, as an ``around_enqueue`` hook sees it.
+
+    ``kind`` is "enqueue" (one job, sync or async), "enqueue_many", "batch" or "chain".
+    ``name`` and ``queue`` are the job name and queue when every job of the call shares
+    them (None otherwise); they are known on entry.  ``jobs`` holds the prepared jobs
+    once their arguments are encoded (for a single enqueue that happens inside the hook,
+    so a refused argument raises through it), ``ids`` the stored ids once the insert
+    returned, and ``batch_id`` the batch of ``batch``/``chain``.
+    """
+
+    __slots__ = ("kind", "name", "queue", "jobs", "headers", "ids", "batch_id", "_stamp")
+
+    def __init__(self, kind: str, jobs: Sequence[NewJob] = (), *, name: str | None = None,
+                 queue: str | None = None) -> None:
+        self.kind = kind
+        self.jobs: list[NewJob] = list(jobs)
+        if jobs and name is None:
+            names = {j.name for j in jobs}
+            name = next(iter(names)) if len(names) == 1 else None
+        if jobs and queue is None:
+            queues = {j.queue for j in jobs}
+            queue = next(iter(queues)) if len(queues) == 1 else None
+        self.name = name
+        self.queue = queue
+        self.headers: dict[str, str] = {}
+        self.ids: list[int] = []
+        self.batch_id: int | None = None
+        self._stamp: str | None = None
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue the call stores jobs in, sorted."""
+        return sorted({j.queue for j in self.jobs} or ({self.queue} if self.queue else set()))
+
+    def stamp(self, jobs: Sequence[NewJob]) -> list[NewJob]:
+        """Record ``jobs`` as this call's and return them with the headers written into their payloads."""
+        if not self.jobs:
+            self.jobs = list(jobs)
+        return [self.stamped(j) for j in jobs] if self.headers else list(jobs)
+
+    def stamped(self, job: NewJob) -> NewJob:
+        """``job`` with this call's headers inside its payload (unchanged without headers)."""
+        if not self.headers:
+            return job
+        if self._stamp is None:
+            self._stamp = _encode_headers(self.headers)
+        payload = job.payload.rstrip()
+        if not payload.endswith("}"):  # not errands' JSON object (refused at run time anyway)
+            return job
+        return job._replace(payload=f"{payload[:-1]},{self._stamp}}}")
+
+    def __repr__(self) -> str:
+        return f"<Enqueue {self.kind} name={self.name!r} queue={self.queue!r} jobs={len(self.jobs)} ids={self.ids}>"
+
+
+def _encode_headers(headers: dict[str, str]) -> str:
+    if not all(type(k) is str and type(v) is str for k, v in headers.items()):
+        raise InvalidOption(f"enqueue headers must map strings to strings, got {headers!r}")
+    text = json.dumps(headers, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode()) > HEADERS_LIMIT:
+        raise InvalidOption(f"enqueue headers take {len(text.encode())} bytes as JSON, over the limit of "
+                            f"{HEADERS_LIMIT}")
+    return f'"{HEADERS_KEY}":{text}'
+
+
+@contextlib.contextmanager
+def enqueuing(hooks: Hooks, enqueue: Enqueue) -> Iterator[Enqueue]:
+    """Enter every ``around_enqueue`` hook around one call that stores jobs."""
+    with contextlib.ExitStack() as stack:
+        for make in hooks.enqueue_around:
+            stack.enter_context(make(enqueue))
+        yield enqueue
+
+
+def job_headers() -> dict[str, str]:
+    """The headers an enqueue hook stored with the job that is running now ({} if none).
+
+    For ``around``, ``before`` and ``after`` hooks and handlers; it parses the payload
+    again, so it costs a JSON decode: call it once per run."""
+    from .worker.context import running_row
+
+    current = running_row.get()
+    if current is None:
+        return {}
+    try:
+        data = json.loads(current[0].payload)
+    except ValueError:
+        return {}
+    headers = data.get(HEADERS_KEY) if type(data) is dict else None
+    if type(headers) is not dict:
+        return {}
+    return {k: v for k, v in headers.items() if type(v) is str}

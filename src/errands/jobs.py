@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .config import check_queue_name
 from .errors import InvalidOption, JobCancelled, JobFailed, PayloadNotSerializable, PayloadTooLarge
+from .hooks import Enqueue, enqueuing
 from .limits import RateLimit
 from .retry import Backoff
 from .store.rows import FLAG_RESULT, JobState, NewJob
@@ -264,11 +265,11 @@ class JobDefinition(Generic[P, R]):
 
     @property
     def hooks(self) -> Hooks:
-        """Per-job hooks (``@job.before``, ``@job.after``, ``@job.around``, ``@job.on_dead``)."""
+        """Per-job hooks (``@job.before``, ``@job.after``, ``@job.around``, ``@job.on_retry``, ``@job.on_dead``)."""
         from .hooks import Hooks
 
         if self.behaviour.hooks is None:
-            object.__setattr__(self.behaviour, "hooks", Hooks())
+            object.__setattr__(self.behaviour, "hooks", Hooks(scope="job"))
         assert self.behaviour.hooks is not None
         return self.behaviour.hooks
 
@@ -280,6 +281,10 @@ class JobDefinition(Generic[P, R]):
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self.hooks.around(fn)
+
+    def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``fn(context, error_type, error_message, delay)``, called when a failed run will be retried."""
+        return self.hooks.on_retry(fn)
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register ``fn(context, error_type, error_message)``, called when a run lands in the dead letter."""
@@ -334,8 +339,12 @@ class JobDefinition(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Store one run of this job; returns as soon as the row is committed."""
-        new = self.prepare(*args, **kwargs)
         app = self.app
+        if app.hooks.enqueuing and not app.eager_mode:
+            with enqueuing(app.hooks, Enqueue("enqueue", name=self.name, queue=self.options.queue)) as call:
+                call.ids = app.store.enqueue(call.stamp([self.prepare(*args, **kwargs)]), cursor=self._cursor)
+            return JobHandle(app, call.ids[0], self.name)
+        new = self.prepare(*args, **kwargs)
         if app.eager_mode:
             return app.run_eagerly(self, new, args, kwargs)
         # prepare() already checked everything enqueue_many would (this definition is registered).
@@ -344,6 +353,12 @@ class JobDefinition(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """``enqueue`` for async callers: the blocking insert runs in a worker thread."""
+        app = self.app
+        if app.hooks.enqueuing and not app.eager_mode:
+            with enqueuing(app.hooks, Enqueue("enqueue", name=self.name, queue=self.options.queue)) as call:
+                jobs = call.stamp([self.prepare(*args, **kwargs)])
+                call.ids = await asyncio.to_thread(app.store.enqueue, jobs, self._cursor)
+            return JobHandle(app, call.ids[0], self.name)
         new = self.prepare(*args, **kwargs)
         if self.app.eager_mode:
             return self.app.run_eagerly(self, new, args, kwargs)

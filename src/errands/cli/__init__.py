@@ -21,6 +21,7 @@ from .dashboard import dashboard, users
 from .doctor import doctor
 from .failed import failed
 from .jobs import enqueue, status
+from .metrics import metrics
 from .worker import worker
 
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
@@ -82,3 +83,4 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users,
                 doctor):
     main.add_command(command)
+main.add_command(metrics)

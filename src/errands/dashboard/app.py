@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -468,7 +468,10 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return JSONResponse(openapi_document(request.scope.get("root_path", "")))
 
     async def metrics(request: Request, user: Principal) -> Response:
-        return PlainTextResponse(await run_in_threadpool(ops.prometheus, app), media_type="text/plain; version=0.0.4")
+        from ..metrics import render
+
+        body, content_type = await run_in_threadpool(render, app, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     async def healthz(request: Request) -> Response:
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -354,46 +354,12 @@ def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> 
              "detail": a.detail} for a in app.store.audit_log(limit, before_id)]
 
 
-@dataclass
-class Metrics:
-    """Numbers for ``/metrics``, read in one pass."""
-
-    lines: list[str] = field(default_factory=list)
-
-    def add(self, name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            label = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(labels.items()))
-            self.lines.append(f"{name}{{{label}}} {value:g}" if label else f"{name} {value:g}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def prometheus(app: Errands) -> str:
     """Queue depth, oldest age, throughput and failures (last hour) and worker count, in the
-    Prometheus text format."""
-    data = overview(app, "1h")
-    m = Metrics()
-    m.add("errands_jobs", "gauge", "Jobs by queue and state.",
-          [({"queue": q["name"], "state": s}, q[s]) for q in data["queues"]
-           for s in ("ready", "delayed", "blocked", "running", "stale", "failed")])
-    m.add("errands_oldest_ready_seconds", "gauge", "Age of the oldest ready job per queue.",
-          [({"queue": q["name"]}, q["oldest_ready_seconds"] or 0.0) for q in data["queues"]])
-    m.add("errands_queue_paused", "gauge", "1 when the queue is paused.",
-          [({"queue": q["name"]}, 1.0 if q["paused"] else 0.0) for q in data["queues"]])
-    t = data["throughput"]
-    m.add("errands_succeeded_last_hour", "gauge", "Runs that succeeded in the last hour.", [({}, t["total_succeeded"])])
-    m.add("errands_failed_last_hour", "gauge", "Runs that failed (any attempt) in the last hour.",
-          [({}, t["total_failed"])])
-    m.add("errands_workers", "gauge", "Registered worker processes by liveness.",
-          [({"alive": "true"}, data["workers_alive"]), ({"alive": "false"}, data["workers_stale"])])
-    return m.text()
+    Prometheus text format (:class:`errands.metrics.ErrandsCollector`, rendered by prometheus_client)."""
+    from ..metrics import render
+
+    return render(app)[0].decode()
 
 
 __all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "enqueue", "enqueue_form",

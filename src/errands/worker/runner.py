@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
-from ..hooks import call_on_dead, chain_of
+from ..hooks import call_on_dead, call_on_retry, chain_of
 from ..jobs import encode_result
 from ..store.features import Finished, Limit
 from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
@@ -502,6 +502,9 @@ class Worker:
         if outcome.result is Result.ERROR and definition is not None and row.attempts < row.max_attempts:
             delay = outcome.retry_delay if outcome.retry_delay is not None else definition.backoff(row.attempts)
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
+                chain = chain_of(self.app.hooks, definition.behaviour.hooks)
+                if chain:
+                    call_on_retry(chain, context_of(row, self.app), outcome.error_type, outcome.error_message, delay)
                 log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, delay,
                          row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
                                                                 "queue": row.queue, "retry_in": delay})

@@ -1,0 +1,105 @@
+"""Prometheus figures read from the database: queue depths, ages, pauses, throughput, workers.
+
+Every worker and the dashboard write to the same tables, so any process that can reach the
+database can report the whole system: the dashboard's ``/metrics``, ``errands metrics``
+(a standalone exporter) and your own application's registry all serve this collector::
+
+    from prometheus_client import REGISTRY
+    REGISTRY.register(ErrandsCollector(app))
+
+It reads the figures when scraped (one ``services.operator.overview`` per scrape, the same
+numbers the dashboard's overview shows), never in the background, and reports
+``errands_database_up 0`` instead of failing the scrape when the database cannot be read.
+Counts of a state above the dashboard's count cap are reported as the cap (a lower bound).
+Per-run counters and durations come from the workers themselves:
+:mod:`errands.contrib.prometheus`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from .errors import StoreError
+
+if TYPE_CHECKING:
+    from .app import Errands
+
+log = logging.getLogger("errands.metrics")
+
+STATES = ("ready", "delayed", "blocked", "running", "stale", "failed")
+
+
+class ErrandsCollector(Collector):
+    """The database's view of errands as Prometheus gauges (a custom collector: read at scrape time)."""
+
+    def __init__(self, app: Errands) -> None:
+        self.app = app
+
+    def describe(self) -> Iterator[Metric]:
+        """The metric names without reading anything: registering must not query the database."""
+        yield from _families(None)
+
+    def collect(self) -> Iterator[Metric]:
+        from .services.operator import overview
+
+        try:
+            data = overview(self.app, "1h")
+        except StoreError as exc:
+            log.warning("errands metrics: cannot read the database (%s)", exc)
+            yield _up(0.0)
+            return
+        yield from _families(data)
+
+
+def _up(value: float | None) -> Metric:
+    up = GaugeMetricFamily("errands_database_up", "1 when the figures could be read from the database.")
+    if value is not None:
+        up.add_metric([], value)
+    return up
+
+
+def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
+    """Every family; without ``data``, their names and help only (for ``describe``)."""
+    jobs = GaugeMetricFamily("errands_jobs", "Jobs by queue and state.", labels=["queue", "state"])
+    oldest = GaugeMetricFamily("errands_oldest_ready_seconds", "Age of the oldest ready job per queue.",
+                               labels=["queue"])
+    paused = GaugeMetricFamily("errands_queue_paused", "1 when the queue is paused.", labels=["queue"])
+    succeeded = GaugeMetricFamily("errands_succeeded_last_hour", "Runs that succeeded in the last hour.")
+    failed = GaugeMetricFamily("errands_failed_last_hour", "Runs that failed (any attempt) in the last hour.")
+    workers = GaugeMetricFamily("errands_workers", "Registered worker processes by liveness.", labels=["alive"])
+    if data is not None:
+        for q in data["queues"]:
+            for state in STATES:
+                jobs.add_metric([q["name"], state], q[state])
+            oldest.add_metric([q["name"]], q["oldest_ready_seconds"] or 0.0)
+            paused.add_metric([q["name"]], 1.0 if q["paused"] else 0.0)
+        succeeded.add_metric([], data["throughput"]["total_succeeded"])
+        failed.add_metric([], data["throughput"]["total_failed"])
+        workers.add_metric(["true"], data["workers_alive"])
+        workers.add_metric(["false"], data["workers_stale"])
+    yield from (jobs, oldest, paused, succeeded, failed, workers)
+    yield _up(None if data is None else 1.0)
+
+
+def registry_for(app: Errands) -> CollectorRegistry:
+    """A registry holding only this app's collector (what the dashboard and ``errands metrics`` serve)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ErrandsCollector(app))
+    return registry
+
+
+def render(app: Errands, accept: str | None = None) -> tuple[bytes, str]:
+    """The collector's figures as an HTTP body and content type, in the format ``accept`` asks for
+    (the Prometheus text format by default, OpenMetrics when the scraper prefers it)."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry_for(app)), content_type
+
+
+__all__ = ["ErrandsCollector", "registry_for", "render"]
