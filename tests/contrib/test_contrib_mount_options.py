@@ -124,3 +124,19 @@ def test_flask_mount_refuses_an_a2wsgi_that_drops_the_environ(app: Errands, monk
     monkeypatch.setattr(contrib_flask, "build_scope", without_environ)
     with pytest.raises(ConfigurationError, match="wsgi_environ"):
         contrib_flask.mount_dashboard(Flask("old_a2wsgi"), app, auth=lambda: None)
+
+
+def test_flask_proxy_fix_wrapped_after_the_mount_reaches_the_dashboard(app: Errands) -> None:
+    from werkzeug.middleware.proxy_fix import ProxyFix
+
+    flask_app = Flask("proxied")
+    dashboard = contrib_flask.mount_dashboard(flask_app, app, auth=lambda: Principal("ada", "viewer"))
+    flask_app.wsgi_app = ProxyFix(flask_app.wsgi_app, x_proto=1, x_prefix=1)  # type: ignore[method-assign]
+    try:
+        r = flask_app.test_client().get("/errands/jobs", base_url="http://testserver",
+                                        headers={"X-Forwarded-Proto": "https", "X-Forwarded-Prefix": "/shop"})
+        assert r.status_code == 200
+        html = r.get_data(as_text=True)
+        assert [x for x in links(html) if not x.startswith(("/shop/errands/", "#", "?"))] == []
+    finally:
+        dashboard.close()
