@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EnqueueError, InvalidOption, JobNotFound
-from ..store.insights import COUNT_CAP, STATES
+from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES
 from ..store.rows import JobState
 from .status import ALIVE_AFTER_LEASES
 
@@ -46,10 +46,11 @@ def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
     for name in names:
         c = counts[name]
         for k in totals:
-            totals[k] += c[k]
+            totals[k] += c.counts[k]
         age = (now - oldest[name]).total_seconds() if name in oldest else None
-        queues.append({"name": name, **c, "capped": {k: v > COUNT_CAP for k, v in c.items()}, "paused": name in paused,
-                       "oldest_ready_seconds": age})
+        # "capped": the number is a lower bound (shown with a "+"): the count stopped at its cap.
+        queues.append({"name": name, **c.counts, "capped": {k: k in c.at_least for k in c.counts},
+                       "paused": name in paused, "oldest_ready_seconds": age})
     capped = {k: any(q["capped"][k] for q in queues) for k in totals}
     return {"now": now.isoformat(), "totals": totals, "totals_capped": capped, "count_cap": COUNT_CAP,
             "queues": queues,
@@ -63,15 +64,13 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[s
         raise InvalidOption(f"window must be one of {', '.join(WINDOWS)}")
     span, step = WINDOWS[window]
     now = now or app.store.now()
-    rows = app.store.stats_since(span)
     start = now - timedelta(seconds=span)
     buckets = span // step
     succeeded, failed = [0] * buckets, [0] * buckets
-    for r in rows:
-        index = int((r.minute - start).total_seconds() // step)
+    for index, ok, bad in app.store.throughput_buckets(start, step):
         if 0 <= index < buckets:
-            succeeded[index] += r.succeeded
-            failed[index] += r.failed
+            succeeded[index] += ok
+            failed[index] += bad
     return {"window": window, "bucket_seconds": step, "start": start.isoformat(), "succeeded": succeeded,
             "failed": failed, "total_succeeded": sum(succeeded), "total_failed": sum(failed)}
 
@@ -151,20 +150,44 @@ SORTS = ("newest", "oldest")
 
 def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50, sort: str = "newest",
               after_id: int | None = None) -> dict[str, Any]:
-    """One page of jobs: newest first pages down with ``before_id``, oldest first up with ``after_id``."""
+    """One page of jobs: newest first pages down with ``before_id``, oldest first up with ``after_id``.
+
+    A search by text or job name (``LIKE '%...%'``, which no index serves) looks at the
+    ``SEARCH_WINDOW`` jobs from where the page starts, not the whole table: ``searched`` says
+    which, its count is the matches in that window, and the next page goes on past the window
+    even when this one found fewer than ``limit`` jobs.
+    """
     flt.check()
     if sort not in SORTS:
         raise InvalidOption(f"sort must be one of {', '.join(SORTS)}")
     store = app.store
     now = store.now()
     oldest = sort == "oldest"
-    rows = store.search_jobs(**flt.args(), before_id=None if oldest else before_id,
-                             after_id=after_id if oldest else None, oldest_first=oldest, limit=limit)
-    total = store.count_jobs(**flt.args())
-    more = rows[-1].id if len(rows) == limit else None
+    before, after = (None, after_id) if oldest else (before_id, None)
+    searching = bool(flt.text or flt.name)
+    edge = (store.scan_edge("jobs", before_id=before, after_id=after, rows=SEARCH_WINDOW, oldest_first=oldest)
+            if searching else None)
+    rows = store.search_jobs(**flt.args(), before_id=before, after_id=after, oldest_first=oldest, limit=limit,
+                             edge_id=edge)
+    full = len(rows) == limit
+    if not full and (searching or (before is None and after is None)):
+        total = len(rows)  # the page holds every match (of the window): no second pass
+    elif searching:
+        total = store.count_jobs(**flt.args(), before_id=before, after_id=after, edge_id=edge, oldest_first=oldest)
+    else:
+        total = store.count_jobs(**flt.args())
+    more = rows[-1].id if full else edge
     return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP), "sort": sort,
             "count_capped": total > COUNT_CAP, "next_before_id": None if oldest else more,
-            "next_after_id": more if oldest else None}
+            "next_after_id": more if oldest else None, "searched": _searched(searching, edge, SEARCH_WINDOW)}
+
+
+def _searched(searching: bool, edge: int | None, window: int) -> dict[str, Any] | None:
+    """What a text or name search looked at: ``window`` rows down (or up) to id ``edge_id``;
+    ``complete`` when that reached the end of the table."""
+    if not searching:
+        return None
+    return {"window": window, "edge_id": edge, "complete": edge is None}
 
 
 def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
@@ -242,16 +265,26 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
 def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> dict[str, Any]:
     store = app.store
     args: dict[str, Any] = {"queue": flt.queue or None, "name": flt.name or None, "text": flt.text or None}
-    rows = store.search_failed(**args, before_id=before_id, limit=limit)
-    total = store.count_failed(**args)
-    groups = store.failure_groups(**args)
+    # A text or name search looks at DEAD_SEARCH_WINDOW entries from the page's start (see list_jobs);
+    # its groups at as many from the newest.
+    searching = bool(flt.text or flt.name)
+    edge = store.scan_edge("failed", before_id=before_id, rows=DEAD_SEARCH_WINDOW) if searching else None
+    rows = store.search_failed(**args, before_id=before_id, limit=limit, edge_id=edge)
+    full = len(rows) == limit
+    if not full and (searching or before_id is None):
+        total = len(rows)
+    else:
+        total = store.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
+    top_edge = edge if before_id is None or not searching else store.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
+    groups = store.failure_groups(**args, edge_id=top_edge)
     return {"entries": [{"id": r.id, "name": r.name, "queue": r.queue, "attempts": r.attempts,
                          "failed_at": _iso(r.failed_at), "error_type": r.error_type,
                          "error_message": r.error_message, "arguments": _arguments(r.payload)} for r in rows],
             "groups": [{"name": g.name, "error_type": g.error_type, "message": g.message, "count": g.entries,
                         "last_failed_at": _iso(g.last_failed_at), "example_id": g.example_id} for g in groups],
             "count": min(total, COUNT_CAP), "count_capped": total > COUNT_CAP,
-            "next_before_id": rows[-1].id if len(rows) == limit else None}
+            "next_before_id": rows[-1].id if full else edge,
+            "searched": _searched(searching, edge, DEAD_SEARCH_WINDOW)}
 
 
 def matching_failed(app: Errands, flt: JobFilter) -> list[int]:

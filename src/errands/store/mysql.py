@@ -307,6 +307,10 @@ class MySQLStore(SQLStore):
     def minute_sql(self) -> str:
         return "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
 
+    def epoch_sql(self, column: str) -> str:
+        # Times are stored as UTC DATETIMEs; TIMESTAMPDIFF ignores the session's time zone.
+        return f"TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', {column})"
+
     def _stats_upsert(self) -> str:
         return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql() +
                 ", %s, %s, %s) ON DUPLICATE KEY UPDATE succeeded = succeeded + VALUES(succeeded), "

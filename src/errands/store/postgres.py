@@ -306,6 +306,9 @@ class PostgresStore(SQLStore):
     def minute_sql(self) -> str:
         return "date_trunc('minute', now())"
 
+    def epoch_sql(self, column: str) -> str:
+        return f"EXTRACT(EPOCH FROM {column})"
+
     def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:
         # Idle workers learn at once that the next job of a chain is ready.
         cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))

@@ -204,6 +204,9 @@ class SQLiteStore(SQLStore):
     def minute_sql(self) -> str:
         return f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
 
+    def epoch_sql(self, column: str) -> str:
+        return column  # stored as epoch seconds already
+
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
