@@ -31,6 +31,12 @@ from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingList
 
 try:
     import pymysql
+
+    # Imported from the module itself, never read through the ``pymysql.err`` attribute: in a process
+    # where ``pymysql.install_as_MySQLdb()`` ran (Django on PyMySQL), importing ``MySQLdb.*`` loads
+    # second copies of pymysql's submodules and rebinds that attribute to a copy whose classes the
+    # driver never raises, so ``isinstance`` against it would miss every error.
+    from pymysql.err import InterfaceError, MySQLError, OperationalError, ProgrammingError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigurationError("MySQL/MariaDB support needs PyMySQL: pip install 'errands[mysql]'") from exc
 
@@ -58,7 +64,7 @@ class _NewRowsListener(PollingListener):
             with self.conn.cursor() as cur:
                 cur.execute(self.sql)
                 return int(cur.fetchone()[0] or 0)
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             raise StoreUnavailable(f"lost the polling connection: {exc}") from exc
 
     def close(self) -> None:
@@ -109,7 +115,7 @@ class MySQLStore(SQLStore):
     def listener(self) -> Listener | None:
         try:
             return _NewRowsListener(self)
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             raise StoreUnavailable(f"cannot poll {self.safe_url}: {exc}") from exc
 
     def _socket_of(self, conn: Any) -> int | None:
@@ -120,13 +126,13 @@ class MySQLStore(SQLStore):
             return -1
 
     def _classify(self, exc: BaseException) -> str | None:
-        if isinstance(exc, pymysql.err.InterfaceError):
+        if isinstance(exc, InterfaceError):
             return UNAVAILABLE
-        if isinstance(exc, pymysql.err.MySQLError):
+        if isinstance(exc, MySQLError):
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             if code in _RETRY_CODES:
                 return RETRY
-            if code in _GONE_CODES or (isinstance(exc, pymysql.err.OperationalError) and code is None):
+            if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None):
                 return UNAVAILABLE
             return FAIL
         if isinstance(exc, (ConnectionError, TimeoutError)):
@@ -291,7 +297,7 @@ class MySQLStore(SQLStore):
                 ids = super()._insert_returning_ids(cur, sql, params, count)
                 self.returning = True
                 return ids
-            except pymysql.err.ProgrammingError as exc:
+            except ProgrammingError as exc:
                 if exc.args[0] != _SYNTAX_ERROR or self.returning:
                     raise
                 self.returning = False  # MySQL: no INSERT ... RETURNING
@@ -335,7 +341,7 @@ class MySQLStore(SQLStore):
                 rows = self._claim_skip_locked(cur, owner, queue, limit, lease)
                 self.claim_mode = "skip_locked"
                 return rows
-            except pymysql.err.ProgrammingError as exc:
+            except ProgrammingError as exc:
                 if exc.args[0] != _SYNTAX_ERROR or self.claim_mode == "skip_locked":
                     raise
                 self._use_conditional_update()  # server without SKIP LOCKED; never try again

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ....errors import ErrandsError
+from errands.errors import ErrandsError
 from ...schema import ddl_store
 from ._common import errands_backend
 

@@ -15,10 +15,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ....config import mask_url
-from ....errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
-from ....worker.runner import WorkerSettings
-from ....worker.supervisor import Supervisor
+from errands.config import mask_url
+from errands.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
+from errands.worker.runner import WorkerSettings
+from errands.worker.supervisor import Supervisor
 from ._common import errands_backend
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(process)d] %(message)s"
@@ -118,7 +118,7 @@ class Command(BaseCommand):
 
 
 def _split(values: list[str]) -> tuple[str, ...]:
-    from ....config import check_queue_name
+    from errands.config import check_queue_name
 
     queues: list[str] = []
     for value in values:
