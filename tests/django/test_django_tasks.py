@@ -217,3 +217,21 @@ def test_enqueue_uses_djangos_connection(tasks_backend: Any) -> None:
         tasks().add.enqueue(1, 2)
         assert connections["default"].in_atomic_block
     assert len(tasks_backend.errands.store._open) == before
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_enqueue_wakes_idle_workers_at_commit(tasks_backend: Any) -> None:
+    """PostgreSQL workers sleep on LISTEN: a task enqueued in a transaction must notify them when
+    it commits (not leave them to their next poll), and a rolled-back one must not."""
+    listener = tasks_backend.errands.store.listener()
+    try:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            tasks().add.enqueue(1, 1)
+            raise RuntimeError("roll back")
+        assert listener.wait(0.5) is False
+        with transaction.atomic():
+            tasks().add.enqueue(2, 2)
+            assert listener.wait(0.2) is False  # not before the commit
+        assert listener.wait(10) is True
+    finally:
+        listener.close()

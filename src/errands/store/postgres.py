@@ -303,6 +303,15 @@ class PostgresStore(SQLStore):
         cur.execute(sql + " RETURNING id", params)
         return int(cur.fetchone()[0])
 
+    def _insert_rich(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+        # Jobs that use a feature (a kept result, a unique key, a batch...) skip the fast path's
+        # INSERT, which carries the wake-up: notify here, once per queue, or an idle worker would
+        # only find them at its next poll (--sleep).  Delivered at commit, like the fast path's.
+        ids = super()._insert_rich(cur, jobs)
+        for queue in sorted({j.queue for j in jobs}):
+            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        return ids
+
     def minute_sql(self) -> str:
         return "date_trunc('minute', now())"
 
