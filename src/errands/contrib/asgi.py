@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ..dashboard import AuthSettings, Principal, create_dashboard
-from ..dashboard.auth import CSRF_COOKIE, ROLES, Authenticator
+from ..dashboard.auth import ROLES
 from ..dashboard.security import SecurityHeaders
 from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from .inprocess import InProcessWorker
@@ -88,7 +88,6 @@ class DashboardGate:
                  settings: AuthSettings | None = None) -> None:
         self.settings = settings or AuthSettings()
         self.dashboard = create_dashboard(errands_app, host_auth=_from_scope, settings=self.settings)
-        self._cookies = Authenticator(errands_app, self.settings)
         self._resolve = resolve
         self._async = inspect.iscoroutinefunction(resolve) or inspect.iscoroutinefunction(type(resolve).__call__)
         self._login_url = login_url
@@ -121,10 +120,8 @@ class DashboardGate:
         if principal is None:
             await self._refuse(request, path)(scope, receive, send)
             return
-        scope = {**scope, PRINCIPAL_KEY: principal}
-        if request.method in ("GET", "HEAD") and not request.cookies.get(CSRF_COOKIE):
-            scope, send = self._issue_csrf(request, scope, send)
-        await self.dashboard(scope, receive, send)
+        # The dashboard mints the double-submit CSRF cookie itself on the first GET.
+        await self.dashboard({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
     def _refuse(self, request: Request, path: str) -> Response:
         if path.startswith("/api/") or path == "/metrics":
@@ -146,23 +143,6 @@ class DashboardGate:
             return login(request)
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return f"{login}{'&' if '?' in login else '?'}{urlencode({'next': here}, quote_via=quote)}"
-
-    def _issue_csrf(self, request: Request, scope: Scope, send: Send) -> tuple[Scope, Send]:
-        """Give a browser without one the double-submit CSRF cookie, and let the dashboard render
-        its token in this very response (else the first page's forms would carry none)."""
-        carrier = Response()
-        token = self._cookies.csrf_cookie(request, carrier)
-        set_cookie = [(k, v) for k, v in carrier.raw_headers if k == b"set-cookie"]
-        sent = [v.decode("latin-1") for k, v in scope["headers"] if k == b"cookie"]
-        cookie = "; ".join([*sent, f"{CSRF_COOKIE}={token}"]).encode("latin-1")
-        headers = [(k, v) for k, v in scope["headers"] if k != b"cookie"] + [(b"cookie", cookie)]
-
-        async def send_with_cookie(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *set_cookie]
-            await send(message)
-
-        return {**scope, "headers": headers}, send_with_cookie
 
 
 def mount_dashboard(host_app: Starlette, errands_app: Errands, path: str = "/errands", *, auth: HostAuthFunction,

@@ -9,6 +9,7 @@ no inline script), ``X-Frame-Options: DENY`` and friends; errors never show a tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from ..services import operator as ops
 from . import passwords
 from .auth import ROLES, THEMES, AuthSettings, Authenticator, HostAuth, Principal
 from .openapi import openapi_document
-from .security import SecurityHeaders, same
+from .security import SecurityHeaders, new_token, same
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -64,8 +65,6 @@ class Dashboard:
         response = HTMLResponse(html, status_code=status)
         if cookies:
             self.auth.set_cookies(response, cookies)
-        if principal is not None and principal.host and not principal.csrf:
-            self.auth.csrf_cookie(request, response)
         return response
 
     def url(self, request: Request, path: str, **params: Any) -> str:
@@ -132,7 +131,16 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
             if principal is None:
                 if api:
                     return JSONResponse({"error": "authentication required"}, status_code=401)
+                if not auth.own_logins:  # the host signs people in; its own login page is not ours to know
+                    return d.render(request, "error.html", None, status=401,
+                                    message="sign in to the application that hosts this dashboard first")
                 return RedirectResponse(d.url(request, "/login", next=request.url.path), status_code=303)
+            minted = ""
+            if principal.host and not principal.csrf and request.method in ("GET", "HEAD"):
+                # Host-authenticated: a double-submit token, minted before the page renders its forms
+                # (and before /api/me answers), sent back as a cookie with this response.
+                minted = new_token()
+                principal = dataclasses.replace(principal, csrf=minted)
             if request.method not in ("GET", "HEAD"):
                 sent = request.headers.get("x-csrf-token")
                 if sent is None and not api:
@@ -146,6 +154,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
             response = await handler(request, principal)
             if cookies:
                 auth.set_cookies(response, cookies)
+            if minted:
+                auth.set_csrf_cookie(response, minted)
             return response
 
         return endpoint

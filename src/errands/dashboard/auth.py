@@ -165,11 +165,7 @@ class Authenticator:
             response.set_cookie(name, value, path=self.settings.cookie_path, secure=self.settings.secure_cookies,
                                 httponly=True, samesite="lax", **extra)
 
-    def csrf_cookie(self, conn: HTTPConnection, response: Response) -> str:
-        """Double-submit CSRF token for host-authenticated dashboards (set if missing)."""
-        token = conn.cookies.get(CSRF_COOKIE)
-        if not token:
-            token = new_token()
-            response.set_cookie(CSRF_COOKIE, token, path=self.settings.cookie_path,
-                                secure=self.settings.secure_cookies, httponly=True, samesite="strict")
-        return token
+    def set_csrf_cookie(self, response: Response, token: str) -> None:
+        """The double-submit CSRF token of host-authenticated dashboards (pages and /api/me show it)."""
+        response.set_cookie(CSRF_COOKIE, token, path=self.settings.cookie_path,
+                            secure=self.settings.secure_cookies, httponly=True, samesite="strict")
