@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -69,8 +70,10 @@ def test_a_run_is_a_child_of_its_enqueue(app: Errands, spans: Spans) -> None:
 
 
 @pytest.mark.parametrize("backend", THREE, indirect=True)
-def test_a_failing_run_records_the_exception_on_every_attempt(app: Errands, spans: Spans) -> None:
+def test_a_failing_run_records_the_exception_on_every_attempt(app: Errands, spans: Spans,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
     instrument(app, tracer_provider=spans.provider)
+    caplog.set_level(logging.WARNING, logger="errands.worker")
 
     @app.job(name="flaky", max_attempts=2, backoff=0)
     def flaky(n: int) -> None:
@@ -90,6 +93,8 @@ def test_a_failing_run_records_the_exception_on_every_attempt(app: Errands, span
         assert event.name == "exception" and event.attributes["exception.type"] == "ValueError"
         assert event.attributes["exception.message"] == "bad input 7"
     assert app.store.get_failed(int(runs[0].attributes["messaging.message.id"])) is not None
+    failed_lines = [r.getMessage() for r in caplog.records if "failed after" in r.getMessage()]
+    assert len(failed_lines) == 2 and all('flaky({"args":[7],"kwargs":{}})' in m for m in failed_lines)
 
 
 @pytest.mark.parametrize("backend", THREE, indirect=True)

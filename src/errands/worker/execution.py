@@ -173,6 +173,10 @@ def is_async_job(app: Errands, row: ClaimedJob) -> bool:
 
 
 def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
-    """Short form of a job's arguments for log lines (the payload is already compact JSON)."""
+    """Short form of a job's arguments for log lines (the payload is already compact JSON), without
+    the headers an enqueue hook appended (a trace context is no argument)."""
     text = row.payload
+    cut = text.rfind(',"headers":{')
+    if cut > 0:
+        text = text[:cut] + "}"
     return text if len(text) <= limit else text[: limit - 1] + "…"
