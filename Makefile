@@ -64,3 +64,29 @@ JOBS ?= 1000000
 DEAD ?= 100000
 bench-dashboard: venv
 	$(VENV_PYTHON) bench/dashboard_pages.py --backend $(BACKEND) --jobs $(JOBS) --dead $(DEAD) $(BENCH_ARGS)
+
+# ---- Django 6 -------------------------------------------------------------------------------
+# Django 6 needs Python >= 3.12 and .venv may be older, so `make test` also runs tests/django in a
+# second venv, .venv-django6, holding errands and only what those tests need.  Without a Python
+# >= 3.12 (python3.12 on PATH, or pyenv's) the run is skipped with a message; DJANGO6=0 skips it.
+.PHONY: test-django6
+DJANGO6 ?= 1
+DJANGO6_VENV = .venv-django6
+DJANGO6_PYTEST_ARGS ?=
+DJANGO6_PYTHON ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) \
+	python3.13 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
+	$(shell $(p) -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && echo $(p))))
+test: test-django6
+test-django6:
+ifeq ($(DJANGO6),0)
+	@echo "make: the Django 6 tests are skipped (DJANGO6=0)"
+else ifeq ($(DJANGO6_PYTHON),)
+	@echo "make: the Django 6 tests are SKIPPED: no Python >= 3.12 found (python3.12 on PATH or under ~/.pyenv);" \
+		"set DJANGO6_PYTHON=/path/to/python3.12 to run them"
+else
+	test -x $(DJANGO6_VENV)/bin/python || $(DJANGO6_PYTHON) -m venv $(DJANGO6_VENV)
+	test $(DJANGO6_VENV)/.installed -nt pyproject.toml || ($(DJANGO6_VENV)/bin/python -m pip install \
+		--disable-pip-version-check -q -e '.[postgres,mysql,dashboard,django]' 'django>=6' 'pytest>=8' \
+		'pytest-timeout>=2.3' && touch $(DJANGO6_VENV)/.installed)
+	$(DJANGO6_VENV)/bin/python -m pytest tests/django $(DJANGO6_PYTEST_ARGS)
+endif

@@ -1,9 +1,10 @@
 """The test project (tests/django/project) set up in this process, on a fresh database per test.
 
-The databases come from the suite's own fixtures (tests/conftest.py: ``db_url`` makes a new
-SQLite file, PostgreSQL schema or MariaDB database and drops it after the test); here each
-one becomes the project's ``DATABASES["default"]`` and is migrated with ``manage.py
-migrate``, which creates errands' tables through this app's migration.  These tests need
+The databases come from the suite's own servers (tests/conftest.py): one SQLite file,
+PostgreSQL schema or MariaDB database per backend becomes the project's
+``DATABASES["default"]``, migrated once with ``manage.py migrate`` (which creates errands'
+tables through this app's migration) and emptied before each test.  Tests about an
+unmigrated database use the suite's per-test ``db_url`` directly.  These tests need
 only errands with its postgres/mysql/dashboard extras, Django (with the django-tasks
 backport before Django 6), pytest and pytest-timeout.
 """
@@ -57,13 +58,64 @@ def use_database(url: str) -> None:
     ContentType.objects.clear_cache()
 
 
+class _ProjectDatabases:
+    """One migrated database per backend for the whole run, made when a test first asks for it:
+    Django's migrations take about a second on PostgreSQL and MariaDB, too long to repeat per test."""
+
+    def __init__(self, servers: dict[str, Any], tmp: pytest.TempPathFactory) -> None:
+        self.servers, self.tmp = servers, tmp
+        self.urls: dict[str, str] = {}
+        self.drops: list[Any] = []
+
+    def url(self, backend: str) -> str:
+        if backend not in self.urls:
+            if backend == "sqlite":
+                url = f"sqlite:///{self.tmp.mktemp('project') / 'db.sqlite3'}"
+            elif backend == "postgres":
+                url, schema = self.servers["postgres"].new_url()
+                self.drops.append(lambda: self.servers["postgres"].drop(schema))
+            else:
+                url, name = self.servers["mysql"].new_url()
+                self.drops.append(lambda: self.servers["mysql"].drop(name))
+            use_database(url)
+            call_command("migrate", verbosity=0)
+            self.urls[backend] = url
+        return self.urls[backend]
+
+    def close(self) -> None:
+        connections.close_all()
+        for drop in self.drops:
+            drop()
+
+
+@pytest.fixture(scope="session")
+def _project_databases(_servers: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+                       ) -> Iterator[_ProjectDatabases]:
+    databases = _ProjectDatabases(_servers, tmp_path_factory)
+    yield databases
+    databases.close()
+
+
+def _empty_tables() -> None:
+    """What the previous test left, gone: the rows of errands' tables (not its schema version) and
+    of the project's own; content types and permissions stay as migrate made them."""
+    connection = connections["default"]
+    tables = [t for t in connection.introspection.table_names()
+              if (t.startswith("errands_") and not t.endswith("_schema")) or t.startswith("shop_")
+              or t in ("auth_user_groups", "auth_user_user_permissions", "django_session")]
+    with connection.cursor() as cursor:
+        for table in [*tables, "auth_user"]:
+            cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
+
+
 @pytest.fixture
-def project_db(db_url: str) -> Iterator[str]:
-    """The test's database as the project's, migrated; errands' and Django's connections closed after."""
-    use_database(db_url)
-    call_command("migrate", verbosity=0)
+def project_db(backend: str, _project_databases: _ProjectDatabases) -> Iterator[str]:
+    """The backend's project database, migrated and empty; every connection closed after the test."""
+    url = _project_databases.url(backend)
+    use_database(url)
+    _empty_tables()
     try:
-        yield db_url
+        yield url
     finally:
         for alias in settings.TASKS:
             task_backends[alias].close()

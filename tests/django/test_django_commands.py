@@ -11,7 +11,7 @@ from django.core.management import call_command
 from errands.contrib.django.compat import TaskResultStatus, task_backends
 
 
-def test_errands_worker_runs_tasks_in_its_own_processes(tasks_backend: Any, db_url: str) -> None:
+def test_errands_worker_runs_tasks_in_its_own_processes(tasks_backend: Any, project_db: str) -> None:
     from shop import tasks
     from shop.models import Order
 
@@ -19,7 +19,7 @@ def test_errands_worker_runs_tasks_in_its_own_processes(tasks_backend: Any, db_u
     results = [tasks.add.enqueue(1, 2), tasks.send_mail.enqueue("ada@example.com"),
                tasks.mark_order.enqueue(order.pk, "packed"), tasks.fail.enqueue("nope"),
                tasks.add_async.enqueue(5, 5)]
-    run = manage(db_url, "errands_worker", "--burst", "-p", "2", "-c", "2")
+    run = manage(project_db, "errands_worker", "--burst", "-p", "2", "-c", "2")
     assert run.returncode == 0, run.stderr
     assert "queues: default, emails" in run.stderr and "shop.tasks.mark_order" in run.stderr
     statuses = [tasks_backend.get_result(r.id).status for r in results]
@@ -30,15 +30,15 @@ def test_errands_worker_runs_tasks_in_its_own_processes(tasks_backend: Any, db_u
     assert "ValueError" in run.stderr  # the failure is logged by the worker
 
 
-def test_worker_takes_only_the_queues_asked_for(tasks_backend: Any, db_url: str) -> None:
+def test_worker_takes_only_the_queues_asked_for(tasks_backend: Any, project_db: str) -> None:
     from shop import tasks
 
     mail, plain = tasks.send_mail.enqueue("x@example.com"), tasks.add.enqueue(1, 1)
-    run = manage(db_url, "errands_worker", "--burst", "-q", "emails")
+    run = manage(project_db, "errands_worker", "--burst", "-q", "emails")
     assert run.returncode == 0, run.stderr
     assert tasks_backend.get_result(mail.id).status == TaskResultStatus.SUCCESSFUL
     assert tasks_backend.get_result(plain.id).status == TaskResultStatus.READY
-    bad = manage(db_url, "errands_worker", "--burst", "-q", "no spaces allowed")
+    bad = manage(project_db, "errands_worker", "--burst", "-q", "no spaces allowed")
     assert bad.returncode != 0 and "invalid queue name" in bad.stderr
 
 
