@@ -352,8 +352,13 @@ class JobDefinition(Generic[P, R]):
         return JobHandle(app, job_id, self.name)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
-        """``enqueue`` for async callers: the blocking insert runs in a worker thread."""
+        """``enqueue`` for async callers: the blocking insert runs in a worker thread.
+
+        With ``using(cursor=...)`` the insert runs inline: it joins the caller's own transaction on
+        the caller's connection, which belongs to the caller's thread (SQLite refuses any other)."""
         app = self.app
+        if self._cursor is not None:
+            return self.enqueue(*args, **kwargs)
         if app.hooks.enqueuing and not app.eager_mode:
             with enqueuing(app.hooks, Enqueue("enqueue", name=self.name, queue=self.options.queue)) as call:
                 jobs = call.stamp([self.prepare(*args, **kwargs)])

@@ -293,3 +293,28 @@ def test_transactional_enqueue_with_using_cursor(app):
     finally:
         conn.close()
     assert [r.arguments for r in store.list_jobs()] == [([2], {})] and store.get_job(kept.id) is not None
+
+
+def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
+    import asyncio
+
+    @app.job(name="t")
+    def t(n): ...
+
+    store = app.store
+    conn = store._connect()
+
+    async def scenario() -> None:
+        store._begin(conn)
+        await t.using(cursor=conn.cursor()).aenqueue(1)
+        conn.rollback()
+        assert store.list_jobs() == []
+        store._begin(conn)
+        await t.using(cursor=conn.cursor()).aenqueue(2)
+        conn.commit()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        conn.close()
+    assert [r.arguments for r in store.list_jobs()] == [([2], {})]
