@@ -318,3 +318,14 @@ def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
     finally:
         conn.close()
     assert [r.arguments for r in store.list_jobs()] == [([2], {})]
+    if store.dialect == "sqlite":  # the application's own connection, bound to its thread as sqlite3 does by default
+        import sqlite3
+
+        own = sqlite3.connect(app.database_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            own.execute("BEGIN IMMEDIATE")
+            asyncio.run(t.using(cursor=own.cursor()).aenqueue(3))
+            own.execute("COMMIT")
+        finally:
+            own.close()
+        assert [r.arguments for r in store.list_jobs()] == [([2], {}), ([3], {})]
