@@ -133,9 +133,11 @@ def drain(backend: Any, queues: tuple[str, ...] | None = None) -> int:
     return int(backend.errands.run_until_empty(list(queues or backend.worker_queues())))
 
 
-def manage(db_url: str, *args: str, cwd: Path = PROJECT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python manage.py ...`` of a project (the test project by default) on ``db_url``."""
-    env = {**os.environ, "ERRANDS_DJANGO_DB": db_url}
+def manage(db_url: str, *args: str, cwd: Path = PROJECT, env_name: str = "ERRANDS_DJANGO_DB",
+           timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python manage.py ...`` of a project (the test project by default) on ``db_url``, which the
+    project's settings read from the variable ``env_name``."""
+    env = {**os.environ, env_name: db_url}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)

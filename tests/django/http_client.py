@@ -1,4 +1,4 @@
-"""A browser-like client for an ASGI or a WSGI application: cookies kept, redirects not followed.
+"""A browser-like client for an ASGI app, a WSGI app or a real server: cookies kept, redirects not followed.
 
 Small on purpose: these tests only need cookies, forms and status codes, and must run with
 nothing but Django and errands installed (Starlette's TestClient needs httpx).
@@ -7,6 +7,7 @@ nothing but Django and errands installed (Starlette's TestClient needs httpx).
 from __future__ import annotations
 
 import asyncio
+import http.client
 import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class Reply:
 class Browser:
     asgi: Any = None
     wsgi: Callable[..., Iterable[bytes]] | None = None
+    server: tuple[str, int] | None = None
+    """(host, port) of a server on this machine, spoken to over HTTP."""
     cookies: dict[str, str] = field(default_factory=dict)
 
     def get(self, path: str, **headers: str) -> Reply:
@@ -56,7 +59,8 @@ class Browser:
         if self.cookies:
             sent["cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         sent.setdefault("host", "testserver")
-        reply = (self._asgi if self.asgi is not None else self._wsgi)(method, parts.path, parts.query, sent, body)
+        transport = self._asgi if self.asgi is not None else self._wsgi if self.wsgi is not None else self._http
+        reply = transport(method, parts.path, parts.query, sent, body)
         for name, value in reply.headers:
             if name.lower() == "set-cookie":
                 jar: SimpleCookie = SimpleCookie()
@@ -112,3 +116,14 @@ class Browser:
             if close is not None:
                 close()
         return Reply(captured["status"], list(captured["headers"]), content)
+
+    def _http(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> Reply:
+        assert self.server is not None
+        headers = {**headers, "host": f"{self.server[0]}:{self.server[1]}"}
+        connection = http.client.HTTPConnection(*self.server, timeout=30)
+        try:
+            connection.request(method, path + (f"?{query}" if query else ""), body=body or None, headers=headers)
+            response = connection.getresponse()
+            return Reply(response.status, response.getheaders(), response.read())
+        finally:
+            connection.close()

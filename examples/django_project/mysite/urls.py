@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import path
+
+from orders import views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("orders/", views.place_order),
+    path("orders/<int:order_id>/", views.order_status),
+]
