@@ -241,7 +241,8 @@ def errands_invocations(line: str) -> Iterator[list[str]]:
         return
     i = 0
     while i < len(tokens):
-        if tokens[i].rsplit("/", 1)[-1].rsplit("=", 1)[-1] == "errands":  # also ExecStart=/.../errands
+        key, _, program = tokens[i].rpartition("=")  # systemd's ExecStart=..., supervisor's command=...
+        if program.rsplit("/", 1)[-1] == "errands" and key in ("", "ExecStart", "ExecStartPre", "command"):
             args = []
             i += 1
             while i < len(tokens) and tokens[i] not in SHELL_OPERATORS:
