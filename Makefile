@@ -3,6 +3,7 @@
 #   make demo    run the demo (SQLite; needs nothing but python3)
 #   make test    run the test suite (PostgreSQL and MariaDB suites are skipped
 #                with a message when those servers are down, unless CI=true)
+#   make docs    build the documentation site into site/ (mkdocs, strict)
 #   make check   lint and type-check (ruff, mypy; installed into .venv on first use)
 #   make clean   remove .venv and the demo's output
 
@@ -12,7 +13,7 @@ VENV_PYTHON = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo demo-tour check clean
+.PHONY: venv test demo demo-tour docs check clean
 
 venv: $(STAMP)
 
@@ -40,6 +41,10 @@ demo: venv
 # The older ten-second tour: enqueue, drain with --burst, print what happened.
 demo-tour: venv
 	$(VENV_PYTHON) examples/demo/run_demo.py
+
+# The documentation site (mkdocs.yml) into site/; --strict turns every warning into a failure.
+docs: venv
+	$(VENV_PYTHON) -m mkdocs build --strict --site-dir site
 
 check: venv
 	test -x $(VENV)/bin/ruff -a -x $(VENV)/bin/mypy || $(VENV_PYTHON) -m pip install --disable-pip-version-check -q ruff mypy
