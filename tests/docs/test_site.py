@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("mkdocs", reason="mkdocs comes with the docs extra (part of dev)")
+import yaml  # noqa: E402 - PyYAML comes with mkdocs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_site_builds_without_a_warning(tmp_path: Path) -> None:
-    pytest.importorskip("mkdocs", reason="mkdocs comes with the docs extra (part of dev)")
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     warnings = [line for line in done.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
@@ -24,3 +26,20 @@ def test_the_site_builds_without_a_warning(tmp_path: Path) -> None:
     # Nothing from the network when the site is read: no CDN scripts or fonts.
     html = (site / "getting-started.html").read_text()
     assert "cdnjs" not in html and "fonts.googleapis" not in html
+
+
+def test_every_page_is_in_the_nav_once() -> None:
+    """mkdocs warns about pages left out of the nav, but not about a page listed twice."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.SafeLoader)
+
+    def files(entries: list) -> list[str]:
+        out: list[str] = []
+        for entry in entries:
+            for value in entry.values() if isinstance(entry, dict) else [entry]:
+                out.extend(files(value) if isinstance(value, list) else [value])
+        return out
+
+    listed = files(config["nav"])
+    assert len(listed) == len(set(listed)), sorted(p for p in listed if listed.count(p) > 1)
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert set(listed) == pages
