@@ -26,12 +26,12 @@ def test_counts_exact_under_the_cap_and_lower_bounds_over_it(jobs: Errands) -> N
     mail = jobs.get_job("mail")
     jobs.enqueue_many([mail.prepare(f"r{i}@example.com") for i in range(3)]
                       + [mail.using(delay=3600).prepare(f"d{i}@example.com") for i in range(2)])
-    exact = jobs.store.capped_counts(["mails", "default"], cap=10)
+    exact = jobs.store.capped_counts(["mails", "default"], cap=10, sample=10)
     assert exact["mails"] == StateCounts({"ready": 3, "delayed": 2, "blocked": 0, "running": 0, "stale": 0,
                                           "failed": 0}, frozenset())
     assert exact["default"].counts["ready"] == 0 and not exact["default"].at_least
 
-    bounded = jobs.store.capped_counts(["mails"], cap=3)["mails"]
+    bounded = jobs.store.capped_counts(["mails"], cap=10, sample=3)["mails"]
     # Four of the five waiting jobs were looked at: neither number is known, each is at least what was seen.
     assert bounded.counts["ready"] + bounded.counts["delayed"] == 4
     assert bounded.counts["ready"] <= 3 and bounded.counts["delayed"] <= 2
@@ -40,6 +40,16 @@ def test_counts_exact_under_the_cap_and_lower_bounds_over_it(jobs: Errands) -> N
     data = ops.overview(jobs)
     mails = next(q for q in data["queues"] if q["name"] == "mails")
     assert (mails["ready"], mails["delayed"], mails["capped"]["ready"]) == (3, 2, False)
+
+
+def test_held_jobs_are_read_for_every_worker_at_once(jobs: Errands) -> None:
+    mail = jobs.get_job("mail")
+    jobs.enqueue_many([mail.prepare(f"r{i}@example.com") for i in range(4)])
+    store = jobs.store
+    first = [c.id for c in store.claim("w1", ["mails"], 2, 30)]
+    second = [c.id for c in store.claim("w2", ["mails"], 1, 30)]
+    assert store.held_jobs() == {"w1": sorted(first), "w2": second}
+    assert sum(len(v) for v in store.held_jobs(limit=2).values()) == 2
 
 
 def test_throughput_buckets_sum_what_the_minutes_hold(jobs: Errands) -> None:

@@ -79,12 +79,13 @@ def workers_view(app: Errands, now: datetime | None = None) -> list[dict[str, An
     store = app.store
     now = now or store.now()
     out = []
+    held = store.held_jobs()
     for w in store.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
         out.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
                     "concurrency": w.concurrency, "started_at": _iso(w.started_at), "last_heartbeat_at":
                     _iso(w.heartbeat_at), "seconds_since_heartbeat": round(age, 1), "jobs_done": w.jobs_done,
-                    "alive": age <= app.lease * ALIVE_AFTER_LEASES, "current_jobs": store.reserved_by(w.id)})
+                    "alive": age <= app.lease * ALIVE_AFTER_LEASES, "current_jobs": held.get(w.id, [])})
     return out
 
 
