@@ -23,6 +23,10 @@ _MYSQL_IGNORED = {"charset", "init_command", "isolation_level", "sql_mode", "aut
 """MySQL ``OPTIONS`` that only tune a session; errands sets its own session up."""
 
 
+class InMemoryDatabase(ImproperlyConfigured):
+    """The alias is an in-memory SQLite database, which no worker process can open."""
+
+
 def url_for_connection(connection: Any, explicit: str | None = None) -> str:
     """The URL of the database behind a Django connection (``connections[alias]``).
 
@@ -47,7 +51,7 @@ def url_for_connection(connection: Any, explicit: str | None = None) -> str:
 def _sqlite(connection: Any, settings: Mapping[str, Any], alias: str) -> str:
     name = str(settings.get("NAME") or "")
     if connection.is_in_memory_db() or name.startswith("file:"):
-        raise ImproperlyConfigured(
+        raise InMemoryDatabase(
             f"DATABASES[{alias!r}] is an in-memory or URI SQLite database ({name!r}): errands' workers run in "
             "other processes and need a file they can open. In tests, give the test database a file name "
             "(DATABASES[...]['TEST']['NAME']) or use Django's ImmediateBackend; otherwise set the backend's "

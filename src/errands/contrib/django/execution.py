@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -23,7 +22,7 @@ from ...errors import Discard
 from ...worker.context import JobContext, current_job
 from ...worker.execution import error_name
 from .compat import TaskContext, TaskResult, TaskResultStatus, normalize_json, task_finished, task_started
-from .results import error_of, worker_ids
+from .results import as_enqueued, error_of, worker_ids
 
 
 def job_function(task: Any, backend: Any) -> Callable[..., Any]:
@@ -78,13 +77,9 @@ def _running(task: Any, alias: str, args: tuple[Any, ...], kwargs: dict[str, Any
     """The TaskResult a running task (and the signals) see: this run's id, attempt and worker."""
     job: JobContext = current_job()
     now = timezone.now()
-    try:
-        stored = replace(task, queue_name=job.queue)
-    except Exception:  # the queue is no longer in QUEUES: describe the task as registered
-        stored = task
-    return TaskResult(task=stored, id=str(job.id), status=TaskResultStatus.RUNNING, enqueued_at=None,
-                      started_at=now, last_attempted_at=now, finished_at=None, args=list(args), kwargs=dict(kwargs),
-                      backend=alias, errors=[], worker_ids=worker_ids(job.attempt, job.worker_id))
+    return TaskResult(task=as_enqueued(task, job.queue, None), id=str(job.id), status=TaskResultStatus.RUNNING,
+                      enqueued_at=None, started_at=now, last_attempted_at=now, finished_at=None, args=list(args),
+                      kwargs=dict(kwargs), backend=alias, errors=[], worker_ids=worker_ids(job.attempt, job.worker_id))
 
 
 def _finished(sender: type, result: Any, exc: BaseException | None, value: Any = None) -> None:

@@ -67,17 +67,17 @@ def build(task: Any, alias: str, found: Found) -> Any:
         return _from_job(task, alias, *found)
     if isinstance(found, FailedJobRow):
         args, kwargs = _arguments(found.payload)
-        return _result(_stored(task, found.queue, found.priority), found.id, TaskResultStatus.FAILED, alias,
+        return _result(as_enqueued(task, found.queue, found.priority), found.id, TaskResultStatus.FAILED, alias,
                        args=args, kwargs=kwargs, enqueued_at=found.created_at, finished_at=found.failed_at,
                        errors=[error_of(found.error_type, found.error_message)],
                        workers=worker_ids(found.attempts, None))
     if found.state is JobState.SUCCEEDED:
-        result = _result(_stored(task, found.queue, None), found.id, TaskResultStatus.SUCCESSFUL, alias,
+        result = _result(as_enqueued(task, found.queue, None), found.id, TaskResultStatus.SUCCESSFUL, alias,
                          finished_at=found.finished_at, workers=worker_ids(found.attempts, None))
         object.__setattr__(result, "_return_value", found.result)
         return result
     # Cancelled through errands (Django's API has no cancel): the task did not complete.
-    return _result(_stored(task, found.queue, None), found.id, TaskResultStatus.FAILED, alias,
+    return _result(as_enqueued(task, found.queue, None), found.id, TaskResultStatus.FAILED, alias,
                    finished_at=found.finished_at, workers=worker_ids(found.attempts, None),
                    errors=[error_of("errands.JobCancelled", found.message or "cancelled")])
 
@@ -90,7 +90,7 @@ def _from_job(task: Any, alias: str, row: JobRow, now: datetime) -> Any:
         kind, _, text = row.last_error.partition(": ")
         errors.append(error_of(kind, text))
     args, kwargs = _arguments(row.payload)
-    return _result(_stored(task, row.queue, row.priority), row.id,
+    return _result(as_enqueued(task, row.queue, row.priority), row.id,
                    TaskResultStatus.RUNNING if running else TaskResultStatus.READY, alias, args=args, kwargs=kwargs,
                    enqueued_at=row.created_at, started_at=row.reserved_at if running else None,
                    last_attempted_at=row.reserved_at if running else None, errors=errors,
@@ -108,9 +108,9 @@ def _result(task: Any, job_id: int, status: Any, alias: str, *, args: list[Any] 
                       errors=errors or [], worker_ids=workers or [])
 
 
-def _stored(task: Any, queue: str, priority: int | None) -> Any:
+def as_enqueued(task: Any, queue: str, priority: int | None) -> Any:
     """The task as this job was enqueued (its queue and priority), when the backend still accepts
-    them; else the task as registered."""
+    them (a queue may have left QUEUES since); else the task as registered."""
     changes: dict[str, Any] = {}
     if queue != task.queue_name:
         changes["queue_name"] = queue
