@@ -325,7 +325,7 @@ def test_the_collection_sees_every_kind_of_sample() -> None:
     python = sum(len(p.of("python")) for p in pages)
     commands = sum(1 for p in pages for b in p.of(*SHELL_LANGUAGES) for line in command_lines(b)
                    for _ in errands_invocations(line))
-    assert python >= 40 and commands >= 40, (python, commands)
+    assert python >= 50 and commands >= 40, (python, commands)
     assert any(p.of("toml") for p in pages)
 
 
