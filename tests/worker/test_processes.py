@@ -307,6 +307,20 @@ def test_sigterm_lets_the_running_job_finish(jobs_app, workers):
     assert [(r.id, r.reserved_by, r.attempts) for r in left] == [(waiting.id, None, 0)]
 
 
+@pytest.mark.slow
+def test_sigterm_to_every_process_at_once_still_lets_running_jobs_finish(jobs_app, workers):
+    """As systemd (KillMode=control-group), Kubernetes or ``kill -- -PGID`` stop a service: the
+    worker process hears SIGTERM from its service manager and again from the supervisor."""
+    proc = workers.start("--lease", LEASE, "-c", "1", "--shutdown-timeout", "60")
+    running = sample_jobs.mark_start_sleep_record.enqueue(2)
+    wait_for(lambda: -running.id in runs(jobs_app), message="the job to start")
+    child = workers.child(proc)
+    signal_tree(proc.pid, child, signal.SIGTERM)
+    assert workers.wait_exit([proc], timeout=30) == [0], workers.tail()
+    assert runs(jobs_app)[running.id][2] == "done"  # it finished instead of being given back
+    assert jobs_app.store.get_job(running.id) is None and count(jobs_app, "failed") == 0
+
+
 def test_sigterm_while_worker_processes_are_starting_stops_them_all(jobs_app, workers):
     """The stop is forwarded to processes that have just been forked; none may miss it and run on."""
     for _ in range(3):  # the window is a few milliseconds wide: try it more than once

@@ -147,9 +147,17 @@ class Worker:
             self._stop_now.set()
         self._wake.set()
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self, supervised: bool = False) -> None:
+        """SIGTERM/SIGINT: finish running jobs; a second one: give them back now.
+
+        ``supervised``: a worker process under ``errands worker``'s supervisor.  There SIGTERM only
+        ever means "finish": systemd (default ``KillMode=control-group``), Kubernetes and
+        ``kill -- -pgid`` signal every process of a service at once, so a worker process gets the
+        stop from its service manager *and* from the supervisor; counting those as two would give
+        every running job back.  The supervisor's "stop now" is SIGUSR1."""
+
         def handle(signum: int, frame: Any) -> None:
-            self.request_stop(immediate=self._stop.is_set())
+            self.request_stop(immediate=self._stop.is_set() and not supervised)
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)

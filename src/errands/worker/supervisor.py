@@ -13,7 +13,9 @@ killed it.
 
 Signals: the first SIGTERM/SIGINT asks every process to stop claiming and finish
 (within ``--shutdown-timeout``: SIGTERM to each); a second asks them to give their
-jobs back and exit at once (SIGUSR1); a third kills them.  Worker processes run in their own process
+jobs back and exit at once (SIGUSR1); a third kills them.  A worker process treats any
+number of SIGTERMs as "finish" (a service manager may signal it directly too); only the
+supervisor's SIGUSR1 means "now".  Worker processes run in their own process
 group so that Ctrl-C in a terminal reaches only the supervisor.
 """
 
@@ -84,7 +86,7 @@ def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cel
     try:
         worker = Worker(app, settings, slots=slots, parent_pid=parent)
         id_cell.value = worker.id.encode()
-        worker.install_signal_handlers()
+        worker.install_signal_handlers(supervised=True)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # a stop sent while starting arrives now
         worker.run()
     except ErrandsError as exc:
