@@ -31,8 +31,10 @@ $(CHROMIUM):
 		(apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)) || \
 		echo "could not install chromium: the browser tests will be skipped"
 
+# The main suite, then the Django 6 suite (below) even if the first failed; either failing fails `make test`.
 test: venv $(CHROMIUM)
-	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+	@status=0; $(VENV_PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+		$(MAKE) --no-print-directory test-django6 || status=1; exit $$status
 
 # The worker and the dashboard on SQLite with sample jobs flowing, until Ctrl+C.
 demo: venv
@@ -81,7 +83,6 @@ DJANGO6_PYTEST_ARGS ?=
 DJANGO6_PYTHON ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) \
 	python3.13 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
 	$(shell $(p) -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && echo $(p))))
-test: test-django6
 test-django6:
 ifeq ($(DJANGO6),0)
 	@echo "make: the Django 6 tests are skipped (DJANGO6=0)"

@@ -12,9 +12,9 @@ import sys
 import click
 
 from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
-from .admin import migrate, recover
 from ..logs import FORMATS, configure_logging
 from ..settings import cli_default_map, find_pyproject
+from .admin import migrate, recover
 from .context import Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
@@ -80,7 +80,7 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     ctx.obj = Context(app_path, database_url)
     ctx.call_on_close(ctx.obj.close)
 
+
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users,
-                doctor):
+                doctor, metrics):
     main.add_command(command)
-main.add_command(metrics)

@@ -17,7 +17,7 @@ from .context import Context
 
 @click.group()
 def queue() -> None:
-    """Pause and resume queues."""
+    """Pause, resume, list and purge queues."""
 
 
 @queue.command("pause")
