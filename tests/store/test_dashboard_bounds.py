@@ -27,19 +27,23 @@ def test_counts_exact_under_the_cap_and_lower_bounds_over_it(jobs: Errands) -> N
     jobs.enqueue_many([mail.prepare(f"r{i}@example.com") for i in range(3)]
                       + [mail.using(delay=3600).prepare(f"d{i}@example.com") for i in range(2)])
     exact = jobs.store.capped_counts(["mails", "default"], cap=10, sample=10)
-    assert exact["mails"] == StateCounts({"ready": 3, "delayed": 2, "blocked": 0, "running": 0, "stale": 0,
-                                          "failed": 0}, frozenset())
+    assert exact["mails"][:2] == StateCounts({"ready": 3, "delayed": 2, "blocked": 0, "running": 0, "stale": 0,
+                                              "failed": 0}, frozenset())[:2]
+    # Every waiting job was seen, so the oldest ready one is known; the sampled count does not know it.
+    assert exact["mails"].oldest_due is not None and exact["mails"].oldest_due <= jobs.store.now()
     assert exact["default"].counts["ready"] == 0 and not exact["default"].at_least
 
     bounded = jobs.store.capped_counts(["mails"], cap=10, sample=3)["mails"]
     # Four of the five waiting jobs were looked at: neither number is known, each is at least what was seen.
     assert bounded.counts["ready"] + bounded.counts["delayed"] == 4
     assert bounded.counts["ready"] <= 3 and bounded.counts["delayed"] <= 2
-    assert bounded.at_least == {"ready", "delayed"}
+    assert bounded.at_least == {"ready", "delayed"} and bounded.oldest_due is None
+    assert set(jobs.store.oldest_ready(["mails"])) == {"mails"}
 
     data = ops.overview(jobs)
     mails = next(q for q in data["queues"] if q["name"] == "mails")
     assert (mails["ready"], mails["delayed"], mails["capped"]["ready"]) == (3, 2, False)
+    assert mails["oldest_ready_seconds"] is not None and mails["oldest_ready_seconds"] >= 0
 
 
 def test_held_jobs_are_read_for_every_worker_at_once(jobs: Errands) -> None:

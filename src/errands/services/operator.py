@@ -40,7 +40,9 @@ def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
     names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
                    | {q for w in workers for q in w["queues"]})
     counts = store.capped_counts(names)
-    oldest = store.oldest_ready(names)
+    # The counts saw every waiting job of a small queue, and so its oldest ready one.
+    oldest = {n: c.oldest_due for n, c in counts.items() if c.oldest_due is not None}
+    oldest.update(store.oldest_ready([n for n in names if "ready" in counts[n].at_least]))
     queues: list[dict[str, Any]] = []
     totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
     for name in names:

@@ -207,6 +207,14 @@ class SQLiteStore(SQLStore):
     def epoch_sql(self, column: str) -> str:
         return column  # stored as epoch seconds already
 
+    def _first_ready_sql(self) -> str:
+        # "+queue" keeps the claim index out: through it SQLite read every row of the queue and
+        # sorted them by id (600 ms for six queues of a million jobs); in rowid order it stops at
+        # the thousandth ready job (2 ms).  Only asked for queues with many waiting jobs.
+        return ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE +queue = {p} "
+                "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+                "ORDER BY id LIMIT 1000) first_ready")
+
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
