@@ -266,7 +266,8 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     defs = {n: app.get_job(n) for n, _ in JOB_MIX}
     t0 = time.perf_counter()
     now = datetime.now(timezone.utc)
-    plain = max(jobs - 5_000, 0) if jobs >= 50_000 else jobs
+    blocked_n = min(5_000, max(1, jobs // 200))  # 5,000 of a million
+    plain = max(jobs - blocked_n, 1)
     total = plain + dead
     rounds = max(1, total // 10_000)
     dead_cols = "id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, failed_at, " \
@@ -338,8 +339,9 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
             "UPDATE {jobs} SET attempts = 1, last_error = {p} WHERE id IN (") + store._in(part) + ")", [e, *part]),
             write=True)
     # Blocked jobs: each waits for a delayed job (so it stays blocked), through the public API.
-    if jobs >= 50_000:
-        parents = rng.sample(out.delayed, min(5_000, len(out.delayed)))
+    if out.delayed:
+        parents = (rng.sample(out.delayed, blocked_n) if len(out.delayed) >= blocked_n
+                   else [rng.choice(out.delayed) for _ in range(blocked_n)])
         blocked = [defs["send_email"].prepare(**_job_args(rng, "send_email")[1])._replace(after=p) for p in parents]
         for part in _chunks(blocked, 1000):
             out.blocked += [h.id for h in app.enqueue_many(part)]
@@ -599,7 +601,7 @@ def pages(info: dict[str, Any]) -> list[tuple[str, str]]:
         ("api dead", "/api/dead"), ("api workers", "/api/workers"), ("api queues", "/api/queues"),
         ("metrics", "/metrics"),
     ]
-    return out
+    return [(label, path) for label, path in out if not path.rstrip("/").endswith("/0")]
 
 
 def _stats(values: list[float]) -> dict[str, float]:
