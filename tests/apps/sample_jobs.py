@@ -43,6 +43,20 @@ def sleep_then_record(seconds: float) -> None:
     _record()
 
 
+@app.job(queue="default", max_attempts=5, backoff=0)
+def sleep_then_note(seconds: float) -> None:
+    """Like sleep_then_record, but notes the run in the file ERRANDS_TEST_NOTES ("job attempt pid" a
+    line), not in the database: a handler's own database write is ambiguous while the server stops
+    (committed, yet the client hears "lost connection"), and a note on local disk never is."""
+    time.sleep(seconds)
+    ctx = current_job()
+    fd = os.open(os.environ["ERRANDS_TEST_NOTES"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{ctx.id} {ctx.attempt} {os.getpid()}\n".encode())  # one small O_APPEND write: atomic
+    finally:
+        os.close(fd)
+
+
 @app.job(queue="default", max_attempts=3, backoff=0)
 def record_attempt_then_sleep(seconds: float) -> None:
     """Records each attempt under key job_id * 100 + attempt, then sleeps (to be killed mid-job)."""

@@ -6,9 +6,11 @@ directory, while a real ``errands worker`` process (CLI: supervisor + one worker
 process with 4 runner threads) is in the middle of 3,000 jobs.  Two long jobs
 are running when the server goes away and finish after it is back.
 
-``sleep_then_record`` inserts its job id into ``test_runs`` (primary key), so a
-job that ran twice fails with a duplicate-key error and, after its attempts,
-lands in the dead letter: exactly once is checked, not just at least once.
+``sleep_then_note`` appends "job attempt pid" to a file on local disk, so every run of
+every job is counted: exactly once is checked, not just at least once.  (The handler's
+record is not a database write: an INSERT of the handler's own can commit while the
+server shuts down and still report "lost connection"; its retry would then be a second
+run that no queue can prevent: the at-least-once case that handlers must tolerate.)
 
 Two outages: one shorter than the lease (the default 30 s), and one longer than
 the lease, after which the worker must not hand out again the jobs it finished
@@ -57,11 +59,12 @@ def scalar_or_none(app: Errands, sql: str) -> Any:
         return None
 
 
-def start_worker(db_url: str, *args: str, log_path: Path) -> subprocess.Popen[str]:
+def start_worker(db_url: str, *args: str, log_path: Path, notes: Path) -> subprocess.Popen[str]:
     """``errands worker`` like helpers.start_worker, but killed by the kernel if pytest itself dies,
     so that no worker keeps polling a server that is gone (its processes die with it)."""
     with open(log_path, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "errands", "worker", *args], env=cli_env(db_url),
+        return subprocess.Popen([sys.executable, "-m", "errands", "worker", *args],
+                                env=cli_env(db_url, ERRANDS_TEST_NOTES=str(notes)),
                                 stdout=out, stderr=subprocess.STDOUT, text=True,
                                 preexec_fn=die_with_parent(signal.SIGKILL))
 
@@ -92,33 +95,40 @@ def test_stopping_and_starting_the_database_under_a_worker_loses_no_job(
         lease: float, outage: float) -> None:
     timings: dict[str, float] = {}
     began = time.monotonic()
-    short = app.enqueue_many([sample_jobs.sleep_then_record.prepare(0.001) for _ in range(JOBS)])
+    short = app.enqueue_many([sample_jobs.sleep_then_note.prepare(0.001) for _ in range(JOBS)])
     timings["enqueue"] = time.monotonic() - began
 
-    log_path = tmp_path / "worker.log"
+    log_path, notes = tmp_path / "worker.log", tmp_path / "runs.txt"
+    notes.touch()
     worker = start_worker(private_server.url, "-c", str(CONCURRENCY), "--lease", f"{lease:g}",
-                          "--shutdown-timeout", "10", log_path=log_path)
+                          "--shutdown-timeout", "10", log_path=log_path, notes=notes)
+
+    def noted() -> list[tuple[int, int]]:
+        """(job id, attempt) of every run so far."""
+        lines = notes.read_text().splitlines()
+        return [(int(job), int(attempt)) for job, attempt, _ in (line.split() for line in lines)]
 
     def worker_log() -> str:
         return log_path.read_text(errors="replace")
 
     try:
         began = time.monotonic()
-        wait_for(lambda: scalar(app, "SELECT COUNT(*) FROM test_runs") >= JOBS // 10, timeout=60,
+        wait_for(lambda: len(noted()) >= JOBS // 10, timeout=60,
                  message=f"the worker to finish {JOBS // 10} jobs")
         timings["first 10%"] = time.monotonic() - began
         # Two jobs that are running when the server stops and finish after it is back.
-        long = app.enqueue_many([sample_jobs.sleep_then_record.using(priority=10).prepare(outage + 1.5)
+        long = app.enqueue_many([sample_jobs.sleep_then_note.using(priority=10).prepare(outage + 1.5)
                                  for _ in range(LONG_JOBS)])
         long_ids = ", ".join(str(h.id) for h in long)
         wait_for(lambda: scalar(app, f"SELECT COUNT(*) FROM errands_jobs WHERE id IN ({long_ids}) "
                                      "AND reserved_by IS NOT NULL") == LONG_JOBS,
                  timeout=30, message="the long jobs to start")
-        done_before = scalar(app, "SELECT COUNT(*) FROM test_runs")
+        done_before = len(noted())
         log_before = log_path.stat().st_size
 
         timings["stop"] = private_server.stop()
         time.sleep(outage)
+        ran_in_outage = len(noted()) - done_before
         assert worker.poll() is None, f"the worker exited during the outage:\n{worker_log()[-3000:]}"
         outage_log = worker_log()[log_before:]
         timings["start"] = private_server.start()
@@ -140,30 +150,37 @@ def test_stopping_and_starting_the_database_under_a_worker_loses_no_job(
     assert "crashed" not in log and "died" not in log, log[-5000:]
     # Waiting, not spinning: the claim loop backs off (0.5 s, 1 s, 2 s, ...), the heartbeat
     # fails once per beat, and only the jobs that were running fail - a few dozen records at most.
-    records = [line for line in outage_log.splitlines() if LOG_RECORD.match(line)]
+    # A run that ends well is not noise: runners finish what they had started, and may start a few
+    # buffered jobs before the first failed statement pauses them.
+    records = [line for line in outage_log.splitlines() if LOG_RECORD.match(line) and " done in " not in line]
     claims = [line for line in records if "database unavailable, retrying in" in line]
     assert claims, f"the worker logged no claim retry during the outage:\n{outage_log[-3000:]}"
     assert len(claims) <= 8, f"{len(claims)} claim retries in {outage:g}s:\n" + "\n".join(claims)
     assert len(records) <= 60, f"{len(records)} log records in a {outage:g}s outage:\n" + "\n".join(records)
+    # The first failed statement pauses the runners: they do not work through the prefetched jobs (up
+    # to 500) while nothing can be recorded (measured: 6 to 57 runs between the count and the pause).
+    assert ran_in_outage < 250, f"{ran_in_outage} jobs ran while the database was down"
 
     # Every job ran exactly once: one row per job id, nothing failed, nothing left.
     failed = app.failed(limit=JOBS)
     assert not failed, [(f.id, f.error_type, f.error_message[:200]) for f in failed[:10]]
-    runs = app.store.run(lambda cur: (cur.execute("SELECT job_id, attempt FROM test_runs"), cur.fetchall())[1])
-    ran = [int(r[0]) for r in runs]
+    runs = noted()
+    ran = [job for job, _ in runs]
     expected = {h.id for h in short + long}
     assert len(ran) == len(set(ran)) == JOBS + LONG_JOBS and set(ran) == expected, \
         f"{len(ran)} runs, {len(set(ran))} distinct, missing {sorted(expected - set(ran))[:20]}"
-    # Only the jobs running at the stop may have lost an attempt (they could not record their run);
-    # after the restart no job fails on a connection that the restart had broken.
-    retried = sorted((int(r[0]), int(r[1])) for r in runs if int(r[1]) > 1)
-    assert len(retried) <= CONCURRENCY and all(attempt == 2 for _, attempt in retried), retried
-    assert all(int(r[1]) == 1 for r in runs if int(r[0]) in {h.id for h in long}), "a long job ran twice"
+    # No handler failed (nothing in the dead letter, every job ran once): the jobs running at the stop
+    # finished and were recorded after the restart.  A run on a second attempt can only come from a
+    # claim whose commit the shutdown made ambiguous: the worker never saw those rows, and they came
+    # back when their lease expired.  Nothing ever needs a third.
+    retried = sorted((job, attempt) for job, attempt in runs if attempt > 1)
+    assert all(attempt == 2 for _, attempt in retried), retried
+    assert all(attempt == 1 for job, attempt in runs if job in {h.id for h in long}), "a long job ran twice"
     assert scalar(app, "SELECT COUNT(*) FROM errands_workers") == 0
     print(f"\n{private_server.kind} lease {lease:g}s outage {outage:g}s: {done_before} jobs done before the "
           "stop; " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items())
           + f"; {len(claims)} claim retries, {len(records)} log records during the outage, "
-            f"{len(retried)} job(s) needed a second attempt")
+            f"{len(retried)} job(s) needed a second attempt, {ran_in_outage} ran during the outage")
 
 
 def test_enqueue_while_the_database_is_down_and_after_it_is_back(
