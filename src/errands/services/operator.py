@@ -104,9 +104,9 @@ def queues_view(app: Errands) -> list[dict[str, Any]]:
         if text:
             limits.setdefault(d.options.queue, []).extend(text)
     for name in app.default_queues():
-        base.setdefault(name, {"name": name, **dict.fromkeys(("ready", "delayed", "blocked", "running", "stale",
-                                                                "failed"), 0), "paused": False,
-                               "oldest_ready_seconds": None})
+        states = ("ready", "delayed", "blocked", "running", "stale", "failed")
+        base.setdefault(name, {"name": name, **dict.fromkeys(states, 0), "capped": dict.fromkeys(states, False),
+                               "paused": False, "oldest_ready_seconds": None})
     return [{**q, "limits": limits.get(q["name"], []),
              "jobs": sorted(d.name for d in app.registry.values() if d.options.queue == q["name"])}
             for _, q in sorted(base.items())]

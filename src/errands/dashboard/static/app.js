@@ -67,8 +67,11 @@
           el.classList.toggle("warn", data.totals.stale > 0);
         });
         data.queues.forEach(function (q) {
-          const cell = document.querySelector("[data-queue='" + CSS.escape(q.name) + "'][data-state='ready']");
-          if (cell) { cell.textContent = q.ready; }
+          document.querySelectorAll("[data-queue='" + CSS.escape(q.name) + "'][data-state]").forEach(function (cell) {
+            const s = cell.dataset.state;
+            const text = Number(q[s]).toLocaleString("en-US") + (q.capped && q.capped[s] ? "+" : "");
+            if (cell.textContent !== text) { cell.textContent = text; }
+          });
         });
         if (banner) { banner.hidden = !data.no_worker; }
         if (announcer) {
