@@ -298,15 +298,39 @@ class InsightVerbs(_Base):
         return self.run(read)
 
     def active_queues(self) -> list[str]:
-        """Queues with recent runs (the stats of the last week) or a row in the queues table."""
+        """Queues that hold a job or a dead-letter entry now, had runs in the last week, or have a row
+        in the queues table: a queue filled with ``using(queue=...)`` that no worker serves is exactly
+        the pile-up an operator must see."""
 
         def read(cur: Any) -> list[str]:
             cur.execute(self.q("SELECT DISTINCT queue FROM {stats} WHERE minute >= {now_plus}"), (-7 * 86400.0,))
             found = {r[0] for r in cur.fetchall()}
             cur.execute(self.q("SELECT name FROM {queues}"))
-            return sorted(found | {r[0] for r in cur.fetchall()})
+            found.update(r[0] for r in cur.fetchall())
+            return sorted(found | self.queues_in_use(cur))
 
         return self.run(read)
+
+    def queues_in_use(self, cur: Any) -> set[str]:
+        cur.execute(self.q(self.queues_in_use_sql()))
+        return {r[0] for r in cur.fetchall()}
+
+    def queues_in_use_sql(self) -> str:
+        """The distinct queues of the jobs and the dead letter without reading either table whole.
+
+        SQLite and PostgreSQL have no skip scan, so a recursive query hops through the claim index
+        (waiting jobs) and the dead letter's queue index, one index probe per queue; reserved and
+        blocked jobs, few by nature, come from their own partial indexes."""
+        waiting = "SELECT queue FROM {jobs} WHERE reserved_by IS NULL AND blocked_by IS NULL"
+        dead = "SELECT queue FROM {failed} WHERE queue IS NOT NULL"
+        return ("WITH RECURSIVE w(queue) AS (SELECT (" + waiting + " ORDER BY queue LIMIT 1) UNION ALL "
+                "SELECT (" + waiting + " AND queue > w.queue ORDER BY queue LIMIT 1) FROM w "
+                "WHERE w.queue IS NOT NULL), "
+                "d(queue) AS (SELECT (" + dead + " ORDER BY queue LIMIT 1) UNION ALL "
+                "SELECT (" + dead + " AND queue > d.queue ORDER BY queue LIMIT 1) FROM d WHERE d.queue IS NOT NULL) "
+                "SELECT queue FROM w WHERE queue IS NOT NULL UNION SELECT queue FROM d WHERE queue IS NOT NULL "
+                "UNION SELECT DISTINCT queue FROM {jobs} WHERE reserved_by IS NOT NULL "
+                "UNION SELECT DISTINCT queue FROM {jobs} WHERE blocked_by IS NOT NULL")
 
     # ------------------------------------------------------------------ dead letter
     def _failed_where(self, queue: str | None, name: str | None, text: str | None) -> tuple[str, list[Any]]:

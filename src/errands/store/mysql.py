@@ -310,6 +310,25 @@ class MySQLStore(SQLStore):
     # ------------------------------------------------------------------ feature statements
     like_escape = " ESCAPE '\\\\'"  # MySQL reads backslashes in string literals as escapes
 
+    def queues_in_use(self, cur: Any) -> set[str]:
+        """Hop through the claim index (it holds every job: MySQL has no partial indexes) one queue
+        at a time from the client: a literal bound is a range seek, while MariaDB runs the same
+        step inside a recursive query, or a DISTINCT, as a scan of the whole index (92 and 27 ms
+        at 300,000 jobs, against under 1 ms).  The dead letter's (queue, failed_at) index has no
+        DESC part, and DISTINCT reads it with a loose index scan."""
+        found: set[str] = set()
+        step = self.q("SELECT queue FROM {jobs} WHERE queue > %s ORDER BY queue LIMIT 1")
+        last = ""
+        while True:
+            cur.execute(step, (last,))
+            row = cur.fetchone()
+            if row is None:
+                break
+            last = row[0]
+            found.add(last)
+        cur.execute(self.q("SELECT DISTINCT queue FROM {failed}"))
+        return found | {r[0] for r in cur.fetchall()}
+
     def minute_sql(self) -> str:
         return "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
 
