@@ -223,6 +223,12 @@ def command_lines(block: Block) -> Iterator[str]:
         yield pending
 
 
+COMMAND_PREFIXES = {"sudo", "exec", "nohup", "env", "time", "python", "python3", "-m"}
+"""Words after which the next one is still the program (``python -m errands`` runs errands)."""
+CRON_FIELD = re.compile(r"[\d*/,-]+")
+"""A crontab schedule field: the command comes after five of them."""
+
+
 def errands_invocations(line: str) -> Iterator[list[str]]:
     """The argument lists of each ``errands`` command on a line."""
     exec_form = re.match(r"\s*(?:CMD|ENTRYPOINT|RUN)\s+(\[.*\])\s*$", line)
@@ -239,16 +245,24 @@ def errands_invocations(line: str) -> Iterator[list[str]]:
         tokens = list(lexer)
     except ValueError:  # an unbalanced quote: not a shell line (e.g. YAML prose)
         return
-    i = 0
+    i, command_start = 0, True  # only a word in command position runs a program ("pip install errands" does not)
     while i < len(tokens):
-        key, _, program = tokens[i].rpartition("=")  # systemd's ExecStart=..., supervisor's command=...
-        if program.rsplit("/", 1)[-1] == "errands" and key in ("", "ExecStart", "ExecStartPre", "command"):
+        token = tokens[i]
+        key, _, program = token.rpartition("=")  # systemd's ExecStart=..., supervisor's command=...
+        if command_start and program.rsplit("/", 1)[-1] == "errands" and key in ("", "ExecStart", "ExecStartPre",
+                                                                                  "command"):
             args = []
             i += 1
             while i < len(tokens) and tokens[i] not in SHELL_OPERATORS:
                 args.append(tokens[i])
                 i += 1
             yield args
+            continue
+        if token in SHELL_OPERATORS:
+            command_start = True
+        elif command_start and not (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", token) or token in COMMAND_PREFIXES
+                                    or CRON_FIELD.fullmatch(token)):
+            command_start = False  # an environment assignment or a wrapper keeps the command position
         i += 1
 
 
@@ -344,8 +358,10 @@ def test_command_lines_are_found_where_deployments_write_them() -> None:
                                     "$ ERRANDS_QUEUES=mails errands status --json | jq .queues  # counts\n"
                                     "* * * * * cd /srv/shop && errands worker --burst --max 500 >> log 2>&1\n"
                                     "python -m errands migrate --sql\n"
+                                    "pip install errands 'errands[dashboard]'  # not a command line of errands\n"
+                                    "*/5 * * * * errands recover\n"
                                     'CMD ["errands", "--app", "shop.tasks:app", "worker"]\n')
     found = [args for line in command_lines(block) for args in errands_invocations(line)]
     assert found == [["--app", "shop.tasks:app", "worker", "-c", "8"], ["status", "--json"],
-                     ["worker", "--burst", "--max", "500"], ["migrate", "--sql"],
+                     ["worker", "--burst", "--max", "500"], ["migrate", "--sql"], ["recover"],
                      ["--app", "shop.tasks:app", "worker"]]
