@@ -134,10 +134,10 @@ def drain(backend: Any, queues: tuple[str, ...] | None = None) -> int:
 
 
 def manage(db_url: str, *args: str, cwd: Path = PROJECT, env_name: str = "ERRANDS_DJANGO_DB",
-           timeout: float = 120) -> subprocess.CompletedProcess[str]:
+           timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python manage.py ...`` of a project (the test project by default) on ``db_url``, which the
     project's settings read from the variable ``env_name``."""
-    env = {**os.environ, env_name: db_url}
+    env = {**os.environ, env_name: db_url, **(extra_env or {})}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)

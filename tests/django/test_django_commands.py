@@ -42,6 +42,23 @@ def test_worker_takes_only_the_queues_asked_for(tasks_backend: Any, project_db: 
     assert bad.returncode != 0 and "invalid queue name" in bad.stderr
 
 
+def test_worker_options_come_from_errands_variables_too(tasks_backend: Any, project_db: str) -> None:
+    from shop import tasks
+
+    mail, plain = tasks.send_mail.enqueue("x@example.com"), tasks.add.enqueue(1, 1)
+    env = {"ERRANDS_BURST": "true", "ERRANDS_QUEUES": "emails", "ERRANDS_CONCURRENCY": "3"}
+    run = manage(project_db, "errands_worker", extra_env=env)  # burst from the variable: it exits
+    assert run.returncode == 0, run.stderr
+    assert "queues: emails | processes: 1 x concurrency 3" in run.stderr
+    assert tasks_backend.get_result(mail.id).status == TaskResultStatus.SUCCESSFUL
+    assert tasks_backend.get_result(plain.id).status == TaskResultStatus.READY
+    flag = manage(project_db, "errands_worker", "-c", "2", "-q", "default", extra_env=env)  # flags win
+    assert flag.returncode == 0 and "queues: default | processes: 1 x concurrency 2" in flag.stderr, flag.stderr
+    assert tasks_backend.get_result(plain.id).status == TaskResultStatus.SUCCESSFUL
+    bad = manage(project_db, "errands_worker", extra_env={**env, "ERRANDS_CONCURRENCY": "many"})
+    assert bad.returncode != 0 and "--concurrency" in bad.stderr and "many" in bad.stderr
+
+
 def test_tables_from_errands_migrate_then_django_migrate(backend: str, db_url: str) -> None:
     """A database Django has not migrated: the worker says what to run; errands_migrate creates the
     tables; Django's migrate afterwards finds them there and adds nothing twice."""

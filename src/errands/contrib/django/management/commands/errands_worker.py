@@ -9,6 +9,7 @@ before the fork, and each task run opens (and, as after a request, closes) its o
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -22,6 +23,17 @@ from errands.worker.supervisor import Supervisor
 from ._common import errands_backend
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(process)d] %(message)s"
+
+
+def _env(name: str, default: object = None) -> object:
+    """An option's default from its ``ERRANDS_*`` variable; argparse converts a string default with
+    the option's type, so a bad value is refused like a bad flag."""
+    return os.environ.get(name, default)
+
+
+def _env_flag(name: str) -> bool:
+    """A flag's default from ``ERRANDS_*``, as ``errands worker`` reads it (1/true/yes/on)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _positive_int(text: str) -> int:
@@ -39,7 +51,9 @@ def _positive_float(text: str) -> float:
 
 
 class Command(BaseCommand):
-    help = ("Run errands workers for this project's tasks. SIGTERM or Ctrl-C: stop claiming, let running tasks "
+    help = ("Run errands workers for this project's tasks. Every option also reads its ERRANDS_* variable "
+            "as `errands worker` does (ERRANDS_CONCURRENCY, ERRANDS_QUEUES, ERRANDS_BURST, ...). "
+            "SIGTERM or Ctrl-C: stop claiming, let running tasks "
             "finish (up to --shutdown-timeout), give the rest back. A second signal gives them back at once.")
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -47,24 +61,27 @@ class Command(BaseCommand):
         parser.add_argument("-q", "--queue", dest="queues", action="append", default=[], metavar="NAME[,NAME]",
                             help="Queues to take tasks from, most important first (repeatable or comma list; "
                                  "default: the backend's QUEUES, then any other queue a task names).")
-        parser.add_argument("-c", "--concurrency", type=_positive_int, default=1,
+        parser.add_argument("-c", "--concurrency", type=_positive_int, default=_env("ERRANDS_CONCURRENCY", 1),
                             help="Tasks run at once per worker process (threads; async tasks share one event "
                                  "loop). Default 1.")
-        parser.add_argument("-p", "--processes", type=_positive_int, default=1,
+        parser.add_argument("-p", "--processes", type=_positive_int, default=_env("ERRANDS_PROCESSES", 1),
                             help="Worker processes under this supervisor. Default 1.")
-        parser.add_argument("--max", dest="max_jobs", type=_positive_int, default=None,
+        parser.add_argument("--max", dest="max_jobs", type=_positive_int, default=_env("ERRANDS_MAX_JOBS"),
                             help="Exit after this many tasks (per process).")
-        parser.add_argument("--once", action="store_true", help="Run at most one task, then exit.")
-        parser.add_argument("--burst", action="store_true", help="Exit when no task is ready.")
-        parser.add_argument("--sleep", type=_positive_float, default=1.0,
+        parser.add_argument("--once", action="store_true", default=_env_flag("ERRANDS_ONCE"),
+                            help="Run at most one task, then exit.")
+        parser.add_argument("--burst", action="store_true", default=_env_flag("ERRANDS_BURST"),
+                            help="Exit when no task is ready.")
+        parser.add_argument("--sleep", type=_positive_float, default=_env("ERRANDS_SLEEP", 1.0),
                             help="Longest wait in seconds between polls when idle. Default 1.")
-        parser.add_argument("--shutdown-timeout", type=float, default=30.0,
+        parser.add_argument("--shutdown-timeout", type=float, default=_env("ERRANDS_SHUTDOWN_TIMEOUT", 30.0),
                             help="Seconds running tasks get to finish after SIGTERM. Default 30.")
-        parser.add_argument("--lease", type=_positive_float, default=None,
+        parser.add_argument("--lease", type=_positive_float, default=_env("ERRANDS_LEASE"),
                             help="Seconds a claim is held without a heartbeat (default: the backend's lease).")
-        parser.add_argument("--prefetch", type=int, default=None,
+        parser.add_argument("--prefetch", type=int, default=_env("ERRANDS_PREFETCH"),
                             help="Tasks held beyond the running ones (default: adapts to task duration).")
-        parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        parser.add_argument("--log-level", default=_env("ERRANDS_LOG_LEVEL", "INFO"),
+                            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                             help="Level of errands' log lines when Django's LOGGING gives them no handler.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -73,7 +90,8 @@ class Command(BaseCommand):
         backend.discover()
         app = backend.errands
         try:
-            queues = _split(options["queues"]) or tuple(backend.worker_queues())
+            named = options["queues"] or [_env("ERRANDS_QUEUES", "")]  # a flag beats the variable
+            queues = _split(named) or tuple(backend.worker_queues())
         except InvalidQueueName as exc:
             raise CommandError(str(exc)) from None
         if options["shutdown_timeout"] < 0 or (options["prefetch"] is not None and options["prefetch"] < 0):
