@@ -17,15 +17,15 @@ double-submit cookie here), admin-only actions, and links that carry the mount p
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from html import escape
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..dashboard import AuthSettings, Principal, create_dashboard
 from ..dashboard.auth import ROLES
@@ -62,6 +62,13 @@ def checked_principal(found: object) -> Principal | None:
     return found
 
 
+def check_mount_path(path: str) -> str:
+    """A mount path as every host mounts it: ``/errands``, not ``errands`` or ``/errands/``."""
+    if not path.startswith("/") or path.endswith("/"):
+        raise ConfigurationError(f"mount path must start with '/' and not end with one, got {path!r}")
+    return path
+
+
 def inner_path(scope: Scope) -> str:
     """The path inside the mount (the scope's path keeps the prefix; root_path names it)."""
     path, root = scope.get("path", ""), scope.get("root_path", "")
@@ -77,24 +84,18 @@ def _from_scope(conn: Any) -> Principal | None:
 class DashboardGate:
     """An ASGI app in front of a host-authenticated dashboard.
 
-    It asks the host who is asking; refuses strangers itself (401 for the API and for
-    form posts, a redirect to the host's login page or a 401 page for pages) so that the
-    dashboard's own login page never enters the picture; and makes sure a signed-in browser
-    holds the CSRF cookie before the dashboard renders its first form.
+    It asks the host who is asking and hands the answer to the dashboard in the scope.  A
+    stranger's page request goes to the host's login page when there is one; everything else
+    (the API's 401, a 401 page, the CSRF cookie, the security headers) is the dashboard's own.
     """
 
     def __init__(self, errands_app: Errands, resolve: HostAuthFunction, *,
                  login_url: str | Callable[[Request], str | None] | None = None,
                  settings: AuthSettings | None = None) -> None:
-        self.settings = settings or AuthSettings()
-        self.dashboard = create_dashboard(errands_app, host_auth=_from_scope, settings=self.settings)
+        self.dashboard = create_dashboard(errands_app, host_auth=_from_scope, settings=settings)
         self._resolve = resolve
         self._async = inspect.iscoroutinefunction(resolve) or inspect.iscoroutinefunction(type(resolve).__call__)
         self._login_url = login_url
-        self._app = SecurityHeaders(self._gate)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(cast("dict[str, Any]", scope), receive, send)
 
     async def principal(self, request: Request) -> Principal | None:
         """The host's answer for this request (a sync function runs in a worker thread, since it
@@ -107,7 +108,7 @@ class DashboardGate:
                 found = await found
         return checked_principal(found)
 
-    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.dashboard(scope, receive, send)
             return
@@ -117,23 +118,15 @@ class DashboardGate:
             return
         request = Request(scope, receive)
         principal = await self.principal(request)
-        if principal is None:
-            await self._refuse(request, path)(scope, receive, send)
-            return
-        # The dashboard mints the double-submit CSRF cookie itself on the first GET.
-        await self.dashboard({**scope, PRINCIPAL_KEY: principal}, receive, send)
-
-    def _refuse(self, request: Request, path: str) -> Response:
-        if path.startswith("/api/") or path == "/metrics":
-            return JSONResponse({"error": "authentication required"}, status_code=401)
-        if request.method in ("GET", "HEAD"):
+        if principal is None and request.method in ("GET", "HEAD") and not path.startswith("/api/") \
+                and path != "/metrics":
             target = self._login_target(request)
             if target:
-                return RedirectResponse(target, status_code=303)
-        text = "Sign in to the application first, then come back to this page."
-        return HTMLResponse(f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in · errands"
-                            f"</title></head><body><main><h1>Sign in required</h1><p>{escape(text)}</p></main></body>"
-                            f"</html>", status_code=401)
+                await SecurityHeaders(RedirectResponse(target, status_code=303))(cast("dict[str, Any]", scope),
+                                                                                 receive, send)
+                return
+        # Strangers otherwise get the dashboard's own refusal (401 JSON for the API, a 401 page).
+        await self.dashboard({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
     def _login_target(self, request: Request) -> str | None:
         login = self._login_url
@@ -156,10 +149,8 @@ def mount_dashboard(host_app: Starlette, errands_app: Errands, path: str = "/err
     appended (or a function of the request giving the whole URL); without it they answer 401.
     ``settings``: cookie options (``secure_cookies=False`` for plain-HTTP development).
     """
-    if not path.startswith("/") or path.endswith("/"):
-        raise ConfigurationError(f"mount path must start with '/' and not end with one, got {path!r}")
     gate = DashboardGate(errands_app, auth, login_url=login_url, settings=settings)
-    host_app.mount(path, gate, name=name)
+    host_app.mount(check_mount_path(path), gate, name=name)
     return gate
 
 
@@ -175,21 +166,12 @@ class ErrandsLifespan:
                  shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
                  lease: float | None = None,
                  lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None) -> None:
-        self.errands_app = errands_app
         self.lifespan = lifespan
-        self.queues = queues
-        self.concurrency = concurrency
-        self.shutdown_timeout = shutdown_timeout
-        self.sleep = sleep
-        self.scheduler = scheduler
-        self.lease = lease
+        self._new_worker = functools.partial(InProcessWorker, errands_app, queues, concurrency=concurrency,
+                                             shutdown_timeout=shutdown_timeout, sleep=sleep, scheduler=scheduler,
+                                             lease=lease)
         self._new_worker()  # bad options fail here, where the app is built, not at start-up
         self.worker: InProcessWorker | None = None
-
-    def _new_worker(self) -> InProcessWorker:
-        return InProcessWorker(self.errands_app, self.queues, concurrency=self.concurrency,
-                               shutdown_timeout=self.shutdown_timeout, sleep=self.sleep, scheduler=self.scheduler,
-                               lease=self.lease)
 
     def __call__(self, app: Any) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._running(app)

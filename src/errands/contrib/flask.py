@@ -20,13 +20,12 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
 from ..dashboard import AuthSettings, Principal
 from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
-from .asgi import PUBLIC_PATHS, DashboardGate, checked_principal
+from .asgi import PRINCIPAL_KEY, PUBLIC_PATHS, DashboardGate, check_mount_path, checked_principal
 from .inprocess import InProcessWorker, start_worker
 
 try:
@@ -43,10 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["FlaskDashboard", "InProcessWorker", "Principal", "mount_dashboard", "register_error_handlers",
            "start_worker"]
 
-PRINCIPAL_KEY = "errands.principal"
-"""The environ entry with the host's answer (a Principal object, or None)."""
 LOGIN_KEY = "errands.login_url"
-"""The environ entry with where to send a stranger (computed inside the Flask request context)."""
+"""The environ entry with where to send a stranger, when ``login_url`` is a function (it runs inside
+the Flask request context).  The host's answer travels under ``PRINCIPAL_KEY``, as in the scope."""
 
 
 def _check_a2wsgi() -> None:
@@ -66,7 +64,7 @@ def _environ(request: Request) -> dict[str, Any]:
     return environ if isinstance(environ, dict) else {}
 
 
-def _principal_from_environ(request: Request) -> Principal | None:
+async def _principal_from_environ(request: Request) -> Principal | None:
     found = _environ(request).get(PRINCIPAL_KEY)
     return found if isinstance(found, Principal) else None
 
@@ -86,15 +84,13 @@ class FlaskDashboard:
     def __init__(self, flask_app: Flask, errands_app: Errands, path: str, auth: Callable[[], Principal | None], *,
                  login_url: str | Callable[[], str | None] | None = None,
                  settings: AuthSettings | None = None) -> None:
-        if not path.startswith("/") or path.endswith("/"):
-            raise ConfigurationError(f"mount path must start with '/' and not end with one, got {path!r}")
         _check_a2wsgi()
         self.flask_app = flask_app
-        self.path = path
+        self.path = check_mount_path(path)
         self.auth = auth
         self.login_url = login_url
         self.gate = DashboardGate(errands_app, _principal_from_environ, settings=settings,
-                                  login_url=_login_from_environ)
+                                  login_url=_login_from_environ if callable(login_url) else login_url)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="errands-dashboard-loop", daemon=True)
         self._thread.start()
@@ -114,9 +110,8 @@ class FlaskDashboard:
             # The host's view of this request: the original path, its session, its login manager.
             with self.flask_app.request_context(environ):
                 environ[PRINCIPAL_KEY] = checked_principal(self.auth())
-                login = self.login_url
-                if environ[PRINCIPAL_KEY] is None and login is not None:
-                    environ[LOGIN_KEY] = login() if callable(login) else _with_next(login, environ)
+                if environ[PRINCIPAL_KEY] is None and callable(self.login_url):
+                    environ[LOGIN_KEY] = self.login_url()
         environ["SCRIPT_NAME"], environ["PATH_INFO"] = script + self.path, rest
         return self._asgi(environ, start_response)  # type: ignore[arg-type]
 
@@ -128,13 +123,6 @@ class FlaskDashboard:
         self._thread.join(5)
         if not self._loop.is_running():
             self._loop.close()
-
-
-def _with_next(login: str, environ: dict[str, Any]) -> str:
-    here = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
-    if environ.get("QUERY_STRING"):
-        here += "?" + environ["QUERY_STRING"]
-    return f"{login}{'&' if '?' in login else '?'}{urlencode({'next': here}, quote_via=quote)}"
 
 
 def mount_dashboard(flask_app: Flask, errands_app: Errands, path: str = "/errands", *,

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("errands.dashboard")
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+HOST_SIGN_IN = ("Sign in required: sign in to the application that hosts this dashboard first, then come back "
+                "to this page.")
 BULK_CAP = 100_000
 
 
@@ -132,8 +134,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
                 if api:
                     return JSONResponse({"error": "authentication required"}, status_code=401)
                 if not auth.own_logins:  # the host signs people in; its own login page is not ours to know
-                    return d.render(request, "error.html", None, status=401,
-                                    message="sign in to the application that hosts this dashboard first")
+                    return d.render(request, "error.html", None, status=401, message=HOST_SIGN_IN)
                 return RedirectResponse(d.url(request, "/login", next=request.url.path), status_code=303)
             minted = ""
             if principal.host and not principal.csrf and request.method in ("GET", "HEAD"):
@@ -172,8 +173,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return d.render(request, "login.html", None, next=request.query_params.get("next", ""))
 
     async def login(request: Request) -> Response:
-        if not auth.own_logins:
-            return RedirectResponse(d.url(request, "/"), status_code=303)
+        if not auth.own_logins:  # no password of ours is a way in when the host signs people in
+            return d.render(request, "error.html", None, status=401, message=HOST_SIGN_IN)
         form = await request.form()
         username, password = str(form.get("username", ""))[:100], str(form.get("password", ""))
         address = request.client.host if request.client else "unknown"

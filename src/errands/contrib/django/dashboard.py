@@ -39,7 +39,7 @@ from django.shortcuts import resolve_url
 
 from ...dashboard import AuthSettings, Principal
 from ...errors import ConfigurationError
-from ..asgi import DashboardGate
+from ..asgi import DashboardGate, check_mount_path
 from .compat import task_backends
 
 __all__ = ["DjangoStaff", "dashboard", "with_dashboard", "with_dashboard_wsgi"]
@@ -140,8 +140,7 @@ def _with_next(login: str, here: str) -> str:
 
 
 def _check_path(path: str) -> None:
-    if not path.startswith("/") or path.endswith("/"):
-        raise ConfigurationError(f"mount path must start with '/' and not end with one, got {path!r}")
+    check_mount_path(path)
 
 
 class DashboardMount:
