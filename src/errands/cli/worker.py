@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..config import check_queue_name, mask_url
+from ..config import mask_url, split_queues
 from ..worker.runner import WorkerSettings
 from ..worker.supervisor import Supervisor
 from .context import Context
-
-
-def split_queues(values: tuple[str, ...]) -> tuple[str, ...]:
-    queues: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if name and name not in queues:
-                queues.append(check_queue_name(name))
-    return tuple(queues)
 
 
 @click.command()

@@ -465,10 +465,14 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
         current = self.current_version() or 0
         return sum(len(steps) for version, steps in self.migrations() if version > current)
 
-    def migrate(self, progress: Callable[[int], None] | None = None) -> list[int]:
+    def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
         """Create or upgrade the tables; safe to run again and from many processes at once.
 
-        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it)."""
+        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  With
+        ``cursor`` the DDL runs on the caller's connection, inside its transaction (Django's
+        ``migrate``); the caller commits."""
+        if cursor is not None:
+            return self._apply_migrations(cursor, progress)
         applied = self._run(lambda cur: self._apply_migrations(cur, progress), write=True)
         self._schema_checked = True
         return applied
@@ -490,7 +494,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                                       if version is None else f"errands schema is at version {version}, this "
                                       f"code needs {self.schema_version}; run `errands migrate`")
                 if cursor is not None:
-                    self._apply_migrations(cursor)  # part of the caller's transaction
+                    self.migrate(cursor=cursor)  # part of the caller's transaction
                 else:
                     self.migrate()
             if cursor is not None:

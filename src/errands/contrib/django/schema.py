@@ -48,7 +48,7 @@ def migrate_connection(connection: Any) -> list[int]:
         with connection.cursor() as cursor:
             # errands' own migration routine on the caller's cursor: the same steps, locks and
             # version records as `errands migrate`, in the transaction Django opened.
-            applied += store._apply_migrations(cursor.cursor)
+            applied += store.migrate(cursor=cursor.cursor)
     return applied
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from errands.config import mask_url
+from errands.config import mask_url, split_queues
 from errands.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
 from errands.worker.runner import WorkerSettings
 from errands.worker.supervisor import Supervisor
@@ -91,7 +91,7 @@ class Command(BaseCommand):
         app = backend.errands
         try:
             named = options["queues"] or [_env("ERRANDS_QUEUES", "")]  # a flag beats the variable
-            queues = _split(named) or tuple(backend.worker_queues())
+            queues = split_queues(named) or tuple(backend.worker_queues())
         except InvalidQueueName as exc:
             raise CommandError(str(exc)) from None
         if options["shutdown_timeout"] < 0 or (options["prefetch"] is not None and options["prefetch"] < 0):
@@ -133,15 +133,3 @@ class Command(BaseCommand):
         handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt="%H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel("WARNING" if verbosity == 0 else level)
-
-
-def _split(values: list[str]) -> tuple[str, ...]:
-    from errands.config import check_queue_name
-
-    queues: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if name and name not in queues:
-                queues.append(check_queue_name(name))
-    return tuple(queues)
