@@ -205,6 +205,21 @@ def test_purge_cancels_the_waiting_jobs_of_one_queue(app, db_url):
     assert app.job_state(handles[0].id).value == "cancelled"
     bad = CliRunner().invoke(main, ["queue", "purge", "no such queue!", "--yes"], env=env)
     assert bad.exit_code == 1 and "invalid queue name" in bad.output
+    assert app.store.get_result(handles[0].id).message == "purged from its queue"
+
+
+def test_purge_leaves_a_job_a_worker_claimed_meanwhile(app):
+    """The purge listed the job as waiting, then a worker claimed it: the cancel, decided under the
+    row lock, leaves it running (a plain cancel would ask it to stop)."""
+    @app.job(name="mail", queue="mails")
+    def mail(to: str) -> None: ...
+
+    job = mail.enqueue("a@example.com")
+    assert [c.id for c in app.store.claim("w:1:x", ["mails"], 1, 60.0)] == [job.id]
+    assert app.store.cancel(job.id, 60.0, waiting_only=True) == "running"
+    row = app.store.get_job(job.id)
+    assert row.reserved_by == "w:1:x" and row.cancel_requested_at is None
+    assert app.store.cancel(job.id, 60.0) == "requested"
 
 
 def test_migrate_reports_each_step(db_url):

@@ -58,8 +58,9 @@ def list_queues(ctx: Context) -> None:
 def purge(ctx: Context, name: str, yes: bool) -> None:
     """Cancel every job waiting in NAME (running jobs are left to finish).
 
-    Each job ends as cancelled, as `errands job cancel` would end it (its batch counts it,
-    its result record says "purged"); the bar shows the progress on long queues."""
+    Each job ends as cancelled, as `errands job cancel` would end it (its batch counts it, its
+    result record says "purged from its queue"); a job a worker claims meanwhile is left to run.
+    The bar shows the progress on long queues."""
     app = ctx.app()
     store = app.store
     check_queue_name(name)
@@ -72,7 +73,8 @@ def purge(ctx: Context, name: str, yes: bool) -> None:
     cancelled = 0
     with click.progressbar(waiting, label=f"purging {name}", file=sys.stderr) as bar:
         for job_id in bar:
-            cancelled += store.cancel(job_id, app.result_ttl) == "cancelled"
+            cancelled += store.cancel(job_id, app.result_ttl, waiting_only=True,
+                                      message="purged from its queue") == "cancelled"
     store.audit("cli", "purge", f"queue {name}", f"{cancelled} waiting jobs cancelled")
     click.echo(f"cancelled {cancelled} waiting job(s) of queue {name}")
 

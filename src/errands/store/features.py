@@ -375,9 +375,13 @@ class FeatureVerbs(_Base):
         return self.run(read)
 
     # ------------------------------------------------------------------ cancellation
-    def cancel(self, job_id: int, record_ttl: float) -> str:
+    def cancel(self, job_id: int, record_ttl: float, *, waiting_only: bool = False,
+               message: str = "cancelled before it ran") -> str:
         """Cancel a job: "cancelled" (it was waiting and never runs), "requested" (it is running:
-        its handler sees the request at its next check) or "gone" (it already ended)."""
+        its handler sees the request at its next check) or "gone" (it already ended).
+
+        ``waiting_only``: leave a running job alone ("running"), decided under the row lock, so
+        a job a worker claimed a moment ago is not cancelled behind the caller's back."""
 
         def cancel(cur: Any) -> str:
             cur.execute(self.q("SELECT reserved_by, queue, name, attempts, flags, batch_id FROM {jobs} "
@@ -386,10 +390,11 @@ class FeatureVerbs(_Base):
             if row is None:
                 return "gone"
             if row[0] is not None:
+                if waiting_only:
+                    return "running"
                 cur.execute(self.q("UPDATE {jobs} SET cancel_requested_at = {now} WHERE id = {p}"), (job_id,))
                 return "requested"
-            self._end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl,
-                                "cancelled before it ran")
+            self._end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl, message)
             return "cancelled"
 
         return self.run(cancel, write=True)
