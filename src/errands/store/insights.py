@@ -34,13 +34,6 @@ GROUPED_NEWEST = 10_000
 STATES = ("ready", "delayed", "blocked", "running", "stale")
 
 
-class StatRow(NamedTuple):
-    minute: datetime
-    queue: str
-    succeeded: int
-    failed: int
-
-
 class StateCounts(NamedTuple):
     counts: dict[str, int]
     """Jobs per state (ready, delayed, blocked, running, stale, failed)."""
@@ -87,27 +80,23 @@ class InsightVerbs(_Base):
         """The database's current time, truncated to the minute."""
         raise NotImplementedError
 
-    def stats_since(self, seconds: float, queue: str | None = None) -> list[StatRow]:
-        def read(cur: Any) -> list[StatRow]:
-            where, params = ("", []) if queue is None else (" AND queue = {p}", [queue])
-            cur.execute(self.q("SELECT minute, queue, succeeded, failed FROM {stats} WHERE minute >= {now_plus}" + where
-                               + " ORDER BY minute"), [-float(seconds), *params])
-            return [StatRow(self.to_datetime(r[0]), r[1], int(r[2]), int(r[3])) for r in cur.fetchall()]
-
-        return self.run(read)
-
     def throughput_buckets(self, start: datetime, seconds_per_bucket: int) -> list[tuple[int, int, int]]:
         """``(bucket, succeeded, failed)`` since ``start``, bucket ``n`` covering
         ``start + n * seconds_per_bucket`` onwards, summed in the database: a week is 60,480 rows
         for six queues, and carrying them to Python cost more than the rest of the overview."""
 
         def read(cur: Any) -> list[tuple[int, int, int]]:
-            cur.execute(self.q("SELECT FLOOR((" + self.epoch_sql("minute") + " - {p}) / {p}) AS bucket, "
+            cur.execute(self.q("SELECT " + self.floor_sql("(" + self.epoch_sql("minute") + " - {p}) / {p}")
+                               + " AS bucket, "
                                "SUM(succeeded), SUM(failed) FROM {stats} WHERE minute >= {p} GROUP BY bucket"),
                         (start.timestamp(), int(seconds_per_bucket), self.from_datetime(start)))  # type: ignore[attr-defined]
             return [(int(r[0]), int(r[1]), int(r[2])) for r in cur.fetchall()]
 
         return self.run(read)
+
+    def floor_sql(self, expr: str) -> str:
+        """The whole part of a non-negative number."""
+        return f"FLOOR({expr})"
 
     def epoch_sql(self, column: str) -> str:
         """A time column as seconds since 1970 (UTC)."""

@@ -201,6 +201,10 @@ class SQLiteStore(SQLStore):
             " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
         )])]
 
+    def floor_sql(self, expr: str) -> str:
+        """SQLite has FLOOR only when built with its math functions (CPython's Windows build is not)."""
+        return f"CAST({expr} AS INTEGER)"
+
     def minute_sql(self) -> str:
         return f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
 
