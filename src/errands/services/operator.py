@@ -33,9 +33,25 @@ def _iso(value: datetime | None) -> str | None:
 
 # ---------------------------------------------------------------------------------- overview
 def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
+    now = app.store.now()
+    workers = worker_registry(app, now)
+    queues = queue_rows(app, now, workers)
+    totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
+    for q in queues:
+        for k in totals:
+            totals[k] += q[k]
+    capped = {k: any(q["capped"][k] for q in queues) for k in totals}
+    return {"now": now.isoformat(), "totals": totals, "totals_capped": capped, "count_cap": COUNT_CAP,
+            "queues": queues,
+            "workers_alive": sum(1 for w in workers if w["alive"]), "workers_stale": sum(1 for w in workers
+                                                                                          if not w["alive"]),
+            "no_worker": not any(w["alive"] for w in workers), "throughput": throughput(app, window, now)}
+
+
+def queue_rows(app: Errands, now: datetime, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every queue that matters (registered, paused, holding jobs, recently busy, served by a worker),
+    with its counts per state, which of them are lower bounds, and its oldest ready job's age."""
     store = app.store
-    now = store.now()
-    workers = workers_view(app, now)
     paused = set(store.paused_queues())
     names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
                    | {q for w in workers for q in w["queues"]})
@@ -44,21 +60,13 @@ def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
     oldest = {n: c.oldest_due for n, c in counts.items() if c.oldest_due is not None}
     oldest.update(store.oldest_ready([n for n in names if "ready" in counts[n].at_least]))
     queues: list[dict[str, Any]] = []
-    totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
     for name in names:
         c = counts[name]
-        for k in totals:
-            totals[k] += c.counts[k]
         age = (now - oldest[name]).total_seconds() if name in oldest else None
         # "capped": the number is a lower bound (shown with a "+"): the count stopped at its cap.
         queues.append({"name": name, **c.counts, "capped": {k: k in c.at_least for k in c.counts},
                        "paused": name in paused, "oldest_ready_seconds": age})
-    capped = {k: any(q["capped"][k] for q in queues) for k in totals}
-    return {"now": now.isoformat(), "totals": totals, "totals_capped": capped, "count_cap": COUNT_CAP,
-            "queues": queues,
-            "workers_alive": sum(1 for w in workers if w["alive"]), "workers_stale": sum(1 for w in workers
-                                                                                          if not w["alive"]),
-            "no_worker": not any(w["alive"] for w in workers), "throughput": throughput(app, window, now)}
+    return queues
 
 
 def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[str, Any]:
@@ -77,22 +85,30 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[s
             "failed": failed, "total_succeeded": sum(succeeded), "total_failed": sum(failed)}
 
 
-def workers_view(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+def worker_registry(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The workers table as the pages show it, and whether each one is alive (one small read)."""
     store = app.store
     now = now or store.now()
     out = []
-    held = store.held_jobs()
     for w in store.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
         out.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
                     "concurrency": w.concurrency, "started_at": _iso(w.started_at), "last_heartbeat_at":
                     _iso(w.heartbeat_at), "seconds_since_heartbeat": round(age, 1), "jobs_done": w.jobs_done,
-                    "alive": age <= app.lease * ALIVE_AFTER_LEASES, "current_jobs": held.get(w.id, [])})
+                    "alive": age <= app.lease * ALIVE_AFTER_LEASES})
     return out
 
 
+def workers_view(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The registry with the jobs each worker holds: a read of up to 10,000 leases, so only the pages
+    that list those jobs (workers, doctor) pay for it, not every overview refresh."""
+    held = app.store.held_jobs()
+    return [{**w, "current_jobs": held.get(w["id"], [])} for w in worker_registry(app, now)]
+
+
 def queues_view(app: Errands) -> list[dict[str, Any]]:
-    base = {q["name"]: q for q in overview(app)["queues"]}
+    now = app.store.now()
+    base = {q["name"]: q for q in queue_rows(app, now, worker_registry(app, now))}
     limits: dict[str, list[str]] = {}
     for d in app.registry.values():
         b = d.behaviour
@@ -103,10 +119,6 @@ def queues_view(app: Errands) -> list[dict[str, Any]]:
             text.append(f"{d.name}: at most {b.concurrency_limit} running per group")
         if text:
             limits.setdefault(d.options.queue, []).extend(text)
-    for name in app.default_queues():
-        states = ("ready", "delayed", "blocked", "running", "stale", "failed")
-        base.setdefault(name, {"name": name, **dict.fromkeys(states, 0), "capped": dict.fromkeys(states, False),
-                               "paused": False, "oldest_ready_seconds": None})
     return [{**q, "limits": limits.get(q["name"], []),
              "jobs": sorted(d.name for d in app.registry.values() if d.options.queue == q["name"])}
             for _, q in sorted(base.items())]
@@ -241,7 +253,7 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
                        .get(where, "it is blocked"))
     if row.queue in store.paused_queues():
         reasons.append(f"queue {row.queue} is paused")
-    listening = [w for w in workers_view(app, now) if w["alive"] and row.queue in w["queues"]]
+    listening = [w for w in worker_registry(app, now) if w["alive"] and row.queue in w["queues"]]
     if not listening:
         reasons.append(f"no live worker listens to queue {row.queue}")
     definition = app.registry.get(row.name)
@@ -390,15 +402,7 @@ def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> 
              "detail": a.detail} for a in app.store.audit_log(limit, before_id)]
 
 
-def prometheus(app: Errands) -> str:
-    """Queue depth, oldest age, throughput and failures (last hour) and worker count, in the
-    Prometheus text format (:class:`errands.metrics.ErrandsCollector`, rendered by prometheus_client)."""
-    from ..metrics import render
-
-    return render(app)[0].decode()
-
-
 __all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "enqueue", "enqueue_form",
-           "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view", "prometheus",
-           "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused", "throughput",
-           "why_waiting", "workers_view"]
+           "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view",
+           "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",
+           "throughput", "why_waiting", "worker_registry", "workers_view"]
