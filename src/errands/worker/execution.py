@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -176,7 +177,11 @@ def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
     """Short form of a job's arguments for log lines (the payload is already compact JSON), without
     the headers an enqueue hook appended (a trace context is no argument)."""
     text = row.payload
-    cut = text.rfind(',"headers":{')
-    if cut > 0:
-        text = text[:cut] + "}"
+    if '"headers":' in text:  # failure path only: decode rather than guess (an argument may be named headers)
+        try:
+            payload = json.loads(text)
+            payload.pop("headers", None)
+            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        except (ValueError, AttributeError):
+            pass
     return text if len(text) <= limit else text[: limit - 1] + "…"
