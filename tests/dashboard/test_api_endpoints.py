@@ -139,6 +139,8 @@ def test_users_are_created_disabled_and_given_new_passwords(web, dash_app):
         assert login(other, "bob", "a brand new secret").status_code == 303
     missing = web.post("/users/password", data={"csrf": token, "username": "nobody", "password": "a brand new one"})
     assert missing.status_code == 400 and "no user &#39;nobody&#39;" in missing.text
+    again = web.post("/users/enable", data={"csrf": token, "username": "bob"}, follow_redirects=False)
+    assert again.status_code == 303  # enabling an enabled user is fine (MySQL reports 0 changed rows)
     actions = {e["action"] for e in web.get("/api/audit").json()["entries"]}
     assert {"user-create", "user-disable", "user-enable", "user-password"} <= actions
 

@@ -93,6 +93,9 @@ class AccountVerbs(_Base):
             sets = ", ".join(f"{k} = {{p}}" for k in changes)
             cur.execute(self.q("UPDATE {users} SET " + sets + " WHERE username = {p}"), [*changes.values(), username])
             found = cur.rowcount == 1
+            if not found:  # MySQL counts changed rows, not matched ones: setting a value it already has is 0
+                cur.execute(self.q("SELECT 1 FROM {users} WHERE username = {p}"), (username,))
+                found = cur.fetchone() is not None
             if found and (password_hash is not None or disabled):
                 # A new password or a disabled account ends every session and remember-me token.
                 for table in ("{sessions}", "{remember}"):
