@@ -138,7 +138,8 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
         if known is None or not hmac.compare_digest(known[1].encode(), password.encode()):
             raise HTTPException(401, "wrong user name or password")
         request.session["user"] = username
-        target = next if next.startswith("/") and not next.startswith("//") else "/"  # never off-site
+        off_site = not next.startswith("/") or next.startswith("//") or "\\" in next  # "/\evil.com" too
+        target = "/" if off_site else next  # never off-site
         return RedirectResponse(target, status_code=303)
 
     @api.post("/logout")

@@ -126,7 +126,8 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
             abort(401)
         session["user"] = username
         target = request.form.get("next", "/")
-        return redirect(target if target.startswith("/") and not target.startswith("//") else "/", code=303)
+        off_site = not target.startswith("/") or target.startswith("//") or "\\" in target  # "/\evil.com" too
+        return redirect("/" if off_site else target, code=303)
 
     @app.post("/logout")
     def logout() -> Any:

@@ -119,6 +119,11 @@ def foreign_session(framework: str, db_url: str) -> str:
     return cookie
 
 
+def test_the_examples_login_never_sends_a_browser_off_site(web_factory: Any) -> None:
+    for target in ("https://evil.example/", "//evil.example/", "/\\evil.example/"):
+        assert web_factory().login("vic", next=target).location == "/", target
+
+
 def test_viewer_reads_but_cannot_act(web_factory: Any) -> None:
     web = web_factory()
     assert web.login("vic", next="/errands/queues").location == "/errands/queues"

@@ -162,3 +162,6 @@ def test_login_redirects_only_within_the_dashboard(web):
     response = web.post("/login", data={"username": ADMIN, "password": PASSWORD, "next": "https://evil.example/"},
                         follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"] == "/"
+    sideways = web.post("/login", data={"username": ADMIN, "password": PASSWORD, "next": "/\\evil.example/"},
+                        follow_redirects=False)
+    assert sideways.headers["location"] == "/"  # a browser reads /\host as //host

@@ -31,7 +31,7 @@ from ..services import operator as ops
 from . import passwords
 from .auth import ROLES, THEMES, AuthSettings, Authenticator, HostAuth, Principal
 from .openapi import openapi_document
-from .security import SecurityHeaders, new_token, same
+from .security import SecurityHeaders, local_path, new_token, same
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -183,10 +183,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if principal is None:
             return d.render(request, "login.html", None, status=401, error=message, username=username,
                             next=str(form.get("next", "")))
-        target = str(form.get("next") or "/")
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"  # never redirect off-site
-        response = RedirectResponse(d.url(request, target), status_code=303)
+        response = RedirectResponse(d.url(request, local_path(str(form.get("next") or "/"))), status_code=303)
         auth.set_cookies(response, cookies)
         return response
 
@@ -351,9 +348,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
             raise HTTPException(400, "unknown theme")
         if not user.host:
             await run_in_threadpool(app.store.update_user, user.username, theme=theme)
-        back = str(form.get("back") or "/")
-        return RedirectResponse(d.url(request, back if back.startswith("/") and not back.startswith("//") else "/"),
-                                status_code=303)
+        return RedirectResponse(d.url(request, local_path(str(form.get("back") or "/"))), status_code=303)
 
     # ------------------------------------------------------------------ JSON API
     def api(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -44,6 +44,14 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+def local_path(target: str, fallback: str = "/") -> str:
+    """``target`` when it is a path on this site, else ``fallback``: never an off-site redirect
+    (``//host`` and ``/\\host`` are other sites to a browser)."""
+    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return fallback
+
+
 def new_token(nbytes: int = 32) -> str:
     return secrets.token_urlsafe(nbytes)
 
