@@ -10,7 +10,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from .config import check_queue_name, database_url
 from .cron import Cron
-from .errors import ConfigurationError, InvalidOption, UnknownJob
+from .errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
 from .hooks import Enqueue, Hooks, enqueuing
 from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
 from .limits import RateLimit, parse_rate_limit
@@ -375,10 +375,16 @@ class Errands:
 
     def retry_failed(self, job_id: int | None = None, *, queue: str | None = None) -> list[int]:
         """Move one dead-letter entry (or all, or all of a queue) back to the jobs table."""
-        return self.store.retry_failed(None if job_id is None else [job_id], queue=queue)
+        moved = self.store.retry_failed(None if job_id is None else [job_id], queue=queue)
+        if job_id is not None and not moved:
+            raise JobNotFound(f"no dead-letter entry with id {job_id}")
+        return moved
 
     def forget_failed(self, job_id: int | None = None, *, queue: str | None = None) -> int:
-        return self.store.forget_failed(None if job_id is None else [job_id], queue=queue)
+        count = self.store.forget_failed(None if job_id is None else [job_id], queue=queue)
+        if job_id is not None and not count:
+            raise JobNotFound(f"no dead-letter entry with id {job_id}")
+        return count
 
     def recover_stale(self) -> RecoveryReport:
         return self.store.recover_stale()

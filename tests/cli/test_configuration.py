@@ -171,7 +171,7 @@ def _bury(app: Errands, n: int, queue: str = "default") -> list[int]:
 def test_bulk_retry_and_forget_go_in_chunks_with_a_progress_bar(app, db_url, monkeypatch):
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("errands.cli.failed"), "CHUNK", 7)
+    monkeypatch.setattr(importlib.import_module("errands.services.operator"), "BULK_CHUNK", 7)
     ids = _bury(app, 20)
     runner = CliRunner()
     env = {"ERRANDS_DATABASE_URL": db_url, "ERRANDS_CONFIG": "none"}

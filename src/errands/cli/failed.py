@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
+from ..errors import JobNotFound
+from ..services import operator as ops
 from .context import Context
 
 
@@ -49,30 +49,14 @@ def retry(ctx: Context, job_id: int | None, all_: bool, queue: str | None) -> No
         raise click.UsageError("give either a JOB_ID or --all")
     app = ctx.app()
     if job_id is not None:
-        click.echo(f"retried {len(app.retry_failed(job_id))} job(s)")
+        if not ops.retry_failed(app, "cli", [job_id]):
+            raise JobNotFound(f"no dead-letter entry with id {job_id}")
+        click.echo("retried 1 job(s)")
         return
-    moved = _in_chunks(app, queue, "retrying", lambda ids: len(app.store.retry_failed(ids)))
-    app.store.audit("cli", "retry", f"queue {queue}" if queue else "dead letter", f"{moved} entries retried")
+    ids = ops.matching_failed(app, ops.JobFilter(queue=queue), limit=2**62)
+    with click.progressbar(length=len(ids), label="retrying", file=sys.stderr) as bar:
+        moved = ops.retry_failed(app, "cli", ids, progress=bar.update)
     click.echo(f"retried {moved} job(s)")
-
-
-CHUNK = 1000
-"""Entries moved per transaction by --all: short transactions, and a bar that moves."""
-
-
-def _in_chunks(app: Any, queue: str | None, label: str, act: Callable[[list[int]], int]) -> int:
-    """Apply ``act`` to every dead-letter entry (of ``queue``), CHUNK ids per transaction.
-
-    Each chunk is atomic; entries retried or forgotten meanwhile by someone else are
-    skipped, so an interrupted run can simply be started again."""
-    ids = app.store.failed_ids(queue=queue, limit=2**62)
-    done = 0
-    with click.progressbar(length=len(ids), label=label, file=sys.stderr) as bar:
-        for start in range(0, len(ids), CHUNK):
-            chunk = ids[start:start + CHUNK]
-            done += act(chunk)
-            bar.update(len(chunk))
-    return done
 
 
 @failed.command("forget")
@@ -89,8 +73,11 @@ def forget(ctx: Context, job_id: int | None, all_: bool, queue: str | None, yes:
         click.confirm(f"forget every failed job{f' of queue {queue}' if queue else ''}?", abort=True)
     app = ctx.app()
     if job_id is not None:
-        count = app.forget_failed(job_id)
+        count = ops.forget_failed(app, "cli", [job_id])
+        if not count:
+            raise JobNotFound(f"no dead-letter entry with id {job_id}")
     else:
-        count = _in_chunks(app, queue, "forgetting", lambda ids: app.store.forget_failed(ids))
-        app.store.audit("cli", "forget", f"queue {queue}" if queue else "dead letter", f"{count} entries forgotten")
+        ids = ops.matching_failed(app, ops.JobFilter(queue=queue), limit=2**62)
+        with click.progressbar(length=len(ids), label="forgetting", file=sys.stderr) as bar:
+            count = ops.forget_failed(app, "cli", ids, progress=bar.update)
     click.echo(f"forgot {count} job(s)")

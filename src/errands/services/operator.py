@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -302,19 +303,34 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
             "searched": _searched(searching, edge, DEAD_SEARCH_WINDOW)}
 
 
-def matching_failed(app: Errands, flt: JobFilter) -> list[int]:
-    return app.store.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None)
+def matching_failed(app: Errands, flt: JobFilter, limit: int = 100_000) -> list[int]:
+    return app.store.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None, limit=limit)
 
 
-def retry_failed(app: Errands, actor: str, ids: list[int]) -> int:
-    moved = app.store.retry_failed(ids) if ids else []
+BULK_CHUNK = 1000
+"""Dead-letter entries moved per transaction by a bulk retry or forget: short transactions (no lock
+held on 100,000 rows), and progress that moves.  An entry someone else moved meanwhile is skipped,
+so an interrupted bulk action can simply be started again."""
+
+
+def _in_chunks(ids: list[int], act: Callable[[list[int]], Any],
+               progress: Callable[[int], None] | None) -> Iterator[Any]:
+    for start in range(0, len(ids), BULK_CHUNK):
+        chunk = ids[start:start + BULK_CHUNK]
+        yield act(chunk)
+        if progress is not None:
+            progress(len(chunk))
+
+
+def retry_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
+    moved = [i for part in _in_chunks(ids, app.store.retry_failed, progress) for i in part]
     if moved:
         app.store.audit(actor, "retry", _targets(moved), f"{len(moved)} dead-letter entries retried")
     return len(moved)
 
 
-def forget_failed(app: Errands, actor: str, ids: list[int]) -> int:
-    count = app.store.forget_failed(ids) if ids else 0
+def forget_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
+    count = sum(_in_chunks(ids, app.store.forget_failed, progress))
     if count:
         app.store.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
     return count

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
+from ..errors import SchemaError, StoreError, StoreUnavailable
 from .accounts import AccountVerbs
 from .features import FeatureVerbs
 from .insights import InsightVerbs
@@ -845,10 +845,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                 cur.execute(self.q("DELETE FROM {failed} WHERE id IN (") + marks + ")", chunk)
             return found
 
-        moved = self.run(move, write=True)
-        if ids is not None and len(ids) == 1 and not moved:
-            raise JobNotFound(f"no dead-letter entry with id {ids[0]}")
-        return moved
+        return self.run(move, write=True)
 
     def _failed_filter(self, ids: Sequence[int] | None, queue: str | None) -> tuple[str, list[Any]]:
         """`` WHERE ...`` selecting dead-letter entries by ids and/or queue (empty: all of them)."""
@@ -872,10 +869,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
             cur.execute(self.q("DELETE FROM {failed}") + where, params)
             return int(cur.rowcount)
 
-        count = self.run(delete)
-        if ids is not None and len(ids) == 1 and not count:
-            raise JobNotFound(f"no dead-letter entry with id {ids[0]}")
-        return count
+        return self.run(delete)
 
     # ------------------------------------------------------------------ reading
     def get_job(self, job_id: int) -> JobRow | None:
