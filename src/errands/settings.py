@@ -15,7 +15,7 @@ The file is found by walking up from the current directory to the first ``pyproj
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import os
 import sys
 from collections.abc import Mapping
@@ -32,22 +32,31 @@ ENV_PREFIX = "ERRANDS_"
 CLI_TOP_LEVEL = {"app": "app_path", "database-url": "database_url", "log-level": "log_level",
                  "log-format": "log_format"}
 """``[tool.errands]`` keys read by the ``errands`` command itself, and click's parameter names."""
-CLI_SECTIONS = ("worker", "dashboard")
-"""Sub-tables that give defaults to one command's flags (keys are the flags' long names)."""
+
+
+_FIELDS: dict[str, tuple[type, bool]] = {
+    "database_url": (str, True), "lease": (float, False), "payload_limit": (int, False),
+    "table_prefix": (str, False), "default_queue": (str, False), "keep_results": (bool, False),
+    "result_ttl": (float, False), "failed_ttl": (float, True),
+}
+"""The keyword arguments of ``Errands(...)`` a settings source may give: (type, whether None is allowed)."""
 
 
 @dataclass(frozen=True)
 class AppSettings:
-    """What an ``Errands`` app is built from (the keyword arguments of ``Errands(...)``)."""
+    """The settings found, by name (``settings.lease``); a setting no source gave reads as
+    ``Errands``'s own default, which stays written in one place, its signature."""
 
-    database_url: str | None = None
-    lease: float = 30.0
-    payload_limit: int = DEFAULT_PAYLOAD_LIMIT
-    table_prefix: str = "errands_"
-    default_queue: str = "default"
-    keep_results: bool = False
-    result_ttl: float = DAY
-    failed_ttl: float | None = 30 * DAY
+    values: Mapping[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _FIELDS:
+            raise AttributeError(name)
+        if name in self.values:
+            return self.values[name]
+        from .app import Errands  # the defaults' one home (imported late: app.py imports this module)
+
+        return inspect.signature(Errands.__init__).parameters[name].default
 
     @classmethod
     def load(cls, source: Any = None, *, environ: Mapping[str, str] | None = None,
@@ -77,13 +86,11 @@ class AppSettings:
             if name not in _FIELDS:
                 raise ConfigurationError(f"unknown setting {name!r}; known: {', '.join(sorted(_FIELDS))}")
             values[name] = _coerce(name, value, name)
-        return cls(**values)
+        return cls(values)
 
     def as_kwargs(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-_FIELDS = {f.name: f for f in dataclasses.fields(AppSettings)}
+        """The keyword arguments for ``Errands(...)``: only what a source gave."""
+        return dict(self.values)
 
 
 def _from_source(source: Any) -> dict[str, Any]:
@@ -103,14 +110,14 @@ def _from_source(source: Any) -> dict[str, Any]:
 
 def _coerce(name: str, value: Any, where: str) -> Any:
     """The value as the field's type; a clear error names where a bad value came from."""
-    kind = _FIELDS[name].type
+    kind, nullable = _FIELDS[name]
     text = str(value).strip() if isinstance(value, str) else value
     try:
-        if value is None or (isinstance(text, str) and text.lower() in ("none", "null") and "None" in kind):
-            if "None" in kind:
+        if value is None or (nullable and isinstance(text, str) and text.lower() in ("none", "null")):
+            if nullable:
                 return None
             raise ValueError("a value is required")
-        if kind.startswith("bool"):
+        if kind is bool:
             if isinstance(value, bool):
                 return value
             if isinstance(text, str) and text.lower() in ("1", "true", "yes", "on"):
@@ -118,11 +125,11 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             if isinstance(text, str) and text.lower() in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError("expected true or false")
-        if kind.startswith("int"):
+        if kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("expected a whole number")
             return int(text)
-        if kind.startswith("float"):
+        if kind is float:
             if isinstance(value, bool):
                 raise ValueError("expected a number")
             return float(text)
@@ -180,26 +187,35 @@ def read_tool_table(path: Path) -> dict[str, Any]:
 
 def cli_default_map(path: Path | None, commands: Mapping[str, Any]) -> dict[str, Any]:
     """click's ``default_map`` from ``[tool.errands]``: top-level keys for the ``errands`` group,
-    sub-tables for commands.  Unknown keys are refused with the known ones listed, because a
-    typo in a config file should not be silently ignored."""
+    a sub-table per command (``[tool.errands.worker]``, ``[tool.errands.failed.list]``), keyed by
+    the flags' long names.  Unknown keys are refused with the known ones listed, because a typo
+    in a config file should not be silently ignored."""
     if path is None:
         return {}
     table = read_tool_table(path)
     defaults: dict[str, Any] = {}
     for key, value in table.items():
-        if key in CLI_SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigurationError(f"{path}: [tool.errands.{key}] must be a table")
+        if key in commands:
             defaults[key] = _command_defaults(path, key, value, commands[key])
         elif key in CLI_TOP_LEVEL:
             defaults[CLI_TOP_LEVEL[key]] = value
         elif key.replace("-", "_") not in _FIELDS:
-            known = sorted([*CLI_TOP_LEVEL, *CLI_SECTIONS, *(f.replace("_", "-") for f in _FIELDS)])
+            known = sorted([*CLI_TOP_LEVEL, *commands, *(f.replace("_", "-") for f in _FIELDS)])
             raise ConfigurationError(f"{path}: unknown key {key!r} in [tool.errands]; known: {', '.join(known)}")
     return defaults
 
 
-def _command_defaults(path: Path, section: str, table: dict[str, Any], command: Any) -> dict[str, Any]:
+def _command_defaults(path: Path, section: str, table: Any, command: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: [tool.errands.{section}] must be a table")
+    subcommands = getattr(command, "commands", None)
+    if subcommands is not None:  # a group: one sub-table per subcommand
+        unknown = sorted(set(table) - set(subcommands))
+        if unknown:
+            raise ConfigurationError(f"{path}: unknown key {unknown[0]!r} in [tool.errands.{section}]; known: "
+                                     f"{', '.join(sorted(subcommands))}")
+        return {key: _command_defaults(path, f"{section}.{key}", value, subcommands[key])
+                for key, value in table.items()}
     by_flag: dict[str, str] = {}
     for param in command.params:
         for opt in getattr(param, "opts", []):

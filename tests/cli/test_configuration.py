@@ -228,3 +228,17 @@ def test_migrate_reports_each_step(db_url):
     assert "migrating" in done.output and "applied schema version(s) 1, 2, 3" in done.output
     again = CliRunner().invoke(main, ["migrate"], env={"ERRANDS_DATABASE_URL": db_url, "ERRANDS_CONFIG": "none"})
     assert "schema already at version 3" in again.output
+
+
+def test_every_command_and_subcommand_takes_defaults_from_the_file(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.errands]\ndatabase-url = "sqlite:///{tmp_path / "c.db"}"\n'
+                                             '[tool.errands.failed.list]\njson = true\n'
+                                             '[tool.errands.metrics]\nport = 9999\n')
+    assert _errands(["migrate"], tmp_path).returncode == 0
+    listed = _errands(["failed", "list"], tmp_path)
+    assert listed.returncode == 0 and listed.stdout.strip() == "[]", listed.stderr  # --json from the file
+    assert "default: 9999" in _errands(["metrics", "--help"], tmp_path).stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.errands.failed.lst]\njson = true\n")
+    typo = _errands(["status"], tmp_path)
+    assert typo.returncode == 78 and "unknown key 'lst' in [tool.errands.failed]; known: forget, list, retry" \
+        in typo.stderr
