@@ -242,8 +242,11 @@ def job_headers() -> dict[str, str]:
     current = running_row.get()
     if current is None:
         return {}
+    payload = current[0].payload
+    if f'"{HEADERS_KEY}":' not in payload:  # most jobs carry none: no second decode for them
+        return {}
     try:
-        data = json.loads(current[0].payload)
+        data = json.loads(payload)
     except ValueError:
         return {}
     headers = data.get(HEADERS_KEY) if type(data) is dict else None

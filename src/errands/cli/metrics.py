@@ -45,6 +45,7 @@ def metrics(ctx: Context, host: str, port: int, multiproc_dir: str | None) -> No
 
     app = ctx.app()
     app.store.run(lambda cur: None)  # fail now, with a clear message, if the database is unreachable
+    app.close()  # that connection belongs to this thread; the serving thread opens its own
     registry = registry_for(app)
     if multiproc_dir:
         from prometheus_client import multiprocess
