@@ -5,7 +5,7 @@
 #                with a message when those servers are down, unless CI=true)
 #   make docs    build the documentation site into site/ (mkdocs, strict)
 #   make check   lint and type-check (ruff, mypy; installed into .venv on first use)
-#   make clean   remove .venv and the demo's output
+#   make clean   remove both venvs, the demo's output, the built docs and test artefacts
 
 PYTHON ?= python3
 VENV = .venv
@@ -54,7 +54,7 @@ check: venv
 	$(VENV)/bin/mypy src
 
 clean:
-	rm -rf $(VENV) demo-output
+	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts
 
 # make bench [QUICK=1]: errands against PgQueuer, procrastinate, Huey, dramatiq, Celery and bare-SQL loops
 # (docs/performance.md).  The peers go into their own venv, bench/.venv-peers, never into .venv.
