@@ -133,3 +133,22 @@ def test_recover_command(migrated):
 def test_database_down_exit_code():
     done = run_cli("postgresql://u:pw@127.0.0.1:1/x", "status")
     assert done.returncode == 3 and "unavailable" in done.stderr and "pw@" not in done.stderr
+
+
+def test_users_commands_create_disable_enable_and_change_passwords(migrated):
+    done = run_cli(migrated, "users", "create", "ada", "--role", "admin", "--password", "correct horse battery")
+    assert done.returncode == 0 and "created admin ada" in done.stdout, done.stderr
+    again = run_cli(migrated, "users", "create", "ada", "--password", "correct horse battery")
+    assert again.returncode == 1 and "user 'ada' exists already" in again.stderr
+    short = run_cli(migrated, "users", "create", "bob", "--password", "short")
+    assert short.returncode == 1 and "at least 10 characters" in short.stderr
+    assert run_cli(migrated, "users", "disable", "ada").returncode == 0
+    assert "disabled" in run_cli(migrated, "users", "list").stdout
+    assert run_cli(migrated, "users", "enable", "ada").returncode == 0
+    assert run_cli(migrated, "users", "enable", "ada").returncode == 0  # already enabled: fine
+    assert "active" in run_cli(migrated, "users", "list").stdout
+    assert run_cli(migrated, "users", "passwd", "ada", "--password", "another long secret").returncode == 0
+    missing = run_cli(migrated, "users", "disable", "nobody")
+    assert missing.returncode == 1 and "no user 'nobody'" in missing.stderr
+    actions = [e.action for e in opened(migrated).store.audit_log()]
+    assert {"user-create", "user-disable", "user-enable", "user-password"} <= set(actions)

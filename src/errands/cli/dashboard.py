@@ -42,6 +42,19 @@ def users() -> None:
     """Dashboard accounts."""
 
 
+def _change(ctx: Context, action: str, username: str, **details: str) -> None:
+    from ..services.accounts import change_user
+
+    try:
+        change_user(ctx.app(), "cli", action, username, **details)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _new_password(password: str | None) -> str:
+    return password if password is not None else click.prompt("password", hide_input=True, confirmation_prompt=True)
+
+
 @users.command("create")
 @click.argument("username")
 @click.option("--role", type=click.Choice(["admin", "viewer"]), default="viewer", show_default=True)
@@ -49,19 +62,7 @@ def users() -> None:
 @click.pass_obj
 def create(ctx: Context, username: str, role: str, password: str | None) -> None:
     """Create a dashboard user (the first one should be --role admin)."""
-    from ..dashboard.passwords import hash_password
-
-    if password is None:
-        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
-    try:
-        digest = hash_password(password)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--password") from None
-    app = ctx.app()
-    if app.store.get_user(username) is not None:
-        raise click.ClickException(f"user {username!r} exists already")
-    app.store.create_user(username, digest, role)
-    app.store.audit("cli", "user-create", f"user {username}", role)
+    _change(ctx, "create", username, role=role, password=_new_password(password))
     click.echo(f"created {role} {username}")
 
 
@@ -78,9 +79,17 @@ def list_users(ctx: Context) -> None:
 @click.pass_obj
 def disable(ctx: Context, username: str) -> None:
     """Disable USERNAME and end its sessions."""
-    if not ctx.app().store.update_user(username, disabled=True):
-        raise click.ClickException(f"no user {username!r}")
+    _change(ctx, "disable", username)
     click.echo(f"disabled {username}")
+
+
+@users.command("enable")
+@click.argument("username")
+@click.pass_obj
+def enable(ctx: Context, username: str) -> None:
+    """Let USERNAME log in again."""
+    _change(ctx, "enable", username)
+    click.echo(f"enabled {username}")
 
 
 @users.command("passwd")
@@ -89,14 +98,5 @@ def disable(ctx: Context, username: str) -> None:
 @click.pass_obj
 def passwd(ctx: Context, username: str, password: str | None) -> None:
     """Set a new password for USERNAME (ends its sessions)."""
-    from ..dashboard.passwords import hash_password
-
-    if password is None:
-        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
-    try:
-        digest = hash_password(password)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--password") from None
-    if not ctx.app().store.update_user(username, password_hash=digest):
-        raise click.ClickException(f"no user {username!r}")
+    _change(ctx, "password", username, password=_new_password(password))
     click.echo(f"password of {username} changed")

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..dashboard import AuthSettings, Principal, create_dashboard
-from ..dashboard.auth import ROLES
+from ..services.accounts import ROLES
 from ..dashboard.security import SecurityHeaders
 from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from .inprocess import InProcessWorker

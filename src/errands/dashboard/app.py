@@ -27,9 +27,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError, EnqueueError, ErrandsError, JobNotFound, StoreUnavailable
+from ..services import accounts
+from ..services.accounts import ROLES
 from ..services import operator as ops
-from . import passwords
-from .auth import ROLES, THEMES, AuthSettings, Authenticator, HostAuth, Principal
+from .auth import THEMES, AuthSettings, Authenticator, HostAuth, Principal
 from .openapi import openapi_document
 from .security import SecurityHeaders, local_path, new_token, same
 
@@ -310,31 +311,15 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return d.render(request, "users.html", user, users=users, search=search, roles=ROLES,
                         own_logins=auth.own_logins)
 
-    def change_user(actor: Principal, action: str, username: str, role: str, password: str) -> None:
-        """One change to an account (hashing a password takes a while: this runs in a worker thread)."""
-        if action == "create":
-            if role not in ROLES or not username:
-                raise ValueError("give a user name and a role")
-            app.store.create_user(username, passwords.hash_password(password), role)
-        elif action in ("disable", "enable"):
-            if username == actor.username and action == "disable":
-                raise ValueError("you cannot disable yourself")
-            if not app.store.update_user(username, disabled=action == "disable"):
-                raise ValueError(f"no user {username!r}")
-        elif action == "password":
-            if not app.store.update_user(username, password_hash=passwords.hash_password(password)):
-                raise ValueError(f"no user {username!r}")
-        else:
-            raise HTTPException(404)
-        app.store.audit(actor.username, f"user-{action}", f"user {username}")
-
     async def users_action(request: Request, user: Principal) -> Response:
         form = await request.form()
         action = request.path_params.get("action", "create")
         username = str(form.get("username", "")).strip()[:100]
         try:
-            await run_in_threadpool(change_user, user, action, username, str(form.get("role", "viewer")),
-                                    str(form.get("password", "")))
+            if action not in accounts.ACTIONS:
+                raise HTTPException(404)
+            await run_in_threadpool(accounts.change_user, app, user.username, action, username,
+                                    role=str(form.get("role", "viewer")), password=str(form.get("password", "")))
         except (ValueError, ErrandsError) as exc:
             users = await run_in_threadpool(app.store.list_users)
             return d.render(request, "users.html", user, status=400, users=users, search="",

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 SESSION_COOKIE = "errands_session"
 REMEMBER_COOKIE = "errands_remember"
 CSRF_COOKIE = "errands_csrf"
-ROLES = ("admin", "viewer")
 THEMES = ("auto", "light", "dark")
 
 

@@ -1,0 +1,41 @@
+"""Dashboard accounts: create, disable, enable, new password — for the dashboard's users page and
+``errands users`` alike, each change checked the same way and written to the audit log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+ROLES = ("admin", "viewer")
+ACTIONS = ("create", "disable", "enable", "password")
+
+
+def change_user(app: Errands, actor: str, action: str, username: str, *, role: str = "viewer",
+                password: str = "") -> None:
+    """One change to an account; ``ValueError`` says in words why it was refused.
+
+    Hashing a password is slow on purpose (scrypt): web handlers call this in a worker thread."""
+    from ..dashboard.passwords import hash_password  # needs the dashboard extra, as accounts do
+
+    store = app.store
+    if action == "create":
+        if role not in ROLES or not username:
+            raise ValueError(f"give a user name and a role ({' or '.join(ROLES)})")
+        if store.get_user(username) is not None:
+            raise ValueError(f"user {username!r} exists already")
+        store.create_user(username, hash_password(password), role)
+    elif action in ("disable", "enable"):
+        if username == actor and action == "disable":
+            raise ValueError("you cannot disable yourself")
+        if not store.update_user(username, disabled=action == "disable"):
+            raise ValueError(f"no user {username!r}")
+    elif action == "password":
+        if not store.update_user(username, password_hash=hash_password(password)):
+            raise ValueError(f"no user {username!r}")
+    else:
+        raise ConfigurationError(f"unknown account action {action!r}; use one of {', '.join(ACTIONS)}")
+    store.audit(actor, f"user-{action}", f"user {username}", role if action == "create" else None)
