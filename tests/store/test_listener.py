@@ -27,3 +27,28 @@ def test_listener_wakes_on_enqueue_and_times_out_otherwise(app):
         app.store.release_thread_connection()
     finally:
         listener.close()
+
+
+def test_listener_wakes_for_bulk_and_feature_jobs_too(app):
+    """Every insert path signals: the plain row, the bulk path (COPY on PostgreSQL from 200 jobs)
+    and jobs that use a feature (here a kept result), which take the store's richer insert."""
+
+    @app.job(name="kept", keep_result=True)
+    def kept() -> None: ...
+
+    @app.job(name="plain")
+    def plain(n: int) -> None: ...
+
+    listener = app.store.listener()
+    assert listener is not None
+    try:
+        for enqueue in (lambda: app.enqueue_many([plain.prepare(i) for i in range(250)]), lambda: kept.enqueue()):
+            while listener.wait(0.05):  # drain what earlier statements signalled
+                pass
+            thread = threading.Thread(target=lambda e=enqueue: (time.sleep(0.1), e()))
+            thread.start()
+            assert listener.wait(5) is True
+            thread.join()
+        app.store.release_thread_connection()
+    finally:
+        listener.close()

@@ -145,8 +145,7 @@ class PostgresStore(SQLStore):
                 else:
                     due = now_us
                 write((job_id, j.queue, j.name, j.payload, j.priority, 0, j.max_attempts, j.timeout, due, now_us))
-        for queue in sorted({j.queue for j in jobs}):
-            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        self._notify(cur, {j.queue for j in jobs})
         return [int(i) for i in ids]
 
     @property
@@ -308,9 +307,13 @@ class PostgresStore(SQLStore):
         # INSERT, which carries the wake-up: notify here, once per queue, or an idle worker would
         # only find them at its next poll (--sleep).  Delivered at commit, like the fast path's.
         ids = super()._insert_rich(cur, jobs)
-        for queue in sorted({j.queue for j in jobs}):
-            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        self._notify(cur, {j.queue for j in jobs})
         return ids
+
+    def _notify(self, cur: Any, queues: set[str]) -> None:
+        """Wake idle workers of ``queues`` when the caller's transaction commits (one statement)."""
+        if queues:
+            cur.execute("SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q", (self.channel, sorted(queues)))
 
     def minute_sql(self) -> str:
         return "date_trunc('minute', now())"
@@ -321,8 +324,7 @@ class PostgresStore(SQLStore):
     def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:
         # Idle workers learn at once that the next job of a chain is ready.
         cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))
-        for (queue,) in cur.fetchall():
-            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        self._notify(cur, {queue for (queue,) in cur.fetchall()})
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,
