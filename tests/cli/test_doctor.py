@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli, start_worker, wait_for
+from helpers import cli_env, run_cli, start_worker, wait_for
 
 from errands import Errands
 from errands.diagnostics import Status, diagnose
@@ -20,9 +22,11 @@ from errands.diagnostics import postgres as postgres_facts
 from errands.diagnostics import sqlite as sqlite_facts
 from errands.diagnostics.context import Context
 from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
+from errands.services.status import forget_worker_after
 from errands.store import open_store
 from errands.store.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
 from errands.store.rows import NewJob
+from errands.store.sqlite import BUSY_TIMEOUT_MS
 
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
           "jobs_table", "workers"]
@@ -30,6 +34,10 @@ PER_DIALECT = {"sqlite": ["sqlite_journal", "sqlite_busy_timeout"], "postgresql"
                "mysql": ["mysql_isolation", "mysql_time_zone", "mysql_engine"]}
 DROP_CLAIM_INDEX = {"sqlite": "DROP INDEX errands_jobs_claim", "postgresql": "DROP INDEX errands_jobs_claim",
                     "mysql": "ALTER TABLE errands_jobs DROP INDEX errands_jobs_claim"}
+NARROW_CLAIM_INDEX = {
+    "sqlite": "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, id)",
+    "postgresql": "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, id)",
+    "mysql": "ALTER TABLE errands_jobs DROP INDEX errands_jobs_claim, ADD KEY errands_jobs_claim (queue, id)"}
 
 
 def doctor(url: str, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
@@ -91,6 +99,22 @@ def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_u
     # The statement in the fix really restores the schema.
     execute(app, drift["fix"].splitlines()[-1])
     assert doctor(db_url)[0] == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_a_claim_index_of_other_columns_is_named_by_the_drift_check_and_the_claim_check(app, db_url):
+    dialect = app.store.dialect
+    if dialect != "mysql":
+        execute(app, DROP_CLAIM_INDEX[dialect])
+    execute(app, NARROW_CLAIM_INDEX[dialect])
+    code, report = doctor(db_url)
+    assert code == 1 and {"schema_drift", "claim_index"} <= set(report["needs_action"])
+    assert check(report, "schema_drift")["data"]["changed_indexes"] == ["errands_jobs_claim"]
+    claim = check(report, "claim_index")
+    assert claim["status"] == "fail" and claim["data"]["present"] is True
+    # The reason is the drift check's own sentence about that index.
+    assert "errands_jobs_claim is not the index errands defines (covers (queue, id), errands expects" in claim["detail"]
+    assert claim["fix"].startswith("drop index errands_jobs_claim, then: ")
 
 
 def test_dropped_column_is_drift_with_the_column_definition(app, db_url):
@@ -202,6 +226,7 @@ def test_sqlite_short_busy_timeout_and_free_pages(app, db_url):
     code, report = doctor(db_url + "?busy_timeout=100")
     busy = check(report, "sqlite_busy_timeout")
     assert busy["status"] == "warn" and busy["data"]["busy_timeout_ms"] == 100 and "busy_timeout" in busy["fix"]
+    assert f"errands' default is {BUSY_TIMEOUT_MS} ms" in busy["fix"]
     app.store.enqueue([NewJob("x", "default", json.dumps({"args": ["x" * 2000], "kwargs": {}}))
                        for _ in range(500)])
     execute(app, "DELETE FROM {jobs}")
@@ -241,6 +266,62 @@ def test_mysql_session_settings_undone_by_something_else_fail(app):
     execute(app, "ALTER TABLE errands_stats ENGINE=MyISAM")
     engine = {c.name: c for c in mysql_facts.settings(ctx)}["mysql_engine"]
     assert engine.status is Status.FAIL and engine.items == ("errands_stats (MyISAM)",)
+
+
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_claim_mode_follows_a_claim_argument_given_to_the_store(app, db_url):
+    from errands.store.mysql import MySQLStore
+
+    store = MySQLStore(db_url, claim="update")
+    try:
+        mode = mysql_facts.claim_mode(Context(app, store, expected_schema(store)))
+    finally:
+        store.close()
+    assert mode.status is Status.WARN and mode.data["mode"] == "update"
+    assert mode.data["forced"] == "update" and mode.data["forced_by"] == "argument"
+    assert "because errands was given claim='update'" in mode.detail and "drop claim='update'" in (mode.fix or "")
+
+
+_DJANGO_ON_PYMYSQL = """
+import json, sys
+import pymysql
+pymysql.install_as_MySQLdb()
+import MySQLdb.constants.CLIENT, MySQLdb.converters, MySQLdb.cursors  # what Django's MySQL backend imports
+
+# The precondition of the bug: the attribute now names a copy whose classes the driver never raises.
+raised_by_driver = sys.modules["pymysql.err"]
+assert pymysql.err is not raised_by_driver and pymysql.err.MySQLError is not raised_by_driver.MySQLError
+
+from errands import Errands
+from errands.diagnostics import mysql as facts
+from errands.diagnostics.context import Context
+from errands.diagnostics.schema import expected_schema
+
+app = Errands(sys.argv[1], lease=5)
+try:
+    ctx = Context(app, app.store, expected_schema(app.store))
+    checks = [facts.claim_mode(ctx), *facts.settings(ctx)]
+    # An unknown variable (error 1193) is caught and the next name asked, whatever the server's version.
+    fallback = ctx.read(lambda cur: facts._session_variable(cur, ("errands_no_such_variable", "autocommit")))
+finally:
+    app.store.close()
+print(json.dumps({"checks": {c.name: [c.status.value, c.detail] for c in checks}, "fallback": fallback}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_mysql_checks_catch_driver_errors_after_install_as_mysqldb(app, db_url):
+    """Django on PyMySQL calls ``pymysql.install_as_MySQLdb()``; run in a child process so that
+    the rebound ``pymysql.err`` does not leak into the other tests."""
+    done = subprocess.run([sys.executable, "-c", _DJANGO_ON_PYMYSQL, db_url], env=cli_env(db_url),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["fallback"][0] == "1"  # errands' connections are autocommit
+    checks = result["checks"]
+    assert set(checks) == {"claim_mode", "mysql_isolation", "mysql_time_zone", "mysql_engine"}
+    assert all(status == "ok" for status, _ in checks.values()), checks
+    assert "READ COMMITTED on errands' connections" in checks["mysql_isolation"][1]
 
 
 # ---------------------------------------------------------------------- PostgreSQL
@@ -291,6 +372,7 @@ def test_workers_live_stale_and_unserved(app, db_url):
         code, report = doctor(db_url)
         workers = check(report, "workers")
         assert code == 0 and workers["status"] == "warn"  # the stale row is still there
+        assert f"after {forget_worker_after(app.lease):.0f} s of silence" in workers["fix"]
         assert workers["data"]["alive"] == [worker_id]
         assert any(re.match(re.escape(worker_id) + r": alive, queues \S+, concurrency 1, last heartbeat", i)
                    for i in workers["items"]), workers["items"]

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from ..config import mask_url
 from ..errors import ErrandsError, StoreError, StoreUnavailable
 from ..services.operator import workers_view
-from ..services.status import ALIVE_AFTER_LEASES
+from ..services.status import ALIVE_AFTER_LEASES, forget_worker_after
 from .context import Context
 from .model import Check, Report, Status
-from .schema import ExpectedSchema, LiveSchema, compare, expected_schema
+from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -204,6 +204,15 @@ def _expected_now(ctx: Context) -> ExpectedSchema:
     return expected_schema(ctx.store, ctx.recorded_version)
 
 
+def _drift(ctx: Context) -> Drift:
+    """The live schema against what the recorded version should have put in place, found once
+    and kept on the context (schema_drift words all of it, claim_index reads one index)."""
+    if ctx.drift is None:
+        assert ctx.live is not None
+        ctx.drift = compare(_expected_now(ctx), ctx.live, ignore=ctx.expected)
+    return ctx.drift
+
+
 def schema_drift(ctx: Context) -> Check:
     live, recorded = ctx.live, ctx.recorded_version
     if live is None or not recorded:
@@ -211,7 +220,7 @@ def schema_drift(ctx: Context) -> Check:
     if recorded > ctx.store.schema_version:
         return _not_checked("schema_drift", "the schema is newer than this code knows")
     expected = _expected_now(ctx)
-    drift = compare(expected, live, ignore=ctx.expected)
+    drift = _drift(ctx)
     data: dict[str, Any] = {
         "version": recorded, "missing_tables": drift.missing_tables,
         "missing_columns": [f"{t}.{c}" for t, c, _ in drift.missing_columns],
@@ -251,23 +260,22 @@ def schema_drift(ctx: Context) -> Check:
 
 def claim_index(ctx: Context, facts: DialectFacts) -> Check:
     """The index the claim query needs, as errands defines it, and whether the planner uses it."""
-    store, live = ctx.store, ctx.live
-    assert live is not None
-    name = f"{store.t_jobs}_claim"
+    store = ctx.store
+    name = store.claim_index_name
     expected = _expected_now(ctx).indexes[name]
-    found = live.indexes.get(name)
-    data: dict[str, Any] = {"index": name, "present": found is not None}
-    if found is None:
+    drift = _drift(ctx)
+    data: dict[str, Any] = {"index": name, "present": name not in drift.missing_indexes}
+    if name in drift.missing_indexes:
         return Check("claim_index", Status.FAIL, f"the claim index {name} is missing: every claim reads and sorts "
                      "all ready jobs of its queue", fix=expected.statement, data=data)
-    if (found.columns, found.predicate) != (expected.spec.columns, expected.spec.predicate) or name in live.invalid:
-        return Check("claim_index", Status.FAIL, f"{name} is not the index errands defines: claims cannot walk it "
-                     "in order", fix=f"drop index {name}, then: {expected.statement}", data=data)
+    changed = dict(drift.changed_indexes).get(name)
+    if changed is not None:
+        return Check("claim_index", Status.FAIL, f"{name} is not the index errands defines ({changed}): claims "
+                     "cannot walk it in order", fix=f"drop index {name}, then: {expected.statement}", data=data)
     queue = ctx.app.default_queue
 
     def read(cur: Any) -> tuple[str, int]:
-        cur.execute(store.explain_prefix + store.pick_sql(), store.pick_params(queue, 10))
-        plan = "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in cur.fetchall())
+        plan = store.explain_claim_in(cur, queue, 10)
         cur.execute(store.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} LIMIT {p}) AS capped"),
                     (PLAN_MATTERS_FROM_ROWS,))
         return plan, int(cur.fetchone()[0])
@@ -290,14 +298,12 @@ def clock_skew(ctx: Context, samples: int = 3) -> Check:
     """The database clock minus this host's, from the reading with the shortest round trip
     (its midpoint is when the database most likely read its clock)."""
     store = ctx.store
-    sql = "SELECT " + store.now_sql()
 
     def read(cur: Any) -> tuple[float, float, float]:
         before = time.time()
-        cur.execute(sql)
-        value = cur.fetchone()[0]
+        value = store._now_in(cur)
         after = time.time()
-        return before, store.to_datetime(value).timestamp(), after
+        return before, value.timestamp(), after
 
     before, db, after = min((ctx.read(read) for _ in range(samples)), key=lambda r: r[2] - r[0])
     skew, error = db - (before + after) / 2, (after - before) / 2
@@ -359,5 +365,6 @@ def workers(ctx: Context) -> Check:
                      "(killed, or their host went away)", items=items, data=data,
                      fix="nothing is lost: their jobs return to the queue when their leases expire (`errands "
                          "recover` does it now), and live workers remove such rows after "
-                         f"{max(app.lease * 4, 120.0):.0f} s of silence; if they should be running, restart them")
+                         f"{forget_worker_after(app.lease):.0f} s of silence; if they should be running, restart "
+                         "them")
     return Check("workers", Status.OK, detail, items=items, data=data)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .schema import ExpectedSchema, LiveSchema
+from .schema import Drift, ExpectedSchema, LiveSchema
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -31,6 +31,9 @@ class Context:
     """What the dialect saw before the first connection (SQLite: the file header)."""
     recorded_version: int | None = None
     live: LiveSchema | None = None
+    drift: Drift | None = None
+    """How ``live`` differs from what the recorded version put in place (the schema_drift check
+    finds it; the claim_index check reads its verdict on the claim index)."""
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(cursor)`` on the store's connection, autocommit, errors mapped as the store

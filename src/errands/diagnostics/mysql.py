@@ -1,27 +1,29 @@
 """MySQL and MariaDB facts for ``errands doctor``: version, claim mode and why, session settings,
 storage engine, catalog and free space.
 
-The claim mode is found the way the store finds it, by behaviour: a ``SKIP LOCKED`` read
-that matches no row, which a server without it rejects as a syntax error.  A version
-string is only shown, never parsed.  errands sets READ COMMITTED and UTC on each of its
-connections; the doctor reads them back on the store's own connection, because something
-in between (a proxy, ``init_connect``) can undo them.
+The claim mode is found the way the store finds it, with the store's own probe
+(:meth:`MySQLStore.supports_skip_locked`), and compared with the mode the store was
+configured with (``claim_setting``).  A version string is only shown, never parsed.
+errands sets READ COMMITTED and UTC on each of its connections; the doctor reads them back
+on the store's own connection, because something in between (a proxy, ``init_connect``)
+can undo them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
 
-import pymysql
+# From the module itself, as store/mysql.py does: after ``pymysql.install_as_MySQLdb()`` (Django on
+# PyMySQL) the ``pymysql.err`` attribute can be a second copy whose classes the driver never raises.
+from pymysql.err import MySQLError
 
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema
 
 if TYPE_CHECKING:
+    from ..store.mysql import MySQLStore
     from .context import Context
 
-_SYNTAX_ERROR = 1064
 _UNKNOWN_VARIABLE = 1193
 FREE_WARN_BYTES = 64 * 1024 * 1024
 FREE_WARN_FRACTION = 0.5
@@ -31,6 +33,10 @@ ANALYZE = "ANALYZE TABLE {jobs}"
 
 def before_connect(ctx: Context) -> Check | None:
     return None
+
+
+def _store(ctx: Context) -> MySQLStore:
+    return ctx.store  # type: ignore[return-value]
 
 
 def _one(cur: Any, sql: str, params: Any = None) -> Any:
@@ -70,52 +76,32 @@ def live_schema(ctx: Context) -> LiveSchema:
     return ctx.read(read)
 
 
-def _forced_mode(ctx: Context) -> str | None:
-    """The ``?claim=`` of the database URL, if any (the store takes its mode from there)."""
-    values = parse_qs(urlsplit(ctx.store.url).query).get("claim")
-    return values[-1] if values else None
-
-
-def skip_locked_works(ctx: Context) -> bool:
-    """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (a read that matches no row)."""
-    sql = ctx.store.q("SELECT id FROM {jobs} WHERE 1 = 0 FOR UPDATE SKIP LOCKED")
-
-    def probe(cur: Any) -> bool:
-        try:
-            cur.execute(sql)
-            cur.fetchall()
-            return True
-        except pymysql.err.ProgrammingError as exc:
-            if exc.args and exc.args[0] == _SYNTAX_ERROR:
-                return False
-            raise
-
-    return ctx.read(probe)
-
-
 def claim_mode(ctx: Context) -> Check:
-    works = skip_locked_works(ctx)
-    forced = _forced_mode(ctx)
-    data = {"mode": "skip_locked" if works and forced != "update" else "update", "forced_by_url": forced,
-            "server_accepts_skip_locked": works}
+    store = _store(ctx)
+    works = ctx.read(store.supports_skip_locked)
+    forced = None if store.claim_setting == "auto" else store.claim_setting
+    data = {"mode": "skip_locked" if works and forced != "update" else "update", "forced": forced,
+            "forced_by": store.claim_set_by if forced else None, "server_accepts_skip_locked": works}
+    if store.claim_set_by == "url":
+        said, remove = f"the database URL says ?claim={forced}", f"remove claim={forced} from the database URL"
+    else:
+        said, remove = f"errands was given claim={forced!r}", f"drop claim={forced!r} where errands opens its store"
     lacks = "this server rejects SKIP LOCKED (MySQL before 8.0 and MariaDB before 10.6 lack it)"
     if forced == "update" and works:
-        return Check("claim_mode", Status.WARN, "conditional-UPDATE fallback, because the database URL says "
-                     "?claim=update, although this server supports SKIP LOCKED",
-                     fix="remove claim=update from the database URL: with SKIP LOCKED, concurrent claims skip "
-                         "each other's rows instead of picking again when another worker won their candidates",
-                     data=data)
+        return Check("claim_mode", Status.WARN, f"conditional-UPDATE fallback, because {said}, although this server "
+                     "supports SKIP LOCKED",
+                     fix=f"{remove}: with SKIP LOCKED, concurrent claims skip each other's rows instead of picking "
+                         "again when another worker won their candidates", data=data)
     if forced == "update":
-        return Check("claim_mode", Status.INFO, f"conditional-UPDATE fallback, set by ?claim=update; {lacks} anyway",
+        return Check("claim_mode", Status.INFO, f"conditional-UPDATE fallback, because {said}; {lacks} anyway",
                      data=data)
     if not works and forced == "skip_locked":
-        return Check("claim_mode", Status.FAIL, f"the database URL forces ?claim=skip_locked, but {lacks}: every "
-                     "claim fails with a syntax error", fix="remove claim=skip_locked from the database URL "
-                     "(errands then falls back by itself) or upgrade the server", data=data)
+        return Check("claim_mode", Status.FAIL, f"{said}, but {lacks}: every claim fails with a syntax error",
+                     fix=f"{remove} (errands then falls back by itself) or upgrade the server", data=data)
     if not works:
         return Check("claim_mode", Status.INFO, f"conditional-UPDATE fallback, because {lacks}; errands switches "
                      "at the first claim (upgrading the server gives claims that skip each other's rows)", data=data)
-    how = "set by ?claim=skip_locked" if forced == "skip_locked" else "the server accepts it (probed)"
+    how = f"because {said}" if forced == "skip_locked" else "the server accepts it (probed)"
     return Check("claim_mode", Status.OK, f"SELECT ... FOR UPDATE SKIP LOCKED, then UPDATE, in one transaction: "
                  f"{how}", data=data)
 
@@ -127,7 +113,7 @@ def _session_variable(cur: Any, names: tuple[str, str]) -> tuple[str, str]:
         try:
             row = _one(cur, f"SELECT @@SESSION.{name}, @@GLOBAL.{name}")
             return str(row[0]), str(row[1])
-        except pymysql.err.MySQLError as exc:
+        except MySQLError as exc:
             if not exc.args or exc.args[0] != _UNKNOWN_VARIABLE or name == names[-1]:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover

@@ -14,6 +14,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from ..store.sqlite import BUSY_TIMEOUT_MS
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 
@@ -135,8 +136,8 @@ def _busy_check(busy: int) -> Check:
     if busy < BUSY_TIMEOUT_WARN_MS:
         return Check("sqlite_busy_timeout", Status.WARN, f"busy_timeout is {busy} ms: a write that finds another "
                      "process holding the write lock gives up after that and errands reports 'database is locked'",
-                     fix="remove ?busy_timeout= from the database URL (errands' default is 30000 ms) or raise it "
-                         f"to at least {BUSY_TIMEOUT_WARN_MS} ms", data=data)
+                     fix=f"remove ?busy_timeout= from the database URL (errands' default is {BUSY_TIMEOUT_MS} ms) "
+                         f"or raise it to at least {BUSY_TIMEOUT_WARN_MS} ms", data=data)
     return Check("sqlite_busy_timeout", Status.OK, f"busy_timeout {busy} ms: writers wait for the lock", data=data)
 
 

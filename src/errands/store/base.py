@@ -437,33 +437,48 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
     def current_version(self) -> int | None:
         return self._run(self._read_version, write=False)
 
+    def _recorded_versions(self, cur: Any) -> set[int]:
+        """Every version recorded on ``cur``'s connection (empty when errands' tables do not exist).
+        ``migrate()`` applies each version missing here, also one below the highest."""
+        try:
+            cur.execute(self.q("SELECT version FROM {schema}"))
+        except Exception as exc:
+            if self._classify(exc) == FAIL:
+                return set()
+            raise
+        return {int(r[0]) for r in cur.fetchall()}
+
     def _apply_migrations(self, cur: Any, progress: Callable[[int], None] | None = None) -> list[int]:
         applied: list[int] = []
         with self._migration_lock(cur.connection):
             cur.execute(self.q(self.schema_table_ddl()))
-            cur.execute(self.q("SELECT version FROM {schema}"))
-            done = {int(r[0]) for r in cur.fetchall()}
+            done = self._recorded_versions(cur)
             for version, steps in self.migrations():
                 if version in done:
                     continue
                 for step in steps:
-                    if isinstance(step, Step):
-                        cur.execute(step.unless)
-                        row = cur.fetchone()
-                        if row and row[0]:
-                            continue
-                        step = step.sql
-                    cur.execute(step)
+                    if not isinstance(step, Step):
+                        cur.execute(step)
+                    elif not self._in_place(cur, step):
+                        cur.execute(step.sql)
                     if progress is not None:
-                        progress(1)
+                        progress(1)  # a step found in place counts too: the bar ends full
                 cur.execute(self.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
                 applied.append(version)
         return applied
 
+    @staticmethod
+    def _in_place(cur: Any, step: Step) -> bool:
+        """Whether a guarded step already ran (its ``unless`` query counts something)."""
+        cur.execute(step.unless)
+        row = cur.fetchone()
+        return bool(row and row[0])
+
     def pending_migration_steps(self) -> int:
-        """How many DDL steps ``migrate()`` would run (for a progress bar)."""
-        current = self.current_version() or 0
-        return sum(len(steps) for version, steps in self.migrations() if version > current)
+        """How many DDL steps ``migrate()`` goes through (for a progress bar): every step of each
+        version not recorded, guarded ones included (``progress`` ticks for those it skips)."""
+        done = self._run(self._recorded_versions, write=False)
+        return sum(len(steps) for version, steps in self.migrations() if version not in done)
 
     def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
         """Create or upgrade the tables; safe to run again and from many processes at once.
@@ -524,11 +539,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
 
     # ------------------------------------------------------------------ clock
     def now(self) -> datetime:
-        def read(cur: Any) -> datetime:
-            cur.execute("SELECT " + self.now_sql())
-            return self.to_datetime(cur.fetchone()[0])
-
-        return self.run(read)
+        return self.run(self._now_in)
 
     # ------------------------------------------------------------------ enqueue
     def enqueue(self, jobs: Sequence[NewJob], cursor: Any = None) -> list[int]:
@@ -617,14 +628,20 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
 
     explain_prefix = "EXPLAIN "
 
+    @property
+    def claim_index_name(self) -> str:
+        """The name every dialect's DDL gives the index :meth:`pick_sql` walks."""
+        return self.q("{jobs}_claim")
+
     def explain_claim(self, queue: str = "default", limit: int = 10) -> str:
         """The database's plan for :meth:`pick_sql`, one line per plan row."""
+        return self.run(lambda cur: self.explain_claim_in(cur, queue, limit))
 
-        def read(cur: Any) -> str:
-            cur.execute(self.explain_prefix + self.pick_sql(), self.pick_params(queue, limit))
-            return "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in cur.fetchall())
-
-        return self.run(read)
+    def explain_claim_in(self, cur: Any, queue: str = "default", limit: int = 10) -> str:
+        """:meth:`explain_claim` on ``cur``: without the schema check of :meth:`run` (``errands
+        doctor`` looks at a schema it must not migrate)."""
+        cur.execute(self.explain_prefix + self.pick_sql(), self.pick_params(queue, limit))
+        return "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in cur.fetchall())
 
     def complete(self, owner: str, ids: Sequence[int]) -> int:
         """Delete finished jobs still reserved by ``owner``; returns how many were ours.

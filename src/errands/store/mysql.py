@@ -10,11 +10,12 @@ Two ways to claim, chosen by behaviour rather than by version string:
   carrying that stamp.  InnoDB re-checks the WHERE on rows another transaction
   just changed, so two workers cannot both win a row.
 
-The first claim tries SKIP LOCKED once; a syntax error switches this store to
-``update`` for good.  ``?claim=update`` (or ``skip_locked``) in the URL forces one
-path, which is how the tests cover both on the same server.  Deadlocks and lock
-wait timeouts are retried by the base class.  Timestamps are ``DATETIME(6)`` in
-UTC, compared against ``UTC_TIMESTAMP(6)``.
+The first claim probes for SKIP LOCKED once (:meth:`MySQLStore.supports_skip_locked`);
+a server without it switches this store to ``update`` for good.  ``?claim=update`` (or
+``skip_locked``) in the URL, or the ``claim=`` argument, forces one path, which is how
+the tests cover both on the same server.  Deadlocks and lock wait timeouts are retried
+by the base class.  Timestamps are ``DATETIME(6)`` in UTC, compared against
+``UTC_TIMESTAMP(6)``.
 """
 
 from __future__ import annotations
@@ -78,9 +79,15 @@ class MySQLStore(SQLStore):
         super().__init__(url, prefix=prefix)
         parts = urlsplit(url)
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        mode = claim or options.pop("claim", "auto")
+        from_url = options.pop("claim", None)
+        mode = claim or from_url or "auto"
         if mode not in CLAIM_MODES:
             raise ConfigurationError(f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {mode!r}")
+        #: The claim mode as configured, never changed afterwards (``claim_mode`` is the one in use,
+        #: which ``auto`` settles at the first claim); ``errands doctor`` reads both.
+        self.claim_setting = mode
+        #: Where a forced mode came from: ``"argument"`` (``claim=``), ``"url"`` (``?claim=``) or None.
+        self.claim_set_by: str | None = "argument" if claim else "url" if from_url else None
         self.claim_mode = mode
         if mode == "update":
             self._use_conditional_update()
@@ -355,18 +362,28 @@ class MySQLStore(SQLStore):
     claim_needs_transaction = True
 
     def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
-        if self.claim_mode != "update":
-            try:
-                rows = self._claim_skip_locked(cur, owner, queue, limit, lease)
+        if self.claim_mode == "auto":
+            if self.supports_skip_locked(cur):
                 self.claim_mode = "skip_locked"
-                return rows
-            except ProgrammingError as exc:
-                if exc.args[0] != _SYNTAX_ERROR or self.claim_mode == "skip_locked":
-                    raise
-                self._use_conditional_update()  # server without SKIP LOCKED; never try again
-                cur.connection.rollback()
-                cur.connection.begin()
+            else:
+                self._use_conditional_update()  # server without SKIP LOCKED; never ask again
+        if self.claim_mode == "skip_locked":
+            return self._claim_skip_locked(cur, owner, queue, limit, lease)
         return self._claim_conditional_update(cur, owner, queue, limit, lease)
+
+    def supports_skip_locked(self, cur: Any) -> bool:
+        """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (MySQL 8, MariaDB 10.6+), found by
+        behaviour rather than from a version string: a locking read that matches no row, so it
+        locks nothing, which a server without it rejects as a syntax error (that leaves an open
+        transaction as it was).  ``errands doctor`` asks the same question this way."""
+        try:
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE 1 = 0 FOR UPDATE SKIP LOCKED"))
+            cur.fetchall()
+        except ProgrammingError as exc:
+            if exc.args and exc.args[0] == _SYNTAX_ERROR:
+                return False
+            raise
+        return True
 
     def _use_conditional_update(self) -> None:
         self.claim_mode = "update"

@@ -19,6 +19,8 @@ from ..errors import ConfigurationError
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
 
 MIN_VERSION = (3, 35, 0)
+BUSY_TIMEOUT_MS = 30000
+"""How long a writer waits for another's lock unless the URL says ``?busy_timeout=`` (milliseconds)."""
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 
@@ -79,7 +81,7 @@ class SQLiteStore(SQLStore):
         super().__init__(url, prefix=prefix)
         self.path = sqlite_path(url)
         options = parse_qs(urlsplit(url).query)
-        self.busy_timeout_ms = int(options.get("busy_timeout", ["30000"])[0])
+        self.busy_timeout_ms = int(options.get("busy_timeout", [str(BUSY_TIMEOUT_MS)])[0])
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError, StoreUnavailable
 from ..hooks import call_on_dead, call_on_retry, chain_of
 from ..jobs import encode_result
+from ..services.status import forget_worker_after
 from ..store.features import Finished, Limit
 from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
 from .context import context_of
@@ -642,7 +643,7 @@ class Worker:
                     if report.released or report.buried:
                         log.warning("recovered stale jobs: released %s, buried %s", report.released,
                                     report.buried)
-                    self.store.prune_workers(older_than=max(self.lease * 4, 120.0))
+                    self.store.prune_workers(older_than=forget_worker_after(self.lease))
                     unblocked = self.store.sweep_blocked()
                     if unblocked:
                         log.warning("unblocked %d job(s) whose dependency had finished", unblocked)
