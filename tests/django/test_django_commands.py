@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
 from conftest import manage, use_database
 from django.core.management import call_command
 
@@ -67,6 +68,7 @@ def test_tables_from_errands_migrate_then_django_migrate(backend: str, db_url: s
         assert first.returncode == 0, first.stderr  # SQLite: errands creates its tables itself
     else:
         assert first.returncode != 0 and "manage.py migrate" in first.stderr, first.stderr
+        assert "manage.py errands_migrate" in first.stderr  # also for a backend added after the first migrate
     migrated = manage(db_url, "errands_migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert ("already up to date" if backend == "sqlite" else "applied versions 1, 2, 3") in migrated.stdout
@@ -107,3 +109,96 @@ def test_migration_runs_on_djangos_connection_of_an_in_memory_database(project_d
     finally:
         use_database(project_db)
         task_backends["default"].errands  # noqa: B018 - point errands back at the test's database
+
+
+def worker_options(*args: str) -> dict[str, Any]:
+    """What ``manage.py errands_worker ARGS`` would run with (parsed, not run)."""
+    from errands.contrib.django.management.commands.errands_worker import Command
+
+    return vars(Command().create_parser("manage.py", "errands_worker").parse_args(list(args)))
+
+
+def click_refuses(*args: str) -> bool:
+    """Whether ``errands worker ARGS`` refuses its options (parsed, not run)."""
+    import click
+
+    from errands.cli.worker import worker
+
+    try:
+        with worker.make_context("worker", list(args)):
+            pass
+    except click.UsageError:  # BadParameter is one
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("variable", "value", "option", "expected"), [
+    ("ERRANDS_LOG_LEVEL", "debug", "log_level", "DEBUG"),  # any case, as `errands --log-level`
+    ("ERRANDS_LOG_LEVEL", "Warning", "log_level", "WARNING"),
+    ("ERRANDS_MAX_JOBS", "", "max_jobs", None),  # an empty variable is an unset one
+    ("ERRANDS_CONCURRENCY", "", "concurrency", 1),
+    ("ERRANDS_CONCURRENCY", "1000", "concurrency", 1000),
+    ("ERRANDS_BURST", "", "burst", False),
+    ("ERRANDS_BURST", "yes", "burst", True),
+    ("ERRANDS_BURST", "off", "burst", False),
+    ("ERRANDS_ONCE", "1", "once", True),
+    ("ERRANDS_PREFETCH", "0", "prefetch", 0),
+    ("ERRANDS_SHUTDOWN_TIMEOUT", "0", "shutdown_timeout", 0.0),
+    ("ERRANDS_SLEEP", "0.01", "sleep", 0.01),
+])
+def test_worker_variables_mean_what_they_mean_to_errands_worker(monkeypatch: pytest.MonkeyPatch, variable: str,
+                                                                 value: str, option: str, expected: object) -> None:
+    monkeypatch.setenv(variable, value)
+    assert worker_options()[option] == expected
+    if option != "log_level":  # the CLI's --log-level is the group's; the others are `errands worker`'s own
+        from errands.cli.worker import worker
+
+        with worker.make_context("worker", []) as ctx:
+            assert ctx.params[option] == expected
+
+
+@pytest.mark.parametrize(("args", "env", "refusal"), [
+    ([], {"ERRANDS_LOG_LEVEL": "loud"}, "argument --log-level: 'loud' is not one of"),
+    (["--log-level", "verbose"], {}, "argument --log-level: 'verbose' is not one of"),
+    ([], {"ERRANDS_BURST": "bogus"}, "argument --burst: 'bogus' is not a valid boolean"),
+    ([], {"ERRANDS_ONCE": "sometimes"}, "argument --once: 'sometimes' is not a valid boolean"),
+    (["-c", "1001"], {}, "argument -c/--concurrency: 1001 is not in the range 1<=x<=1000"),
+    (["-c", "0"], {}, "argument -c/--concurrency: 0 is not in the range 1<=x<=1000"),
+    (["-p", "257"], {}, "argument -p/--processes: 257 is not in the range 1<=x<=256"),
+    (["--prefetch", "1001"], {}, "argument --prefetch: 1001 is not in the range 0<=x<=1000"),
+    (["--prefetch", "-1"], {}, "argument --prefetch: -1 is not in the range 0<=x<=1000"),
+    (["--sleep", "0.001"], {}, "argument --sleep: 0.001 is not in the range x>=0.01"),
+    (["--lease", "0.5"], {}, "argument --lease: 0.5 is not in the range x>=1"),
+    (["--shutdown-timeout", "-1"], {}, "argument --shutdown-timeout: -1"),
+    (["--max", "0"], {}, "argument --max: 0 is not in the range x>=1"),
+    ([], {"ERRANDS_PREFETCH": "1001"}, "1001 is not in the range 0<=x<=1000. (from ERRANDS_PREFETCH)"),
+    ([], {"ERRANDS_SLEEP": "0"}, "argument --sleep: 0.0 is not in the range x>=0.01. (from ERRANDS_SLEEP)"),
+])
+def test_worker_refuses_what_errands_worker_refuses(monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                     env: dict[str, str], refusal: str) -> None:
+    from django.core.management import CommandError
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(CommandError) as refused:
+        worker_options(*args)
+    assert refusal in str(refused.value)
+    if "--log-level" not in refusal:
+        assert click_refuses(*args)  # the same values are refused by `errands worker`
+
+
+def test_worker_reads_variables_as_errands_worker_does(tasks_backend: Any, project_db: str) -> None:
+    """A real run on the variables that used to differ: a lowercase level, an empty ERRANDS_MAX_JOBS,
+    ERRANDS_QUEUES separated by whitespace (and commas), a boolean spelled "on"."""
+    from shop import tasks
+
+    mail, plain, other = tasks.send_mail.enqueue("x@example.com"), tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    env = {"ERRANDS_LOG_LEVEL": "debug", "ERRANDS_MAX_JOBS": "", "ERRANDS_QUEUES": "emails  default,emails",
+           "ERRANDS_BURST": "on"}
+    run = manage(project_db, "errands_worker", extra_env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "queues: emails, default | processes: 1" in run.stderr
+    assert [tasks_backend.get_result(r.id).status for r in (mail, plain, other)] == [TaskResultStatus.SUCCESSFUL] * 3
+    refused = manage(project_db, "errands_worker", extra_env={"ERRANDS_BURST": "bogus"}, timeout=60)
+    assert refused.returncode != 0 and "'bogus' is not a valid boolean" in refused.stderr, refused.stderr
+    assert "ERRANDS_BURST" in refused.stderr

@@ -44,6 +44,7 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
     normalize_json,
+    task_backends,
     task_enqueued,
 )
 from .database import InMemoryDatabase, url_for_connection
@@ -218,6 +219,20 @@ class ErrandsBackend(BaseTaskBackend):
             yield checks.Warning(str(exc), id="errands.W002")
         except ImproperlyConfigured as exc:
             yield checks.Error(str(exc), id="errands.E002")
+
+
+def errands_backend(alias: str = "default") -> ErrandsBackend:
+    """``TASKS[alias]``, which must be an :class:`ErrandsBackend`: what the management commands and
+    the dashboard work for.  Anything else (no such alias, a backend Django cannot build, another
+    kind of backend) is refused with the reason."""
+    try:
+        backend = task_backends[alias]
+    except Exception as exc:  # InvalidTaskBackend, or the backend's own ImproperlyConfigured
+        raise ImproperlyConfigured(f"TASKS has no usable backend {alias!r}: {exc}") from exc
+    if not isinstance(backend, ErrandsBackend):
+        raise ImproperlyConfigured(f"TASKS[{alias!r}] is {type(backend).__name__}, "
+                                   "not errands.contrib.django.ErrandsBackend")
+    return backend
 
 
 def _aware(value: datetime) -> datetime:

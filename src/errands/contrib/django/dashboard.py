@@ -39,8 +39,7 @@ from django.shortcuts import resolve_url
 
 from ...dashboard import AuthSettings, Principal
 from ...errors import ConfigurationError
-from ..asgi import DashboardGate, check_mount_path
-from .compat import task_backends
+from ..asgi import DashboardGate, check_mount_path, inner_path
 
 __all__ = ["DjangoStaff", "dashboard", "with_dashboard", "with_dashboard_wsgi"]
 
@@ -109,14 +108,13 @@ def dashboard(backend: str = "default", *, path: str = "/errands", admin_permiss
 
     ``login_url``: a URL or URL name (default ``settings.LOGIN_URL``).  ``auth_settings``:
     cookie options; by default the CSRF cookie is ``Secure`` when Django's is
-    (``CSRF_COOKIE_SECURE``) and scoped to the mount path.
+    (``CSRF_COOKIE_SECURE``) and scoped to the mount path.  A ``backend`` that is not an
+    ``ErrandsBackend`` raises ``ImproperlyConfigured``.
     """
-    _check_path(path)
-    from .backend import ErrandsBackend
+    check_mount_path(path)
+    from .backend import errands_backend
 
-    tasks_backend = task_backends[backend]
-    if not isinstance(tasks_backend, ErrandsBackend):
-        raise ConfigurationError(f"TASKS[{backend!r}] is {type(tasks_backend).__name__}, not ErrandsBackend")
+    tasks_backend = errands_backend(backend)
     tasks_backend.discover()  # the enqueue form and the queue list name the project's tasks
     if auth_settings is None:
         script = (getattr(settings, "FORCE_SCRIPT_NAME", None) or "").rstrip("/")
@@ -139,10 +137,6 @@ def _with_next(login: str, here: str) -> str:
     return urlunsplit(parts)
 
 
-def _check_path(path: str) -> None:
-    check_mount_path(path)
-
-
 class DashboardMount:
     """An ASGI app: requests under ``path`` go to the dashboard, all others to Django."""
 
@@ -153,9 +147,7 @@ class DashboardMount:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            root = scope.get("root_path", "")
-            full = scope["path"]
-            inner = full[len(root):] if root and full.startswith(root) else full
+            root, inner = scope.get("root_path", ""), inner_path(scope)
             if inner == self.path or inner.startswith(self.path + "/"):
                 await self.gate({**scope, "root_path": root + self.path, "path": root + inner}, receive, send)
                 return

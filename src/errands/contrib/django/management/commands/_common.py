@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
-from ...compat import task_backends
-
-
-def errands_backend(alias: str) -> Any:
+if TYPE_CHECKING:
     from ...backend import ErrandsBackend
 
+
+def errands_backend(alias: str) -> ErrandsBackend:
+    """:func:`errands.contrib.django.backend.errands_backend`, its refusal as a command error."""
+    from ...backend import errands_backend as lookup
+
     try:
-        backend = task_backends[alias]
-    except Exception as exc:
-        raise CommandError(f"TASKS has no usable backend {alias!r}: {exc}") from exc
-    if not isinstance(backend, ErrandsBackend):
-        raise CommandError(f"TASKS[{alias!r}] is {type(backend).__name__}, not errands.contrib.django.ErrandsBackend")
-    return backend
+        return lookup(alias)
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from exc
