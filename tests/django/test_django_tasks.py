@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from conftest import drain
+from helpers import wait_for
 from django.db import connections, transaction
 
 from errands import PayloadNotSerializable
@@ -235,3 +237,58 @@ def test_enqueue_wakes_idle_workers_at_commit(tasks_backend: Any) -> None:
         assert listener.wait(10) is True
     finally:
         listener.close()
+
+
+def finished_signals() -> Any:
+    """A receiver of Django's task_finished recording (task id, status, error class path) of each call."""
+    from errands.contrib.django.compat import task_finished
+
+    seen: list[tuple[str, str, list[str]]] = []
+
+    def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        seen.append((task_result.id, str(task_result.status), [e.exception_class_path for e in task_result.errors]))
+
+    task_finished.connect(receiver, weak=False)
+    return seen, lambda: task_finished.disconnect(receiver)
+
+
+def test_a_cancelled_task_is_signalled_failed_as_get_result_says(project_db: str) -> None:
+    """JobCancelled raised by a task ends it for good (no retry, attempts left or not); task_finished
+    must say FAILED, as get_result does, not READY."""
+    from shop.retrying import withdrawn
+
+    retrying = task_backends["retrying"]
+    seen, disconnect = finished_signals()
+    try:
+        result = withdrawn.enqueue()
+        drain(retrying)
+    finally:
+        disconnect()
+    assert seen == [(result.id, "FAILED", ["errands.JobCancelled"])]
+    ended = retrying.get_result(result.id)
+    assert ended.status == TaskResultStatus.FAILED and ended.attempts == 1
+    assert ended.errors[0].exception_class_path == "errands.JobCancelled"
+    assert "withdrawn" in ended.errors[0].traceback
+
+
+def test_an_async_task_cancelled_on_request_still_signals_its_end(project_db: str) -> None:
+    """The worker cancels an async task whose cancellation was requested: CancelledError is no
+    Exception, yet task_finished must be sent (FAILED: a cancellation is never retried)."""
+    from shop.retrying import waits
+
+    retrying = task_backends["retrying"]
+    seen, disconnect = finished_signals()
+    result = waits.enqueue()
+    worker = threading.Thread(target=drain, args=(retrying,))
+    worker.start()
+    try:
+        wait_for(lambda: retrying.get_result(result.id).status == TaskResultStatus.RUNNING, message="the task to run")
+        assert retrying.errands.cancel(int(result.id)) == "requested"
+    finally:
+        worker.join(90)
+        disconnect()
+    assert not worker.is_alive()
+    assert seen == [(result.id, "FAILED", ["errands.JobCancelled"])]
+    ended = retrying.get_result(result.id)
+    assert ended.status == TaskResultStatus.FAILED and ended.attempts == 1
+    assert ended.errors[0].exception_class_path == "errands.JobCancelled"

@@ -6,19 +6,28 @@ tasks, Django's ``task_started`` / ``task_finished`` signals, the return value n
 to JSON as Django's backends do (a value that cannot be fails the run), and, for plain
 functions, the connection housekeeping Django does around a request
 (``close_old_connections`` before and after), since a worker thread lives for many tasks.
+
+``task_finished`` says what ``get_result`` will say: ``READY`` for a failed attempt that will
+be retried, ``FAILED`` for the last one, for ``Discard`` and for a cancellation (``JobCancelled``
+raised in the task, or an async task cancelled because its cancellation was requested), which
+errands never retries.  An async task cancelled by its timeout is a failed attempt like any other.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from ...errors import Discard
+from ...errors import Discard, ErrandsError, JobCancelled
+from ...store.rows import JobState
 from ...worker.context import JobContext, current_job
 from ...worker.execution import error_name
 from .compat import TaskContext, TaskResult, TaskResultStatus, normalize_json, task_finished, task_started
@@ -39,6 +48,9 @@ def job_function(task: Any, backend: Any) -> Callable[..., Any]:
             await sync_to_async(task_started.send)(sender=sender, task_result=result)
             try:
                 value = normalize_json(await func(*_context(task, result), *args, **kwargs))
+            except asyncio.CancelledError as exc:  # no Exception, yet the run ends: say so, without awaiting
+                _in_own_thread(backend, _cancelled, sender, result, exc, backend)
+                raise
             except Exception as exc:
                 await sync_to_async(_finished)(sender, result, exc)
                 raise
@@ -89,8 +101,39 @@ def _finished(sender: type, result: Any, exc: BaseException | None, value: Any =
         object.__setattr__(result, "_return_value", value)
     else:
         job = current_job()
-        final = job.is_last_attempt or isinstance(exc, Discard)
+        final = job.is_last_attempt or isinstance(exc, (Discard, JobCancelled))  # as worker/execution.failure
         object.__setattr__(result, "status", TaskResultStatus.FAILED if final else TaskResultStatus.READY)
         result.errors.append(error_of(error_name(exc), str(exc) or repr(exc)))
     task_finished.send(sender=sender, task_result=result)
 
+
+def _cancelled(sender: type, result: Any, exc: BaseException, backend: Any) -> None:
+    """``task_finished`` for an async task the worker cancelled.  On request (the job's row says
+    so, or its record once the worker has settled it) it is a cancellation, recorded as
+    ``JobCancelled`` and never retried; otherwise (its timeout) a failed attempt like any other."""
+    job = current_job()
+    try:
+        requested = job.cancelled or backend.errands.job_state(job.id) is JobState.CANCELLED
+    except ErrandsError:  # the database is away: what is known is that the attempt ended
+        requested = False
+    _finished(sender, result, JobCancelled("cancelled while running (its task was cancelled)") if requested else exc)
+
+
+def _in_own_thread(backend: Any, function: Callable[..., None], *args: Any) -> None:
+    """``function(*args)`` in a thread of its own, the event loop waiting for it.
+
+    A cancelled task must not await: the worker has already moved on and may stop its event loop,
+    destroying the task half-way.  Nor may receivers use the ORM on the loop's thread (Django
+    refuses).  So the loop blocks for them, once, on this rare path.  The thread sees the task's
+    context (the running job) and closes the connections it opened (Django's and errands')."""
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            context.run(function, *args)
+        finally:
+            connections.close_all()
+            backend.errands.store.release_thread_connection()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="errands-django-finished") as pool:
+        pool.submit(run).result()
