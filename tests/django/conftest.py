@@ -137,7 +137,14 @@ def manage(db_url: str, *args: str, cwd: Path = PROJECT, env_name: str = "ERRAND
            timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python manage.py ...`` of a project (the test project by default) on ``db_url``, which the
     project's settings read from the variable ``env_name``."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=project_env(db_url, env_name, extra_env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def project_env(db_url: str, env_name: str = "ERRANDS_DJANGO_DB", extra_env: dict[str, str] | None = None
+                ) -> dict[str, str]:
+    """The environment of a project's process: ours, with ``db_url`` in ``env_name`` and the
+    project's own settings module (not the one this process uses)."""
     env = {**os.environ, env_name: db_url, **(extra_env or {})}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return env

@@ -5,7 +5,6 @@ the Django admin's login page."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -15,29 +14,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import manage
+from conftest import manage, project_env
+from helpers import free_port
 from http_client import Browser
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_project"
+ENV_NAME = "EXAMPLE_DATABASE_URL"
 
 
 def run(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=EXAMPLE, capture_output=True, text=True,
-                          timeout=120, env={**_env(db_url), **env})
+    """``manage.py ...`` of the example, which must succeed."""
+    done = manage(db_url, *args, cwd=EXAMPLE, env_name=ENV_NAME, extra_env=env)
     assert done.returncode == 0, f"manage.py {' '.join(args)}:\n{done.stderr}"
     return done
-
-
-def _env(db_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["EXAMPLE_DATABASE_URL"] = db_url
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -46,11 +35,11 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Browser]:
     run(db_url, "migrate", "-v", "0")
     run(db_url, "createsuperuser", "--noinput", "--username", "ada", "--email", "ada@example.com",
         DJANGO_SUPERUSER_PASSWORD="change-me")
-    port = _free_port()
+    port = free_port()
     with open(tmp_path / "uvicorn.log", "w") as log:
         server = subprocess.Popen([sys.executable, "-m", "uvicorn", "mysite.asgi:application", "--lifespan", "off",
-                                   "--host", "127.0.0.1", "--port", str(port)], cwd=EXAMPLE, env=_env(db_url),
-                                  stdout=log, stderr=subprocess.STDOUT)
+                                   "--host", "127.0.0.1", "--port", str(port)], cwd=EXAMPLE,
+                                  env=project_env(db_url, ENV_NAME), stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -73,8 +62,14 @@ def test_example_project_end_to_end(served: Browser, db_url: str) -> None:
     waiting = json.loads(served.get(f"/orders/{order}/?task={task}").body)
     assert waiting["task"]["status"] == "READY" and waiting["receipt"] == ""
     assert served.post("/orders/", {"email": "bob@example.com"}).status == 400
+    # What the model refuses is the client's mistake (400), not a constraint error from the database (500).
+    negative = served.post("/orders/", {"email": "bob@example.com", "total_cents": "-5"})
+    assert negative.status == 400 and "total_cents" in json.loads(negative.body)["error"], negative.text
+    bad_address = served.post("/orders/", {"email": "not an address", "total_cents": "5"})
+    assert bad_address.status == 400 and "email" in json.loads(bad_address.body)["error"], bad_address.text
+    assert served.get(f"/orders/{order + 1}/").status == 404  # neither was saved
 
-    worker = manage(db_url, "errands_worker", "--burst", cwd=EXAMPLE, env_name="EXAMPLE_DATABASE_URL")
+    worker = manage(db_url, "errands_worker", "--burst", cwd=EXAMPLE, env_name=ENV_NAME)
     assert worker.returncode == 0, worker.stderr
     done = json.loads(served.get(f"/orders/{order}/?task={task}").body)
     assert done["task"] == {"status": "SUCCESSFUL", "attempts": 1, "errors": [],

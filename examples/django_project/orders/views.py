@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -17,8 +18,13 @@ def place_order(request: HttpRequest) -> HttpResponse:
         email = request.POST["email"]
     except (KeyError, ValueError):
         return JsonResponse({"error": "send email and total_cents (an integer)"}, status=400)
+    order = Order(email=email, total_cents=total)
+    try:
+        order.full_clean()  # the model's own rules (a negative total, a bad address): a 400, not the database's 500
+    except ValidationError as exc:
+        return JsonResponse({"error": exc.message_dict}, status=400)
     with transaction.atomic():
-        order = Order.objects.create(email=email, total_cents=total)
+        order.save()
         result = send_receipt.enqueue(order.pk)
     return JsonResponse({"order": order.pk, "task": result.id}, status=201)
 

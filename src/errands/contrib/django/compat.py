@@ -28,7 +28,8 @@ except ImportError:
 
         raise ImproperlyConfigured(
             "errands.contrib.django needs Django's Tasks framework: Django 6.0 or newer, or the django-tasks "
-            "backport on older Django (pip install 'errands[django]')") from exc
+            "backport on older Django (pip install django-tasks; errands[django] brings it only on Python "
+            "< 3.12)") from exc
 
 __all__ = [
     "DEFAULT_TASK_QUEUE_NAME",
