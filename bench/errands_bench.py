@@ -34,7 +34,8 @@ SETTINGS = {
     "lease": "30 s (default)",
     "enqueue": "noop.enqueue(stamp): one INSERT + commit per job",
     "bulk": f"app.enqueue_many([noop.prepare(...) x {common.BULK_BATCH}]): multi-row INSERTs, one call per batch",
-    "sqlite": "WAL, synchronous=NORMAL, busy_timeout 30 s (errands' defaults)",
+    "sqlite": "WAL, synchronous=NORMAL, busy_timeout 30 s (errands' defaults); the row 'SQLite, synchronous=full' "
+              "adds ?synchronous=full to the URL (enqueue, drain 1p and pickup only)",
 }
 
 

@@ -57,6 +57,11 @@ REDIS_MARK = "errands_bench:owner"
 
 # ---------------------------------------------------------------------------- what is measured
 
+SYNC_MODES = ("enqueue", "drain1", "latency")
+"""What the synchronous=full row measures: one commit per enqueue call; a drain of a backlog (claims and
+settles of many jobs each); and the pickup of jobs that arrive one at a time (a claim of one job)."""
+SYNC_FIGURES = ("enqueue", "drain1", "latency_p50")
+
 @dataclass(frozen=True)
 class System:
     key: str
@@ -67,6 +72,7 @@ class System:
     peer: bool = False
     packages: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("enqueue", "bulk", "drain1", "drain2", "latency")
+    url_query: str = ""  # appended to the fresh database's URL (errands' own options)
 
 
 SYSTEMS = [
@@ -76,6 +82,9 @@ SYSTEMS = [
            modes=("enqueue", "bulk", "drain1", "drain2", "latency", "io", "scale_small", "scale_big")),
     System("errands-sqlite", "errands (SQLite)", "errands SQLite", "sqlite", "errands_bench.py",
            modes=("enqueue", "bulk", "drain1", "drain2", "latency", "io", "scale_small", "scale_big")),
+    # Issue 11: the cost of an fsync per commit, measured right after the default (synchronous=normal).
+    System("errands-sqlite-full", "errands (SQLite, synchronous=full)", "errands SQLite full", "sqlite",
+           "errands_bench.py", modes=SYNC_MODES, url_query="?synchronous=full"),
     System("pgqueuer", "PgQueuer (PostgreSQL)", "PgQueuer", "pg", "peers/pgqueuer_bench.py", True,
            ("pgqueuer", "asyncpg")),
     System("procrastinate", "procrastinate (PostgreSQL)", "procrastinate", "pg", "peers/procrastinate_bench.py", True,
@@ -94,6 +103,8 @@ SYSTEMS = [
            modes=("enqueue", "bulk", "drain1", "drain2")),
 ]
 BY_KEY = {s.key: s for s in SYSTEMS}
+SYNC_PAIR = ("errands-sqlite-full", "errands-sqlite")
+"""synchronous=full against errands' default (normal) on SQLite: same figures, same run, ratio printed."""
 BARE_FOR = {"errands-pg": "bare-pg", "errands-mariadb": "bare-mariadb", "errands-sqlite": "bare-sqlite"}
 PEERS = [s for s in SYSTEMS if s.peer]
 
@@ -321,7 +332,7 @@ def measure(system: System, mode: str, p: Params) -> dict[str, Any]:
     workdir = tempfile.mkdtemp(prefix=f"errands_bench_{system.key}_")
     try:
         with FreshDatabase(system.kind, system.key.split("-")[0][:10]) as db:
-            return run_script(system, mode, db.url, workdir, p, timeout)
+            return run_script(system, mode, db.url + system.url_query, workdir, p, timeout)
     except Exception as e:
         return {"error": f"set-up failed: {type(e).__name__}: {e}"[:300]}
     finally:
@@ -359,8 +370,25 @@ def server_facts() -> dict[str, Any]:
                           "database": REDIS_URL}
     except Exception as e:
         facts["redis"] = {"error": str(e)[:200]}
-    facts["sqlite"] = {"library (project venv)": sqlite3.sqlite_version}
+    facts["sqlite"] = {"library (project venv)": sqlite3.sqlite_version,
+                       "filesystem of its temporary files": temp_filesystem()}
     return facts
+
+
+def temp_filesystem() -> str:
+    """The filesystem the SQLite files live on (tempfile's directory): on tmpfs an fsync costs nothing,
+    and synchronous=full would look free."""
+    path = os.path.realpath(tempfile.gettempdir())
+    best, kind = "", "?"
+    try:
+        for line in open("/proc/mounts"):
+            _, mount, fstype, *_ = line.split()
+            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best):
+                best, kind = mount, fstype
+    except OSError:
+        return "?"
+    return f"{kind} ({path} on {best})" + (": fsync is free here, synchronous=full figures mean nothing"
+                                          if kind in ("tmpfs", "ramfs") else "")
 
 
 def pip_freeze(python: str) -> dict[str, str]:
@@ -549,6 +577,22 @@ def ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def sync_ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """errands on SQLite with synchronous=full against the default (normal), per figure of SYNC_MODES."""
+    full, normal = SYNC_PAIR
+    lines = []
+    for fig in SYNC_FIGURES:
+        title, unit, higher = FIGURES[fig]
+        a, b = agg[full][fig], agg[normal][fig]
+        if a["status"] == "ok" and b["status"] == "ok" and b["median"]:
+            note = "" if higher else " (latency: above 1x = slower with full)"
+            lines.append(f"errands SQLite {title}: synchronous=full {fmt(a, unit)} {unit} / normal {fmt(b, unit)} "
+                         f"{unit} = {a['median'] / b['median']:.2f}x{note}")
+        else:
+            lines.append(f"errands SQLite {title}: synchronous=full {fmt(a, unit)}, normal {fmt(b, unit)}")
+    return lines
+
+
 def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
     p = report["params"]
     out = [f"# errands benchmark — {report['started']}", "",
@@ -559,7 +603,9 @@ def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
            f"at end {report['machine'].get('load_average_at_end')}.", "",
            "Throughput in jobs/s (higher is better); pickup latency in ms (lower is better). "
            "Drains are timed from the first handled job to the N-th; see docs/performance.md.", "",
-           tbl, "", "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], ""]
+           tbl, "", "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], "",
+           "## SQLite durability: synchronous=full against normal (issue 11)", "",
+           *[f"- {x}" for x in report.get("sync_ratios", [])], ""]
     failures = failure_lines(report["results"])
     if failures:
         out += ["## Failures", ""] + [f"- {x}" for x in failures] + [""]
@@ -662,6 +708,7 @@ def main() -> int:
     agg = aggregate(raw)
     tbl = table(agg, p)
     ratio_lines = ratios(agg)
+    sync_lines = sync_ratios(agg)
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     wall = time.perf_counter() - t0
     settings["benchmark"] = {
@@ -684,7 +731,8 @@ def main() -> int:
         versions["all packages, peers' venv"] = pip_freeze(PEERS_PY)
     report = {"started": started.isoformat(timespec="seconds"), "wall_seconds": round(wall, 1),
               "params": p.__dict__, "machine": machine, "servers": server_facts(), "versions": versions,
-              "settings": settings, "results": agg, "raw": raw, "ratios": ratio_lines, "table": tbl}
+              "settings": settings, "results": agg, "raw": raw, "ratios": ratio_lines, "sync_ratios": sync_lines,
+              "table": tbl}
     md = markdown(report, tbl, ratio_lines)
 
     os.makedirs(RESULTS, exist_ok=True)
@@ -703,6 +751,9 @@ def main() -> int:
     print()
     print("errands' ratios (errands / other, same figure):")
     for line in ratio_lines:
+        print("  " + line)
+    print("\nSQLite durability (issue 11): an fsync per commit, synchronous=full / normal (errands' default):")
+    for line in sync_lines:
         print("  " + line)
     failures = failure_lines(agg)
     if failures:

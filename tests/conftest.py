@@ -17,6 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from errands import Errands
+from helpers import scaled
 
 sys.path.insert(0, str(Path(__file__).parent / "apps"))
 
@@ -30,6 +31,15 @@ START_HINTS = {
 }
 
 BACKENDS = ["sqlite", "postgres", "mariadb", "mariadb-update"]
+CONNECT_TIMEOUT = max(1, round(scaled(5)))  # whole seconds for both drivers; 0 would mean "no limit"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-timeout's own pytest_configure has read the limit
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-timeout's per-test limit (pyproject.toml, --timeout or PYTEST_TIMEOUT) times
+    ERRANDS_TEST_TIME_SCALE, like every other limit of the suite."""
+    if getattr(config, "_env_timeout", None):
+        config._env_timeout = scaled(config._env_timeout)
 
 
 def _unreachable(server: str, url: str, exc: BaseException) -> None:
@@ -50,7 +60,7 @@ class _Postgres:
         import psycopg
 
         url = PG_ADMIN_URL if database is None else PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + database
-        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
 
     def new_url(self) -> tuple[str, str]:
         if self.error is not None:
@@ -92,7 +102,7 @@ class _MySQL:
         from errands.store.mysql import MySQLStore
 
         params = dict(MySQLStore(MYSQL_ADMIN_URL)._params)
-        params["connect_timeout"] = 5
+        params["connect_timeout"] = CONNECT_TIMEOUT
         return pymysql.connect(**params)
 
     def new_url(self) -> tuple[str, str]:

@@ -16,6 +16,28 @@ APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parent.parent / "src"
 
 
+def _time_scale() -> float:
+    raw = os.environ.get("ERRANDS_TEST_TIME_SCALE", "").strip() or "1"
+    try:
+        scale = float(raw)
+    except ValueError:
+        scale = 0.0
+    if not scale > 0:
+        raise ValueError(f"ERRANDS_TEST_TIME_SCALE must be a number above 0, not {raw!r}")
+    return scale
+
+
+# The one setting behind every time limit of the suite (README.md, "Quick start"): a busy or slow
+# machine raises them all at once, e.g. ERRANDS_TEST_TIME_SCALE=3.  Never applied to how long a test
+# lets time pass on purpose, nor to "this took at least" checks.
+TIME_SCALE = _time_scale()
+
+
+def scaled(seconds: float) -> float:
+    """A time limit of ``seconds`` on a normal machine, times ERRANDS_TEST_TIME_SCALE."""
+    return seconds * TIME_SCALE
+
+
 def cli_env(db_url: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"ERRANDS_DATABASE_URL": db_url, "ERRANDS_APP": "sample_jobs:app",
@@ -26,7 +48,7 @@ def cli_env(db_url: str, **extra: str) -> dict[str, str]:
 
 def run_cli(db_url: str, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "errands", *args], env=cli_env(db_url, **extra),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
 
 
 def start_worker(db_url: str, *args: str, log_path: Path | None = None, **extra: str) -> subprocess.Popen[str]:
@@ -41,7 +63,9 @@ def start_worker(db_url: str, *args: str, log_path: Path | None = None, **extra:
 
 def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
              message: str = "condition") -> T:
-    """Poll until ``predicate()`` is truthy; fail the test with ``message`` after ``timeout``."""
+    """Poll until ``predicate()`` is truthy; fail the test with ``message`` after ``timeout`` seconds
+    (scaled by ERRANDS_TEST_TIME_SCALE: callers pass the limit for a normal machine)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

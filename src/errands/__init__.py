@@ -11,6 +11,7 @@ from .__version__ import __version__
 from .app import BatchHandle, Errands, Schedule
 from .cron import Cron
 from .errors import (
+    BadPayload,
     ConfigurationError,
     Discard,
     EnqueueError,
@@ -38,6 +39,7 @@ from .worker.context import JobContext, current_job
 
 __all__ = [
     "Backoff",
+    "BadPayload",
     "BatchHandle",
     "BatchRow",
     "ConfigurationError",

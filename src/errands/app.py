@@ -13,7 +13,7 @@ from .cron import Cron
 from .errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
 from .hooks import Enqueue, Hooks, enqueuing
 from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
-from .limits import RateLimit, parse_rate_limit
+from .limits import ID_MAX, RateLimit, parse_rate_limit
 from .retry import BackoffSpec, make_backoff
 from .settings import DAY, DEFAULT_PAYLOAD_LIMIT, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, SQLStore, open_store
@@ -336,15 +336,31 @@ class Errands:
         return self.run_worker(queues, burst=True, max_jobs=max_jobs, sleep=0.05)
 
     # ------------------------------------------------------------------ operations
-    def job_state(self, job_id: int) -> JobState:
-        row = self.store.get_job(job_id)
+    def job_state(self, job_id: int, name: str | None = None) -> JobState:
+        """Where a job is now.
+
+        FINISHED: it left every table (it ran, was forgotten, or its kept result expired).
+        UNKNOWN: no job ever had this id here (it is beyond every id the database issued).
+        ``name``: raise :class:`JobNotFound` when the job stored under this id has another name
+        (a handle that names the wrong job must not read another job's fate as its own)."""
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id <= ID_MAX:
+            return JobState.UNKNOWN
+        store = self.store
+        row = store.get_job(job_id)
         if row is not None:
-            return row.state(self.store.now())
-        if self.store.get_failed(job_id) is not None:
+            _same_job(job_id, row.name, name)
+            return row.state(store.now())
+        failed = store.get_failed(job_id)
+        if failed is not None:
+            _same_job(job_id, failed.name, name)
             return JobState.FAILED
-        result = self.store.get_result(job_id)
+        result = store.get_result(job_id)
         if result is not None:
+            _same_job(job_id, result.name, name)
             return result.state
+        highest = store.highest_job_id()
+        if highest is not None and job_id > highest:
+            return JobState.UNKNOWN
         return JobState.FINISHED
 
     def cancel(self, job: Any) -> str:
@@ -410,6 +426,11 @@ class Errands:
             if definition.options.queue not in queues:
                 queues.append(definition.options.queue)
         return queues
+
+
+def _same_job(job_id: int, stored: str, expected: str | None) -> None:
+    if expected is not None and stored != expected:
+        raise JobNotFound(f"job {job_id} is a {stored!r} job, not {expected!r}")
 
 
 def _database_url(explicit: str | None) -> str:

@@ -10,7 +10,10 @@ from urllib.parse import urlsplit, urlunsplit
 from .errors import InvalidQueueName
 
 DEFAULT_DATABASE_URL = "sqlite:///errands.db"
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,60}$")
+QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,60}")
+"""The queue-name alphabet: ASCII letters, digits, '.', '_' and '-', 1 to 60 of them (matched whole:
+``$`` would let a final newline through).  "." and ".." are refused too: in a URL path (the
+dashboard's buttons post to /queues/NAME/pause) a browser resolves them to another page."""
 
 
 def database_url(explicit: str | None = None) -> str:
@@ -41,6 +44,7 @@ def split_queues(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def check_queue_name(name: object) -> str:
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
-        raise InvalidQueueName(f"invalid queue name {name!r}: use 1-60 letters, digits, '-', '_' or '.'")
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidQueueName(f"invalid queue name {name!r}: use 1-60 letters, digits, '-', '_' or '.' "
+                               "(not '.' or '..')")
     return name

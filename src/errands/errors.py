@@ -5,6 +5,7 @@ lets callers be precise where they care::
 
     ErrandsError
     ├── ConfigurationError        bad URL, old SQLite, app that cannot be loaded
+    │   └── MissingExtra          an errands[extra] is not installed (errands.extras; also an ImportError)
     ├── EnqueueError              the job was NOT stored; nothing was written
     │   ├── UnknownJob            name not registered in this app
     │   ├── InvalidQueueName      not a short identifier
@@ -15,6 +16,7 @@ lets callers be precise where they care::
     │   ├── StoreUnavailable      cannot reach the database (retry later)
     │   └── SchemaError           tables missing or newer than this code
     ├── JobNotFound               no job / dead-letter entry with that id
+    ├── BadPayload                a stored payload or result cannot be decoded (also a ValueError)
     ├── JobTimeout                a run exceeded its timeout (recorded as its error)
     ├── JobCancelled              the job was cancelled (raised in its handler, or by result())
     ├── JobFailed                 result(): the job ended in the dead letter
@@ -74,6 +76,13 @@ class SchemaError(StoreError):
 
 class JobNotFound(ErrandsError):
     """No job or dead-letter entry has the given id."""
+
+
+class BadPayload(ErrandsError, ValueError):
+    """What a row holds cannot be decoded (not JSON, not UTF-8, nested too deeply, the wrong shape).
+
+    The worker sends such a job to the dead letter with this error; a ValueError too, so that
+    code written against the decoder's old ValueError keeps working."""
 
 
 class JobTimeout(ErrandsError):

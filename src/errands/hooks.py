@@ -35,23 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ContextManager
 
-from .errors import ConfigurationError, InvalidOption
+from .errors import ConfigurationError
+from .payload import encode_headers, read_headers, with_headers
 
 if TYPE_CHECKING:
     from .store.rows import NewJob
 
 log = logging.getLogger("errands.hooks")
-
-HEADERS_KEY = "headers"
-"""The payload key that carries an enqueue's headers next to ``args`` and ``kwargs``."""
-HEADERS_LIMIT = 4096
-"""Bytes of JSON the headers of one enqueue may take (they are not counted in ``payload_limit``)."""
-
 
 class Hooks:
     __slots__ = ("before_run", "after_run", "around_run", "retry", "dead", "enqueue_around", "any", "enqueuing",
@@ -203,24 +197,11 @@ class Enqueue:
         if not self.headers:
             return job
         if self._stamp is None:
-            self._stamp = _encode_headers(self.headers)
-        payload = job.payload.rstrip()
-        if not payload.endswith("}"):  # not errands' JSON object (refused at run time anyway)
-            return job
-        return job._replace(payload=f"{payload[:-1]},{self._stamp}}}")
+            self._stamp = encode_headers(self.headers)
+        return job._replace(payload=with_headers(job.payload, self._stamp))
 
     def __repr__(self) -> str:
         return f"<Enqueue {self.kind} name={self.name!r} queue={self.queue!r} jobs={len(self.jobs)} ids={self.ids}>"
-
-
-def _encode_headers(headers: dict[str, str]) -> str:
-    if not all(type(k) is str and type(v) is str for k, v in headers.items()):
-        raise InvalidOption(f"enqueue headers must map strings to strings, got {headers!r}")
-    text = json.dumps(headers, separators=(",", ":"), ensure_ascii=False)
-    if len(text.encode()) > HEADERS_LIMIT:
-        raise InvalidOption(f"enqueue headers take {len(text.encode())} bytes as JSON, over the limit of "
-                            f"{HEADERS_LIMIT}")
-    return f'"{HEADERS_KEY}":{text}'
 
 
 @contextlib.contextmanager
@@ -240,16 +221,4 @@ def job_headers() -> dict[str, str]:
     from .worker.context import running_row
 
     current = running_row.get()
-    if current is None:
-        return {}
-    payload = current[0].payload
-    if f'"{HEADERS_KEY}":' not in payload:  # most jobs carry none: no second decode for them
-        return {}
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return {}
-    headers = data.get(HEADERS_KEY) if type(data) is dict else None
-    if type(headers) is not dict:
-        return {}
-    return {k: v for k, v in headers.items() if type(v) is str}
+    return {} if current is None else read_headers(current[0].payload)

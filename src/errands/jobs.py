@@ -12,18 +12,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .config import check_queue_name
-from .errors import InvalidOption, JobCancelled, JobFailed, PayloadNotSerializable, PayloadTooLarge
+from .errors import BadPayload, InvalidOption, JobCancelled, JobFailed, JobNotFound
 from .hooks import Enqueue, enqueuing
-from .limits import RateLimit
+from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
+from .payload import encode_payload, safe_text
 from .retry import Backoff
 from .store.rows import FLAG_RESULT, JobState, NewJob
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+PRIORITY_RANGE = (-INT_MAX - 1, INT_MAX)
 UNIQUE_KEY_MAX = 255
 
 
@@ -59,23 +59,37 @@ class JobOptions:
         if isinstance(self.priority, bool) or not isinstance(self.priority, int) \
                 or not PRIORITY_RANGE[0] <= self.priority <= PRIORITY_RANGE[1]:
             raise InvalidOption(f"priority must be a 32-bit integer, got {self.priority!r}")
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise InvalidOption(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or not 1 <= self.max_attempts <= INT_MAX:
+            raise InvalidOption(f"max_attempts must be an integer from 1 to {INT_MAX}, got {self.max_attempts!r}")
         if self.timeout is not None and (not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool)
-                                         or not math.isfinite(self.timeout) or self.timeout <= 0):
-            raise InvalidOption(f"timeout must be a positive number of seconds or None, got {self.timeout!r}")
+                                         or not 0 < self.timeout <= MAX_DELAY):
+            raise InvalidOption(f"timeout must be a positive number of seconds up to {MAX_DELAY:.0f} (ten years) "
+                                f"or None, got {self.timeout!r}")
         if not isinstance(self.delay, (int, float)) or isinstance(self.delay, bool) \
-                or not math.isfinite(self.delay) or self.delay < 0:
-            raise InvalidOption(f"delay must be a non-negative number of seconds, got {self.delay!r}")
-        if self.run_at is not None and (not isinstance(self.run_at, datetime) or self.run_at.tzinfo is None):
-            raise InvalidOption("run_at must be an aware datetime, e.g. datetime.now(timezone.utc)")
-        if self.unique_key is not None and (not isinstance(self.unique_key, str) or not self.unique_key
-                                            or len(self.unique_key) > UNIQUE_KEY_MAX):
-            raise InvalidOption(f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX} characters")
+                or not 0 <= self.delay <= MAX_DELAY:
+            raise InvalidOption(f"delay must be 0 to {MAX_DELAY:.0f} seconds (ten years), got {self.delay!r}")
+        if self.run_at is not None:
+            if not isinstance(self.run_at, datetime) or self.run_at.tzinfo is None:
+                raise InvalidOption("run_at must be an aware datetime, e.g. datetime.now(timezone.utc)")
+            try:
+                ahead = (self.run_at - datetime.now(timezone.utc)) / timedelta(seconds=1)
+            except OverflowError:
+                ahead = math.inf
+            if not -MAX_DELAY <= ahead <= MAX_DELAY:
+                raise InvalidOption(f"run_at must be within ten years of now, got {self.run_at.isoformat()}")
+        if self.unique_key is not None and not _storable_key(self.unique_key):
+            raise InvalidOption(f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX} characters "
+                                "(valid Unicode, no NUL)")
         if self.after is not None and (isinstance(self.after, bool) or not isinstance(self.after, int)
-                                       or self.after <= 0):
+                                       or not 0 < self.after <= ID_MAX):
             raise InvalidOption(f"after must be a job, a job handle or a job id, got {self.after!r}")
         return self
+
+
+def _storable_key(key: object) -> bool:
+    """A unique or concurrency key every backend stores and compares as given."""
+    return isinstance(key, str) and 0 < len(key) <= UNIQUE_KEY_MAX and safe_text(key) == key
 
 
 @dataclass(frozen=True)
@@ -93,49 +107,6 @@ class JobBehaviour:
     discard_on: tuple[type[BaseException], ...] = ()
     """Exception types that skip the remaining attempts (straight to the dead letter)."""
     hooks: Hooks | None = field(default=None, compare=False)
-
-
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-"""Made once: ``json.dumps`` with options builds a new encoder on every call."""
-
-
-def _refuse(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-try:  # the C encoder behind JSONEncoder, built once: encode() builds a new one on every call
-    from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-
-    _c_encode = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False) \
-        if c_make_encoder is not None else None
-except ImportError:  # pragma: no cover - Python builds without the _json accelerator
-    _c_encode = None
-
-
-def _encode(value: Any) -> str:
-    """Compact JSON (no NaN, no ASCII escaping).  Without a cycle check: a cyclic structure
-    raises RecursionError, which callers treat like any value JSON cannot hold."""
-    if _c_encode is None:
-        return _encoder.encode(value)
-    return "".join(_c_encode(value, 0))
-
-
-def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
-    """Arguments as compact JSON; refuse what JSON cannot carry and what is too big."""
-    try:
-        payload = _encode({"args": list(args), "kwargs": kwargs})
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored as JSON: {exc}") from exc
-    size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
-    if size > limit:
-        raise PayloadTooLarge(f"arguments of job {name!r} take {size} bytes as JSON, over the limit of "
-                              f"{limit} bytes; store large data elsewhere and pass a reference")
-    return payload
-
-
-def encode_result(value: Any) -> str:
-    """A handler's return value as JSON (stored in the results table)."""
-    return _encoder.encode(value)
 
 
 def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
@@ -172,8 +143,10 @@ class JobHandle:
 
     def status(self) -> JobState:
         """Where the job is now: waiting, running, in the dead letter, done (while its result
-        is kept), cancelled, or finished (gone)."""
-        return self._app.job_state(self.id)
+        is kept), cancelled, finished (gone), or unknown (no job ever had this id).
+
+        Raises :class:`JobNotFound` when the job stored under this id has another name."""
+        return self._app.job_state(self.id, self.name)
 
     def cancel(self) -> str:
         """Cancel the job; see :meth:`Errands.cancel`."""
@@ -183,7 +156,8 @@ class JobHandle:
         """Wait for the job to end and return its return value (``keep_result`` must be on).
 
         Raises :class:`JobFailed` if it ended in the dead letter, :class:`JobCancelled` if it
-        was cancelled, and ``TimeoutError`` after ``timeout`` seconds.
+        was cancelled, :class:`JobNotFound` if no such job was ever enqueued (or the id holds a job
+        of another name), and ``TimeoutError`` after ``timeout`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = poll
@@ -213,12 +187,18 @@ class JobHandle:
     def _outcome(self) -> tuple[bool, Any]:
         """(ended, return value), raising for the ways a job can end without a value."""
         app = self._app
-        result = app.store.get_result(self.id)
+        result = app.store.get_result(self.id) if 0 < self.id <= ID_MAX else None
         if result is not None:
+            if result.name != self.name:
+                raise JobNotFound(f"job {self.id} is a {result.name!r} job, not {self.name!r}")
+            if result.undecodable:
+                raise BadPayload(f"job {self.id} ({self.name}) succeeded, but its stored result is not valid JSON")
             if result.state is JobState.CANCELLED:
                 raise JobCancelled(f"job {self.id} ({self.name}) was cancelled: {result.message or ''}".rstrip(": "))
             return True, result.result
-        state = app.job_state(self.id)
+        state = app.job_state(self.id, self.name)
+        if state is JobState.UNKNOWN:
+            raise JobNotFound(f"no job with id {self.id} was ever enqueued in this database")
         if state is JobState.FAILED:
             entry = app.store.get_failed(self.id)
             kind, text = (entry.error_type, entry.error_message) if entry else ("", "")
@@ -331,8 +311,9 @@ class JobDefinition(Generic[P, R]):
         if b.concurrency_limit is not None:
             key = b.concurrency_key
             group = self.name if key is None else key if isinstance(key, str) else str(key(*args, **kwargs))
-            if not group or len(group) > UNIQUE_KEY_MAX:
-                raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters")
+            if not _storable_key(group):
+                raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                    "(valid Unicode, no NUL)")
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at,
                       unique_key, o.after, group, flags)

@@ -1,11 +1,37 @@
-"""Rate-limit specifications: ``"10/minute"``, ``"5/s"``, ``"100/30s"``, ``"3/day"``."""
+"""Limits on what a job may ask for: how far ahead it may be scheduled, and how often it may
+start (rate-limit specifications: ``"10/minute"``, ``"5/s"``, ``"100/30s"``, ``"3/day"``)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from .errors import ConfigurationError
+
+MAX_DELAY = 10 * 365 * 86400.0
+"""The furthest ahead a job may be scheduled, in seconds (ten years): a delay, a ``run_at`` or a
+retry's backoff.  Far enough for any real schedule, near enough that every database and every
+date type stores the time it leads to."""
+
+
+ID_MAX = 2**63 - 1
+"""The largest job id any backend can hold (BIGINT); a bigger number names no job."""
+INT_MAX = 2**31 - 1
+"""Priorities and attempt counts are 32-bit integers in every backend."""
+
+
+def clamp_delay(seconds: object) -> float:
+    """A delay a handler, a backoff function or a caller computed, made storable: 0..MAX_DELAY
+    (NaN and anything that is no number count as 0)."""
+    try:
+        value = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    if math.isnan(value) or value < 0:
+        return 0.0
+    return min(value, MAX_DELAY)
+
 
 _UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
           "hour": 3600.0, "d": 86400.0, "day": 86400.0}

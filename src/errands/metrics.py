@@ -21,10 +21,15 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector
+from .extras import MissingExtra
+
+try:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily, Metric
+    from prometheus_client.exposition import choose_encoder
+    from prometheus_client.registry import Collector
+except ImportError as exc:
+    raise MissingExtra("errands.metrics", "metrics", exc) from exc
 
 from .errors import StoreError
 

@@ -3,9 +3,9 @@ import errands
 
 def test_public_api_is_pinned():
     assert sorted(errands.__all__) == [
-        "Backoff", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "Discard", "EnqueueError", "Errands",
-        "ErrandsError", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled", "JobContext", "JobDefinition",
-        "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout", "PayloadNotSerializable",
+        "Backoff", "BadPayload", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "Discard", "EnqueueError",
+        "Errands", "ErrandsError", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled", "JobContext",
+        "JobDefinition", "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout", "PayloadNotSerializable",
         "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError", "StoreError",
         "StoreUnavailable", "UnknownJob", "__version__", "current_job",
     ]

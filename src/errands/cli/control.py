@@ -12,7 +12,13 @@ import click
 
 from ..config import check_queue_name
 from ..errors import JobNotFound
+from ..limits import ID_MAX
+from ..payload import safe_text
+from ..services.operator import display_arguments, displayable
 from .context import Context
+
+JOB_ID = click.IntRange(1, ID_MAX)
+"""A job (or batch) id: a number outside 1..ID_MAX names nothing, and fails the database driver."""
 
 
 @click.group()
@@ -101,7 +107,7 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
     row = store.get_job(job_id)
     if row is not None:
         return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(store.now()).value,
-                "arguments": json.loads(row.payload), "attempts": row.attempts, "max_attempts": row.max_attempts,
+                "arguments": display_arguments(row.payload), "attempts": row.attempts, "max_attempts": row.max_attempts,
                 "priority": row.priority, "created_at": row.created_at.isoformat(),
                 "available_at": row.available_at.isoformat(), "owner": row.reserved_by,
                 "lease_until": None if row.reserved_until is None else row.reserved_until.isoformat(),
@@ -111,7 +117,7 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
     dead = store.get_failed(job_id)
     if dead is not None:
         return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": "failed",
-                "arguments": json.loads(dead.payload), "attempts": dead.attempts,
+                "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
                 "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
     result = store.get_result(job_id)
     if result is not None:
@@ -122,25 +128,25 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
 
 
 @job.command("show")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def show(ctx: Context, job_id: int, as_json: bool) -> None:
     """State, arguments, attempts, owner, lease, progress and result of JOB_ID."""
-    info = _describe(ctx, job_id)
+    info = displayable(_describe(ctx, job_id))  # whatever the row holds: valid JSON, printable text
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
         return
     for key, value in info.items():
         if value is None or value == "":
             continue
-        if key == "progress":
+        if key == "progress" and isinstance(value, (int, float)):
             value = f"{value * 100:.0f}%"
-        click.echo(f"{key:>18}: {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+        click.echo(f"{key:>18}: {json.dumps(value) if isinstance(value, (dict, list)) else safe_text(value)}")
 
 
 @job.command("cancel")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.pass_obj
 def cancel(ctx: Context, job_id: int) -> None:
     """Cancel JOB_ID: a waiting job never runs; a running one is asked to stop."""
@@ -151,7 +157,7 @@ def cancel(ctx: Context, job_id: int) -> None:
 
 
 @click.command()
-@click.argument("batch_id", type=int)
+@click.argument("batch_id", type=JOB_ID)
 @click.pass_obj
 def batch(ctx: Context, batch_id: int) -> None:
     """Progress of batch (or chain) BATCH_ID."""

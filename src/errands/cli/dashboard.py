@@ -5,7 +5,21 @@ from __future__ import annotations
 import click
 
 from ..config import mask_url
+from ..extras import require
 from .context import Context
+
+IMPORT_MODULES: tuple[str | tuple[str, ...], ...] = ("starlette", "jinja2")
+"""What importing ``errands.dashboard`` needs (also for its account helpers, used by ``errands users``)."""
+SERVE_MODULES = (*IMPORT_MODULES, ("python_multipart", "multipart"), "uvicorn", "prometheus_client")
+"""Everything ``errands[dashboard]`` installs for serving: also python-multipart (the login and every
+form), uvicorn (the server) and prometheus_client (its /metrics).  Checked before anything starts,
+so a missing one is a one-line error, not a traceback, nor a 500 at the first form or scrape."""
+
+
+def require_dashboard(feature: str, modules: tuple[str | tuple[str, ...], ...] = SERVE_MODULES) -> None:
+    """Refuse, naming the extra, when a module of ``errands[dashboard]`` cannot be imported."""
+    for module in modules:
+        require(module, "dashboard", feature)
 
 
 @click.command()
@@ -23,6 +37,7 @@ from .context import Context
 def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_auth: bool,
               insecure_cookies: bool) -> None:
     """Serve the web dashboard (needs errands[dashboard])."""
+    require_dashboard("errands dashboard")
     import uvicorn
 
     from ..dashboard import AuthSettings, create_dashboard
@@ -43,6 +58,7 @@ def users() -> None:
 
 
 def _change(ctx: Context, action: str, username: str, **details: str) -> None:
+    require_dashboard("errands users", IMPORT_MODULES)  # password hashing lives in the dashboard package
     from ..services.accounts import change_user
 
     try:
@@ -52,6 +68,7 @@ def _change(ctx: Context, action: str, username: str, **details: str) -> None:
 
 
 def _new_password(password: str | None) -> str:
+    require_dashboard("errands users", IMPORT_MODULES)  # before asking for a password it could not hash
     return password if password is not None else click.prompt("password", hide_input=True, confirmation_prompt=True)
 
 

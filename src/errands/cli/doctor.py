@@ -21,7 +21,8 @@ from .context import Context
 TITLES = {
     "connectivity": "connectivity", "server": "server version", "schema_version": "schema version",
     "schema_drift": "schema drift", "claim_index": "claim index", "claim_mode": "claim mode",
-    "sqlite_journal": "journal mode", "sqlite_busy_timeout": "busy_timeout", "postgres_autovacuum": "autovacuum",
+    "sqlite_journal": "journal mode", "sqlite_busy_timeout": "busy_timeout",
+    "sqlite_synchronous": "synchronous", "postgres_autovacuum": "autovacuum",
     "mysql_isolation": "isolation level", "mysql_time_zone": "session time zone", "mysql_engine": "storage engine",
     "clock_skew": "clock skew", "jobs_table": "jobs table size", "workers": "workers", "app": "app",
 }

@@ -8,6 +8,8 @@ import sys
 import click
 
 from ..errors import JobNotFound
+from ..limits import ID_MAX
+from ..payload import safe_text
 from ..services import operator as ops
 from .context import Context
 
@@ -26,20 +28,21 @@ def list_failed(ctx: Context, queue: str | None, limit: int, as_json: bool) -> N
     """Newest first: id, job, queue, attempts, error."""
     rows = ctx.app().failed(queue, limit)
     if as_json:
-        click.echo(json.dumps([{"id": r.id, "name": r.name, "queue": r.queue, "payload": json.loads(r.payload),
-                                "attempts": r.attempts, "failed_at": r.failed_at.isoformat(),
-                                "error_type": r.error_type, "error_message": r.error_message} for r in rows],
-                              indent=2))
+        # Whatever an entry holds (a payload that is no JSON, text that is no UTF-8): valid JSON out.
+        click.echo(json.dumps(ops.displayable([{
+            "id": r.id, "name": r.name, "queue": r.queue, "payload": ops.display_arguments(r.payload),
+            "attempts": r.attempts, "failed_at": r.failed_at.isoformat(), "error_type": r.error_type,
+            "error_message": r.error_message} for r in rows]), indent=2))
         return
     if not rows:
         click.echo("the dead letter is empty")
     for r in rows:
-        click.echo(f"{r.id:>8}  {r.failed_at:%Y-%m-%d %H:%M:%S}  {r.queue}  {r.name}  attempts={r.attempts}\n"
-                   f"          {r.error_type}: {r.error_message[:300]}")
+        click.echo(safe_text(f"{r.id:>8}  {r.failed_at:%Y-%m-%d %H:%M:%S}  {r.queue}  {r.name}  attempts={r.attempts}\n"
+                             f"          {r.error_type}: {str(r.error_message)[:300]}"))
 
 
 @failed.command("retry")
-@click.argument("job_id", type=int, required=False)
+@click.argument("job_id", type=click.IntRange(1, ID_MAX), required=False)
 @click.option("--all", "all_", is_flag=True, help="Every entry (of --queue when given).")
 @click.option("--queue", default=None)
 @click.pass_obj
@@ -60,7 +63,7 @@ def retry(ctx: Context, job_id: int | None, all_: bool, queue: str | None) -> No
 
 
 @failed.command("forget")
-@click.argument("job_id", type=int, required=False)
+@click.argument("job_id", type=click.IntRange(1, ID_MAX), required=False)
 @click.option("--all", "all_", is_flag=True, help="Every entry (of --queue when given).")
 @click.option("--queue", default=None)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation with --all.")

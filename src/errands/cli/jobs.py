@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from ..limits import MAX_DELAY
+from ..payload import parse_json
 from ..services.status import status_report
 from .context import Context
 
@@ -14,10 +16,10 @@ from .context import Context
 def _json_option(value: str | None, kind: type, what: str) -> Any:
     if value is None:
         return kind()
-    try:
-        parsed = json.loads(value)
+    try:  # depth-bounded: 5,000 nested brackets are refused here, not by a RecursionError
+        parsed = parse_json(value, "the keyword arguments" if what == "--kwargs" else "the arguments")
     except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from None
+        raise click.BadParameter(str(exc), param_hint=what) from None
     if not isinstance(parsed, kind):
         raise click.BadParameter(f"must be a JSON {'array' if kind is list else 'object'}", param_hint=what)
     return parsed
@@ -29,7 +31,8 @@ def _json_option(value: str | None, kind: type, what: str) -> Any:
 @click.option("--kwargs", "kwargs_json", metavar="JSON", help='Keyword arguments as a JSON object.')
 @click.option("--queue", default=None, help="Queue (default: the job's).")
 @click.option("--priority", type=int, default=None, help="Higher runs first.")
-@click.option("--delay", type=click.FloatRange(0), default=None, help="Seconds before the job may run.")
+@click.option("--delay", type=click.FloatRange(0, MAX_DELAY), default=None,
+              help="Seconds before the job may run (at most ten years).")
 @click.pass_obj
 def enqueue(ctx: Context, name: str, args_json: str | None, kwargs_json: str | None, queue: str | None,
             priority: int | None, delay: float | None) -> None:

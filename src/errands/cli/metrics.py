@@ -11,6 +11,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 import click
 
 from ..config import mask_url
+from ..extras import require
 from .context import Context
 
 log = logging.getLogger("errands.metrics")
@@ -39,8 +40,7 @@ def metrics(ctx: Context, host: str, port: int, multiproc_dir: str | None) -> No
     GET /metrics answers with queue depths by state, the oldest ready job's age, paused queues,
     the last hour's throughput and live workers: the dashboard's figures, one read per scrape.
     """
-    from prometheus_client import make_wsgi_app
-
+    make_wsgi_app = require("prometheus_client", "metrics", "errands metrics").make_wsgi_app
     from ..metrics import registry_for
 
     app = ctx.app()

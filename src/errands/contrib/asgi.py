@@ -23,9 +23,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from ..extras import MissingExtra
+
+try:
+    import jinja2  # noqa: F401  (the dashboard's templates)
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, RedirectResponse, Response
+except ImportError as exc:
+    raise MissingExtra("errands.contrib.asgi", "dashboard", exc) from exc
 
 from ..dashboard import AuthSettings, Principal, create_dashboard
 from ..services.accounts import ROLES

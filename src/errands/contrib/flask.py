@@ -21,18 +21,20 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from ..extras import MissingExtra
+
+try:
+    import jinja2  # noqa: F401  (the dashboard's templates)
+    from a2wsgi import ASGIMiddleware
+    from a2wsgi.asgi import build_scope
+    from starlette.requests import Request
+except ImportError as exc:
+    raise MissingExtra("errands.contrib.flask", "flask", exc) from exc
 
 from ..dashboard import AuthSettings, Principal
 from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from .asgi import PRINCIPAL_KEY, PUBLIC_PATHS, DashboardGate, check_mount_path, checked_principal
 from .inprocess import InProcessWorker, start_worker
-
-try:
-    from a2wsgi import ASGIMiddleware
-    from a2wsgi.asgi import build_scope
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigurationError("the Flask integration needs its extra: pip install 'errands[flask]'") from exc
 
 if TYPE_CHECKING:
     from flask import Flask

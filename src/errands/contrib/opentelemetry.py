@@ -27,10 +27,15 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
-from opentelemetry.propagators.textmap import TextMapPropagator
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from ..extras import MissingExtra
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.propagators.textmap import TextMapPropagator
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError as exc:
+    raise MissingExtra("errands.contrib.opentelemetry", "otel", exc) from exc
 
 from ..__version__ import __version__
 from ..errors import ConfigurationError, JobCancelled

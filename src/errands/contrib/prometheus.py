@@ -24,7 +24,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from ..extras import MissingExtra
+
+try:
+    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+except ImportError as exc:
+    raise MissingExtra("errands.contrib.prometheus", "metrics", exc) from exc
 
 from ..errors import ConfigurationError, JobCancelled
 from ..hooks import Enqueue

@@ -12,21 +12,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2.filters import do_urlencode
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import ConfigurationError, EnqueueError, ErrandsError, JobNotFound, StoreUnavailable
+from ..config import check_queue_name
+from ..errors import ConfigurationError, EnqueueError, ErrandsError, InvalidQueueName, JobNotFound, StoreUnavailable
+from ..limits import ID_MAX, INT_MAX, MAX_DELAY
+from ..payload import MAX_DEPTH, parse_json, safe_text, too_deep
 from ..services import accounts
 from ..services.accounts import ROLES
 from ..services import operator as ops
@@ -43,6 +51,48 @@ PAGE_SIZE = 50
 HOST_SIGN_IN = ("Sign in required: sign in to the application that hosts this dashboard first, then come back "
                 "to this page.")
 BULK_CAP = 100_000
+BODY_DEPTH = MAX_DEPTH + 2
+"""Nesting levels a JSON API body may use: the body object, the args list (or kwargs object) and a
+job's arguments' own MAX_DEPTH levels (what ``payload.encode_payload`` accepts)."""
+
+
+class JSONResponse(_StarletteJSONResponse):
+    """Every JSON response of the dashboard: whatever a row held (text that is no UTF-8, a NaN),
+    the answer is valid JSON in UTF-8.  The usual rendering first; only when it fails, again with
+    every string passed through :func:`safe_text` and every non-finite float spelled as text."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # UnicodeEncodeError (lone surrogates), or NaN / infinity
+            return super().render(ops.displayable(content))
+
+
+def _finalize(value: Any) -> Any:
+    """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8 (markup,
+    already escaped, stays markup)."""
+    if isinstance(value, str):
+        clean = safe_text(value)
+        return Markup(clean) if isinstance(value, Markup) else clean
+    return value
+
+
+def _urlencode(value: Any) -> str:
+    """Jinja's ``urlencode``, for text that may hold lone surrogates (which it cannot encode)."""
+    return do_urlencode(ops.displayable(value))
+
+
+def _segment(value: Any) -> str:
+    """``value`` quoted as one segment of a URL path: "/" and "?" included."""
+    return quote(safe_text(value), safe="")
+
+
+def _valid_queue_name(name: Any) -> bool:
+    try:
+        check_queue_name(name)
+    except InvalidQueueName:
+        return False
+    return True
 
 
 class Dashboard:
@@ -50,7 +100,11 @@ class Dashboard:
         self.app = app
         self.auth = auth
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                               trim_blocks=True, lstrip_blocks=True)
+                               trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+        self.env.filters["urlencode"] = _urlencode
+        self.env.filters["segment"] = _segment
+        self.env.tests["queue_name"] = _valid_queue_name
+        self.env.globals["max_delay"] = int(MAX_DELAY)
         self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
         self.env.filters["number"] = lambda v: f"{v:,}" if isinstance(v, int) else v
         self.env.filters["duration"] = _duration
@@ -85,19 +139,58 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
-def _int(value: Any, name: str) -> int | None:
+_INTEGER = re.compile(r"[+-]?[0-9]{1,40}")
+
+
+def _int(value: Any, name: str, low: int = 1, high: int = ID_MAX) -> int | None:
+    """An integer from a URL or a form, checked against the range of what it names (by default a
+    job id, 1..ID_MAX: a bigger number is no id any backend holds, and fails the driver); None
+    when absent; a 400 for anything else."""
     if value in (None, ""):
         return None
+    text = str(value).strip()
+    if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+        raise HTTPException(400, f"{name} must be an integer from {low} to {high}")
+    return int(text)
+
+
+def _job_id(request: Request) -> int:
+    return _int(request.path_params["job_id"], "job id") or 0
+
+
+def _delay_field(value: str) -> float | None:
+    """The enqueue form's delay: empty, or 0 to MAX_DELAY seconds (ValueError otherwise)."""
+    if not value.strip():
+        return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise HTTPException(400, f"{name} must be an integer") from None
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_DELAY:  # NaN and the infinities fail this too
+        raise ValueError(f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f} (ten years), got {value!r}")
+    return seconds
+
+
+def _checked_queue(name: str) -> str:
+    """A queue name from a URL path, refused with a 400 unless it is one (see config.check_queue_name)."""
+    try:
+        return check_queue_name(name)
+    except InvalidQueueName as exc:
+        raise HTTPException(400, str(exc)) from None
 
 
 def _filter(params: Any) -> ops.JobFilter:
+    def text(*keys: str) -> str | None:
+        for key in keys:
+            value = params.get(key)
+            if value:
+                if not isinstance(value, str):  # a file in a form, a number in a JSON body
+                    raise HTTPException(400, f"{key} must be text")
+                return safe_text(value)  # a NUL (which PostgreSQL refuses) matches nothing, like any text
+        return None
+
     try:
-        return ops.JobFilter(params.get("queue") or None, params.get("state") or None, params.get("name") or None,
-                             params.get("q") or params.get("text") or None).check()
+        return ops.JobFilter(text("queue"), text("state"), text("name"), text("q", "text")).check()
     except ErrandsError as exc:
         raise HTTPException(400, str(exc)) from None
 
@@ -215,9 +308,9 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return await jobs_page(request, user, stale=True)
 
     async def job_page(request: Request, user: Principal) -> Response:
-        job_id = _int(request.path_params["job_id"], "job id")
+        job_id = _job_id(request)
         try:
-            job = await run_in_threadpool(ops.job_detail, app, job_id or 0)
+            job = await run_in_threadpool(ops.job_detail, app, job_id)
         except JobNotFound as exc:
             return d.render(request, "error.html", user, status=404, message=str(exc))
         return d.render(request, "job.html", user, job=job)
@@ -234,12 +327,12 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if action not in ("retry", "forget"):
             raise HTTPException(404)
         flt = _filter(form)
-        ids = [int(str(i)) for i in form.getlist("id") if str(i).isdigit()]
+        ids = [_int(i, "id") for i in form.getlist("id")]
         if form.get("scope") == "all":
             ids = (await run_in_threadpool(ops.matching_failed, app, flt))[:BULK_CAP]
-        if not ids:
+        if not ids or None in ids:
             return d.render(request, "error.html", user, status=400, message="nothing selected")
-        confirmed = _int(form.get("confirm"), "confirm")
+        confirmed = _int(form.get("confirm"), "confirm", 0)
         if confirmed != len(ids):  # say how many first; act only when the same count comes back
             return d.render(request, "confirm.html", user, action=action, ids=ids, count=len(ids), flt=flt,
                             scope=form.get("scope", ""))
@@ -263,6 +356,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         name, action = request.path_params["name"], request.path_params["action"]
         if action not in ("pause", "resume"):
             raise HTTPException(404)
+        name = _checked_queue(name)
         await run_in_threadpool(ops.set_paused, app, user.username, name, action == "pause")
         return RedirectResponse(d.url(request, "/queues", done=f"{action}:{name}"), status_code=303)
 
@@ -274,7 +368,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
 
     async def cancel_action(request: Request, user: Principal) -> Response:
-        job_id = _int(request.path_params["job_id"], "job id") or 0
+        job_id = _job_id(request)
         await run_in_threadpool(ops.cancel_job, app, user.username, job_id)
         return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
 
@@ -286,11 +380,14 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         form = await request.form()
         values = {k: str(form.get(k, "")) for k in ("job", "args", "kwargs", "queue", "delay", "copies")}
         try:
-            args = json.loads(values["args"] or "[]")
-            kwargs = json.loads(values["kwargs"] or "{}")
+            args = parse_json(values["args"] or "[]", "arguments")
+            kwargs = parse_json(values["kwargs"] or "{}", "keyword arguments")
+            delay = _delay_field(values["delay"])
+            if not _INTEGER.fullmatch(values["copies"].strip() or "1") \
+                    or not 1 <= int(values["copies"] or 1) <= ops.ENQUEUE_CAP:
+                raise ValueError(f"copies must be a whole number from 1 to {ops.ENQUEUE_CAP}")
             ids = await run_in_threadpool(ops.enqueue, app, user.username, values["job"], args, kwargs,
-                                          queue=values["queue"] or None,
-                                          delay=float(values["delay"]) if values["delay"] else None,
+                                          queue=values["queue"] or None, delay=delay,
                                           copies=int(values["copies"] or 1))
         except (ValueError, EnqueueError) as exc:
             jobs = await run_in_threadpool(ops.enqueue_form, app)
@@ -306,7 +403,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
     async def users_page(request: Request, user: Principal) -> Response:
         if not user.is_admin:
             return d.render(request, "error.html", user, status=403, message="this needs the admin role")
-        search = request.query_params.get("q", "")[:100]
+        search = safe_text(request.query_params.get("q", ""), 100)
         users = [] if not auth.own_logins else await run_in_threadpool(app.store.list_users, search or None)
         return d.render(request, "users.html", user, users=users, search=search, roles=ROLES,
                         own_logins=auth.own_logins)
@@ -341,9 +438,13 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
             body: dict[str, Any] = {}
             if request.method == "POST":
                 try:
-                    raw = await request.body()
-                    body = json.loads(raw or b"{}")
-                except ValueError:
+                    text = (await request.body()).decode("utf-8") or "{}"
+                    if too_deep(text, BODY_DEPTH):  # before the decoder, which recurses
+                        return JSONResponse({"error": f"the body nests lists and objects more than {BODY_DEPTH} "
+                                                      f"levels deep (a job's arguments may nest {MAX_DEPTH})"},
+                                            status_code=400)
+                    body = json.loads(text)
+                except (ValueError, RecursionError):
                     return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
                 if not isinstance(body, dict):
                     return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
@@ -366,19 +467,15 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return ops.overview(app, window)
 
     def api_jobs(request: Request, user: Principal, body: Any) -> Any:
-        limit = min(_int(request.query_params.get("limit"), "limit") or PAGE_SIZE, 500)
-        if limit < 1:
-            raise HTTPException(400, "limit must be positive")
+        limit = min(_int(request.query_params.get("limit"), "limit", 1, INT_MAX) or PAGE_SIZE, 500)
         return ops.list_jobs(app, _filter(request.query_params), _int(request.query_params.get("before"), "before"),
                              limit, _sort(request.query_params), _int(request.query_params.get("after"), "after"))
 
     def api_job(request: Request, user: Principal, body: Any) -> Any:
-        return ops.job_detail(app, _int(request.path_params["job_id"], "job id") or 0)
+        return ops.job_detail(app, _job_id(request))
 
     def api_dead(request: Request, user: Principal, body: Any) -> Any:
-        limit = min(_int(request.query_params.get("limit"), "limit") or PAGE_SIZE, 500)
-        if limit < 1:
-            raise HTTPException(400, "limit must be positive")
+        limit = min(_int(request.query_params.get("limit"), "limit", 1, INT_MAX) or PAGE_SIZE, 500)
         return ops.dead_letter(app, _filter(request.query_params), _int(request.query_params.get("before"), "before"),
                                limit)
 
@@ -390,9 +487,12 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if ids is None:
             flt = _filter({k: body.get(k) for k in ("queue", "name", "text")})
             ids = ops.matching_failed(app, flt)[:BULK_CAP]
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise HTTPException(400, "ids must be a list of integers")
-        if body.get("confirm") != len(ids):
+        if not isinstance(ids, list) or not all(type(i) is int and 1 <= i <= ID_MAX for i in ids):
+            raise HTTPException(400, f"ids must be a list of job ids (integers from 1 to {ID_MAX})")
+        confirm = body.get("confirm")
+        if confirm is not None and (type(confirm) is not int or not 0 <= confirm <= ID_MAX):
+            raise HTTPException(400, "confirm must be the count the previous call reported (an integer)")
+        if confirm != len(ids):
             return {"needs_confirmation": True, "count": len(ids),
                     "hint": f"send confirm={len(ids)} to {action} {len(ids)} entries"}
         done = (ops.retry_failed if action == "retry" else ops.forget_failed)(app, user.username, ids)
@@ -411,8 +511,9 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         action = request.path_params["action"]
         if action not in ("pause", "resume"):
             raise HTTPException(404, "no such action")
-        ops.set_paused(app, user.username, request.path_params["name"], action == "pause")
-        return {"queue": request.path_params["name"], "paused": action == "pause"}
+        name = _checked_queue(request.path_params["name"])
+        ops.set_paused(app, user.username, name, action == "pause")
+        return {"queue": name, "paused": action == "pause"}
 
     def api_periodic(request: Request, user: Principal, body: Any) -> Any:
         return {"schedules": ops.periodic_view(app)}
@@ -421,12 +522,13 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         return {"job_id": ops.run_periodic_now(app, user.username, request.path_params["name"])}
 
     def api_cancel(request: Request, user: Principal, body: Any) -> Any:
-        return {"outcome": ops.cancel_job(app, user.username, _int(request.path_params["job_id"], "job id") or 0)}
+        return {"outcome": ops.cancel_job(app, user.username, _job_id(request))}
 
     def api_enqueue(request: Request, user: Principal, body: dict[str, Any]) -> Any:
         delay = body.get("delay")
-        if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))):
-            raise HTTPException(400, "delay must be a number of seconds")
+        if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))
+                                  or not 0 <= delay <= MAX_DELAY):  # NaN and the infinities fail this too
+            raise HTTPException(400, f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f} (ten years)")
         queue = body.get("queue")
         if queue is not None and not isinstance(queue, str):
             raise HTTPException(400, "queue must be a string")
@@ -448,6 +550,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         search = request.query_params.get("q")
         if search is not None and len(search) > 100:
             raise HTTPException(400, "q is at most 100 characters")
+        search = None if search is None else safe_text(search)
         return {"users": [{"username": u.username, "role": u.role, "disabled": u.disabled,
                            "last_login_at": u.last_login_at.isoformat() if u.last_login_at else None}
                           for u in (app.store.list_users(search or None) if auth.own_logins else [])]}

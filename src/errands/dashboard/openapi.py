@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..limits import ID_MAX, MAX_DELAY
 
-_ID = {"type": "integer", "minimum": 1, "maximum": 2**62}
+_ID = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
 _ERROR = {"description": "refused", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
 _OBJ = {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}
@@ -41,10 +42,10 @@ def openapi_document(root: str = "") -> dict[str, Any]:
         "ids": {"type": "array", "items": _ID, "maxItems": 1000},
         "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
         "text": {"type": "string", "maxLength": 200},
-        "confirm": {"type": "integer", "description": "the count the previous call reported"}}}
+        "confirm": {"type": "integer", "minimum": 0, "description": "the count the previous call reported"}}}
     enqueue = {"type": "object", "required": ["job"], "properties": {
         "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
-        "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0},
+        "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY},
         "copies": {"type": "integer", "minimum": 1, "maximum": 100}}}
     paths = {
         "/api/me": {"get": _op("The signed-in user and the CSRF token for writes")},

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..config import mask_url
 from ..errors import ErrandsError, StoreError, StoreUnavailable
+from ..extras import MissingExtra
 from ..services.operator import workers_view
 from ..services.status import ALIVE_AFTER_LEASES, forget_worker_after
 from .context import Context
@@ -58,6 +59,10 @@ def diagnose(app: Errands) -> Report:
     report = Report(mask_url(app.database_url), "unknown")
     try:
         store = app.store
+    except MissingExtra as exc:
+        report.add(Check("connectivity", Status.FAIL, f"this database's driver is not installed: {exc}",
+                         fix=f"pip install 'errands[{exc.extra}]' in the environment errands runs from"))
+        return report
     except ErrandsError as exc:
         report.add(Check("connectivity", Status.FAIL, f"the database URL is unusable: {exc}",
                          fix="fix the URL (--database-url, ERRANDS_DATABASE_URL or your app's database_url)"))

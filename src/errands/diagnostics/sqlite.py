@@ -14,7 +14,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from ..store.sqlite import BUSY_TIMEOUT_MS
+from ..store.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 
@@ -105,7 +105,7 @@ def settings(ctx: Context) -> list[Check]:
         return journal, busy, sync
 
     journal, busy, sync = ctx.read(read)
-    return [_journal_check(ctx, journal, sync), _busy_check(busy)]
+    return [_journal_check(ctx, journal, sync), _synchronous_check(ctx, journal, sync), _busy_check(busy)]
 
 
 def _journal_check(ctx: Context, journal: str, sync: int) -> Check:
@@ -127,8 +127,44 @@ def _journal_check(ctx: Context, journal: str, sync: int) -> Check:
                      fix="look for a tool or script that runs PRAGMA journal_mode=DELETE on this file, or a copy "
                          "restored over it; every errands connection switches it back, but programs that open "
                          "it in between block on each other", data=data)
-    return Check("sqlite_journal", Status.OK, f"WAL (synchronous={data['synchronous']}): readers never block "
-                 "the writer", data=data)
+    return Check("sqlite_journal", Status.OK, "WAL: readers never block the writer", data=data)
+
+
+_SYNC_NAMES = {0: "off", 1: "normal", 2: "full", 3: "extra"}
+_SET_PER_CONNECTION = ("each process sets synchronous on its own connections, from its database URL "
+                       f"(?synchronous=) or {SYNCHRONOUS_ENV}: this is the mode of processes configured like "
+                       "this one (workers, web processes and the CLI may differ)")
+
+
+def _not_wal(mode: str, journal: str, data: dict[str, Any]) -> Check:
+    return Check("sqlite_synchronous", Status.INFO, f"synchronous={mode} with journal_mode {journal}: errands' "
+                 "durability statements are for WAL (see journal mode)", data=data)
+
+
+def _synchronous_check(ctx: Context, journal: str, sync: int) -> Check:
+    """The durability of a commit: what ``PRAGMA synchronous`` is on errands' connections, in words."""
+    store = _store(ctx)
+    mode = _SYNC_NAMES.get(sync, str(sync))
+    data = {"synchronous": mode, "configured": getattr(store, "synchronous", None),
+            "set_by": getattr(store, "synchronous_from", None), "journal_mode": journal}
+    where = f" (set by {data['set_by']})" if data["set_by"] else ""
+    if journal != "wal":
+        return _not_wal(mode, journal, data)
+    if sync not in (1, 2, 3):
+        return Check("sqlite_synchronous", Status.WARN, f"synchronous={mode}{where}: a power loss or OS crash can "
+                     "lose commits and may corrupt the database file",
+                     fix=f"remove whatever sets it: errands sets normal or full (?synchronous=, {SYNCHRONOUS_ENV}) "
+                         "on every connection it opens", data=data)
+    if sync == 1:
+        return Check("sqlite_synchronous", Status.INFO, f"synchronous=normal{where}: a commit is not fsynced (the "
+                     "WAL is synced at checkpoints), so jobs survive a crash of any process, but the last "
+                     "transactions committed before a power loss or OS crash may be lost: an enqueue that returned "
+                     "can vanish, a finished job can run again. For an fsync per commit: ?synchronous=full in the "
+                     f"URL or {SYNCHRONOUS_ENV}=full", items=(_SET_PER_CONNECTION,), data=data)
+    return Check("sqlite_synchronous", Status.OK, f"synchronous={mode}{where}: every commit fsyncs the WAL before "
+                 "it returns, so an enqueue that returned survives a power loss or OS crash (on a disk that honours "
+                 "fsync); the cost is one fsync per write transaction (enqueue, claim, settle, heartbeat)",
+                 items=(_SET_PER_CONNECTION,), data=data)
 
 
 def _busy_check(busy: int) -> Check:

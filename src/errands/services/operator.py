@@ -8,14 +8,16 @@ audit log with who did it.
 from __future__ import annotations
 
 import inspect
-import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EnqueueError, InvalidOption, JobNotFound
-from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES
+from ..limits import ID_MAX
+from ..payload import MAX_DEPTH, for_display, safe_text, too_deep
+from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
 from ..store.rows import JobState
 from .status import ALIVE_AFTER_LEASES
 
@@ -30,6 +32,29 @@ WINDOWS = {"1h": (3600, 60), "24h": (86400, 1200), "7d": (7 * 86400, 7200)}
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def _is_job_id(job_id: Any) -> bool:
+    """Whether ``job_id`` can name a job in any backend (an int in 1..ID_MAX): anything else
+    names none, and a bigger number fails the driver (SQLite: OverflowError)."""
+    return type(job_id) is int and 0 < job_id <= ID_MAX
+
+
+def _check_ids(ids: list[int]) -> None:
+    bad = next((i for i in ids if not _is_job_id(i)), None)
+    if bad is not None:
+        raise InvalidOption(f"job ids are integers from 1 to {ID_MAX}, got {bad!r}")
+
+
+def _finite(value: float | None) -> float | None:
+    """A number for people and JSON: None for NaN and the infinities (a row written by hand may hold them)."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def _storable(text: Any) -> bool:
+    """Whether ``text`` read from a row can be sent back to the database as a parameter (SQLite
+    hands back bytes that are no UTF-8 as lone surrogates, which no driver can send)."""
+    return isinstance(text, str) and safe_text(text) == text
 
 
 # ---------------------------------------------------------------------------------- overview
@@ -56,13 +81,16 @@ def queue_rows(app: Errands, now: datetime, workers: list[dict[str, Any]]) -> li
     paused = set(store.paused_queues())
     names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
                    | {q for w in workers for q in w["queues"]})
-    counts = store.capped_counts(names)
+    # A queue name that is no valid text (SQLite keeps any bytes) cannot be asked about: listed, not counted.
+    counts = store.capped_counts([n for n in names if _storable(n)])
     # The counts saw every waiting job of a small queue, and so its oldest ready one.
     oldest = {n: c.oldest_due for n, c in counts.items() if c.oldest_due is not None}
-    oldest.update(store.oldest_ready([n for n in names if "ready" in counts[n].at_least]))
+    oldest.update(store.oldest_ready([n for n in names if n in counts and "ready" in counts[n].at_least]))
+    unknown = StateCounts(dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0),
+                          frozenset())
     queues: list[dict[str, Any]] = []
     for name in names:
-        c = counts[name]
+        c = counts.get(name, unknown)
         age = (now - oldest[name]).total_seconds() if name in oldest else None
         # "capped": the number is a lower bound (shown with a "+"): the count stopped at its cap.
         queues.append({"name": name, **c.counts, "capped": {k: k in c.at_least for k in c.counts},
@@ -150,14 +178,38 @@ def job_summary(row: Any, now: datetime) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(now).value,
             "attempts": row.attempts, "max_attempts": row.max_attempts, "priority": row.priority,
             "created_at": _iso(row.created_at), "available_at": _iso(row.available_at),
-            "arguments": _arguments(row.payload), "last_error": row.last_error, "progress": row.progress}
+            "arguments": display_arguments(row.payload), "last_error": row.last_error,
+            "progress": _finite(row.progress)}
 
 
-def _arguments(payload: str) -> Any:
-    try:
-        return json.loads(payload)
-    except ValueError:
-        return payload  # shown as text: the worker will bury it as errands.BadPayload
+DISPLAY_DEPTH = 4 * MAX_DEPTH
+"""Nesting levels of a stored payload the pages and the API show decoded (errands writes at most
+MAX_DEPTH + 2): a deeper one, written by hand, is shown as its text, since decoding it, encoding it
+again as JSON and rendering it each recurse as deep."""
+
+
+def display_arguments(payload: Any) -> Any:
+    """A stored payload for people (pages, API, CLI): its JSON value, or its text (made safe to
+    show) when it is no JSON, no UTF-8 or nested deeper than anyone writes (the worker buries such
+    a job as BadPayload).  See :func:`errands.payload.for_display`."""
+    if isinstance(payload, str) and too_deep(payload, DISPLAY_DEPTH):
+        return safe_text(payload, 10_000)
+    return for_display(payload)
+
+
+def displayable(value: Any) -> Any:
+    """``value`` (decoded JSON, a read model) ready for any JSON encoder and any output: every
+    string through :func:`errands.payload.safe_text` (lone surrogates and NUL become U+FFFD),
+    every float JSON cannot hold (NaN, the infinities) spelled as text, tuples as lists."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {safe_text(k) if isinstance(k, str) else k: displayable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [displayable(v) for v in value]
+    return value
 
 
 SORTS = ("newest", "oldest")
@@ -207,13 +259,15 @@ def _searched(searching: bool, edge: int | None, window: int) -> dict[str, Any] 
 
 
 def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
+    if not _is_job_id(job_id):
+        raise JobNotFound(f"no job has the id {job_id!r}: job ids are integers from 1 to {ID_MAX}")
     store = app.store
     row = store.get_job(job_id)
     if row is not None:
         now = store.now()
         return {**job_summary(row, now), "where": "jobs", "owner": row.reserved_by,
                 "reserved_at": _iso(row.reserved_at), "lease_until": _iso(row.reserved_until),
-                "timeout": row.timeout, "unique_key": row.unique_key, "blocked_by": row.blocked_by,
+                "timeout": _finite(row.timeout), "unique_key": row.unique_key, "blocked_by": row.blocked_by,
                 "batch_id": row.batch_id, "concurrency_key": row.concurrency_key,
                 "progress_message": row.progress_message, "cancel_requested": row.cancel_requested_at is not None,
                 "why": why_waiting(app, row, now)}
@@ -222,7 +276,7 @@ def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
         return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": JobState.FAILED.value,
                 "where": "failed", "attempts": dead.attempts, "max_attempts": dead.max_attempts,
                 "priority": dead.priority, "created_at": _iso(dead.created_at), "failed_at": _iso(dead.failed_at),
-                "arguments": _arguments(dead.payload), "error_type": dead.error_type,
+                "arguments": display_arguments(dead.payload), "error_type": dead.error_type,
                 "error_message": dead.error_message, "why": []}
     result = store.get_result(job_id)
     if result is not None:
@@ -262,7 +316,7 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
         reasons.append(f"no job named {row.name!r} is registered in this app (workers of another app may know it)")
     else:
         b = definition.behaviour
-        if b.concurrency_limit and row.concurrency_key:
+        if b.concurrency_limit and row.concurrency_key and _storable(row.concurrency_key):
             running = store.group_running(row.concurrency_key)
             if running >= b.concurrency_limit:
                 reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
@@ -295,7 +349,7 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
     groups = store.failure_groups(**args, edge_id=top_edge)
     return {"entries": [{"id": r.id, "name": r.name, "queue": r.queue, "attempts": r.attempts,
                          "failed_at": _iso(r.failed_at), "error_type": r.error_type,
-                         "error_message": r.error_message, "arguments": _arguments(r.payload)} for r in rows],
+                         "error_message": r.error_message, "arguments": display_arguments(r.payload)} for r in rows],
             "groups": [{"name": g.name, "error_type": g.error_type, "message": g.message, "count": g.entries,
                         "last_failed_at": _iso(g.last_failed_at), "example_id": g.example_id} for g in groups],
             "count": min(total, COUNT_CAP), "count_capped": total > COUNT_CAP,
@@ -323,6 +377,7 @@ def _in_chunks(ids: list[int], act: Callable[[list[int]], Any],
 
 
 def retry_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
+    _check_ids(ids)
     moved = [i for part in _in_chunks(ids, app.store.retry_failed, progress) for i in part]
     if moved:
         app.store.audit(actor, "retry", _targets(moved), f"{len(moved)} dead-letter entries retried")
@@ -330,6 +385,7 @@ def retry_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[i
 
 
 def forget_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
+    _check_ids(ids)
     count = sum(_in_chunks(ids, app.store.forget_failed, progress))
     if count:
         app.store.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
@@ -354,6 +410,7 @@ def set_paused(app: Errands, actor: str, queue: str, paused: bool) -> None:
 
 
 def cancel_job(app: Errands, actor: str, job_id: int) -> str:
+    _check_ids([job_id])
     outcome = app.cancel(job_id)
     app.store.audit(actor, "cancel", f"job {job_id}", outcome)
     return outcome
@@ -418,7 +475,8 @@ def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> 
              "detail": a.detail} for a in app.store.audit_log(limit, before_id)]
 
 
-__all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "enqueue", "enqueue_form",
+__all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "display_arguments",
+           "displayable", "enqueue", "enqueue_form",
            "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view",
            "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",
            "throughput", "why_waiting", "worker_registry", "workers_view"]

@@ -31,6 +31,8 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from ..errors import SchemaError, StoreError, StoreUnavailable
+from ..limits import clamp_delay
+from ..payload import ERROR_TEXT_CAP, safe_text
 from .accounts import AccountVerbs
 from .features import FeatureVerbs
 from .insights import InsightVerbs
@@ -43,9 +45,14 @@ from .rows import (
     QueueCounts,
     RecoveryReport,
     WorkerRow,
+    as_float,
+    as_int,
 )
 
 log = logging.getLogger("errands.store")
+_jitter = random.Random()
+"""Jitter from errands' own generator: the application's global ``random`` state (which its tests may
+seed) is never drawn from by a worker's threads."""
 
 T = TypeVar("T")
 
@@ -58,7 +65,7 @@ CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, tim
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
 
-ERROR_MESSAGE_CAP = 2000
+ERROR_MESSAGE_CAP = ERROR_TEXT_CAP
 _new_claimed = functools.partial(tuple.__new__, ClaimedJob)
 """ClaimedJob from a claimed row without ``_make``'s Python-level length check (hundreds per
 claim): every dialect's claim returns exactly CLAIM_COLUMNS."""
@@ -380,6 +387,8 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                 if kind is None:
                     if in_tx:
                         self._rollback(conn)
+                    if isinstance(exc, UnicodeError):  # text no driver can send: a refusal like any other
+                        raise StoreError(f"{self.dialect}: cannot store text: {safe_text(exc, 300)}") from exc
                     raise
                 if kind == UNAVAILABLE:
                     self._drop_connection()
@@ -387,7 +396,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                 if in_tx:
                     self._rollback(conn)
                 if kind == RETRY and attempt < attempts:
-                    time.sleep(random.uniform(0.001, 0.005 * attempt))
+                    time.sleep(_jitter.uniform(0.001, 0.005 * attempt))
                     continue
                 raise StoreError(f"{self.dialect}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -520,22 +529,22 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
 
     # ------------------------------------------------------------------ rows
     def _job(self, r: Sequence[Any]) -> JobRow:
-        t = self.to_datetime
-        return JobRow(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
-                      None if r[7] is None else float(r[7]), t(r[8]), t(r[9]), r[10],
+        """A row read for people (listings, ``get_job``): numbers that are no numbers read as 0 or
+        None, times outside Python's dates as FAR_PAST/FAR_FUTURE, so that any row can be shown."""
+        t, n, f = self.to_datetime, as_int, as_float
+        return JobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), f(r[7]), t(r[8]), t(r[9]), r[10],
                       None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13],
-                      r[14], None if r[15] is None else int(r[15]), None if r[16] is None else int(r[16]), r[17],
-                      int(r[18] or 0), None if r[19] is None else t(r[19]),
-                      None if r[20] is None else float(r[20]), r[21])
+                      r[14], None if r[15] is None else n(r[15]), None if r[16] is None else n(r[16]), r[17],
+                      n(r[18]), None if r[19] is None else t(r[19]), f(r[20]), r[21])
 
     def _failed(self, r: Sequence[Any]) -> FailedJobRow:
-        t = self.to_datetime
-        return FailedJobRow(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]),
-                            None if r[7] is None else float(r[7]), t(r[8]), t(r[9]), r[10], r[11])
+        t, n = self.to_datetime, as_int
+        return FailedJobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), as_float(r[7]), t(r[8]), t(r[9]),
+                            r[10], r[11])
 
     def _worker(self, r: Sequence[Any]) -> WorkerRow:
-        t = self.to_datetime
-        return WorkerRow(r[0], r[1], int(r[2]), r[3], int(r[4]), t(r[5]), t(r[6]), int(r[7]))
+        t, n = self.to_datetime, as_int
+        return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]))
 
     # ------------------------------------------------------------------ clock
     def now(self) -> datetime:
@@ -666,7 +675,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
         def update(cur: Any) -> bool:
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                "available_at = {now_plus}, last_error = {p} WHERE id = {p} AND reserved_by = {p}"),
-                        (float(delay), error[:ERROR_MESSAGE_CAP], job_id, owner))
+                        (clamp_delay(delay), safe_text(error, ERROR_MESSAGE_CAP), job_id, owner))
             return cur.rowcount == 1
 
         return self.run(update)
@@ -698,7 +707,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                            "flags) SELECT id, queue, name, payload, priority, attempts, max_attempts, timeout, "
                            "created_at, {now}, {p}, {p}, unique_key, batch_id, concurrency_key, flags FROM {jobs} "
                            "WHERE id IN (") + marks + ")",
-                    [error_type[:255], error_message[:ERROR_MESSAGE_CAP], *ids])
+                    [safe_text(error_type, 255), safe_text(error_message, ERROR_MESSAGE_CAP), *ids])
         cur.execute(self.q("DELETE FROM {jobs} WHERE id IN (") + marks + ")", ids)
         for r in rows:
             if int(r[1] or 0) & FLAG_BATCH and r[2] is not None:
@@ -790,11 +799,11 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
             names = {r[0]: (r[3], r[1]) for r in rows}
             again = [r[0] for r in rows if r[1] < r[2]]
             dead = [r[0] for r in rows if r[1] >= r[2]]
-            message = f"{error_type}: {error_message}"[:ERROR_MESSAGE_CAP]
+            message = safe_text(f"{error_type}: {error_message}", ERROR_MESSAGE_CAP)
             for job_id in again:
                 cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "available_at = {now_plus}, last_error = {p} WHERE id = {p}"),
-                            (float(delay_for(*names[job_id])), message, job_id))
+                            (clamp_delay(delay_for(*names[job_id])), message, job_id))
             if dead:
                 self._bury_locked(cur, "id IN (" + self._in(dead) + ")", dead, error_type, error_message)
             return again, dead
@@ -889,6 +898,20 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
         return self.run(delete)
 
     # ------------------------------------------------------------------ reading
+    def highest_job_id(self) -> int | None:
+        """The highest job id this database has issued (0: none yet), from the id sequence itself,
+        so a job that ran and left every table still counts; None when the database cannot tell."""
+
+        def read(cur: Any) -> int | None:
+            row = self._highest_id_row(cur)
+            return None if row is None or row[0] is None else int(row[0])
+
+        return self.run(read)
+
+    @abstractmethod
+    def _highest_id_row(self, cur: Any) -> Sequence[Any] | None:
+        """One row whose first column is the highest id issued for the jobs table (see above)."""
+
     def get_job(self, job_id: int) -> JobRow | None:
         def read(cur: Any) -> JobRow | None:
             cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id = {p}"), (job_id,))

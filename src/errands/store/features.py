@@ -21,7 +21,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import StoreError
+from ..errors import BadPayload, StoreError
+from ..payload import decode_result, for_display
 from .rows import (
     FLAG_BATCH,
     FLAG_DEPENDENTS,
@@ -30,6 +31,7 @@ from .rows import (
     JobState,
     NewJob,
     ResultRow,
+    as_int,
 )
 
 if TYPE_CHECKING:
@@ -308,8 +310,15 @@ class FeatureVerbs(_Base):
             if r is None:
                 return None
             t = self.to_datetime
-            return ResultRow(int(r[0]), r[1], r[2], JobState(r[3]), None if r[4] is None else json.loads(r[4]),
-                             int(r[5]), None if r[6] is None else int(r[6]), t(r[7]), t(r[8]), r[9])
+            value, undecodable = None, False
+            if r[4] is not None:
+                try:
+                    value = decode_result(r[4])
+                except BadPayload:
+                    value, undecodable = for_display(r[4]), True
+            state = JobState.CANCELLED if r[3] == JobState.CANCELLED.value else JobState.SUCCEEDED
+            return ResultRow(as_int(r[0]), r[1], r[2], state, value, as_int(r[5]),
+                             None if r[6] is None else as_int(r[6]), t(r[7]), t(r[8]), r[9], undecodable)
 
         return self.run(read)
 

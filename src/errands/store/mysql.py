@@ -28,7 +28,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigurationError, StoreUnavailable
+from ..extras import MissingExtra
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
+from .rows import FAR_PAST
 
 try:
     import pymysql
@@ -39,7 +41,7 @@ try:
     # driver never raises, so ``isinstance`` against it would miss every error.
     from pymysql.err import InterfaceError, MySQLError, OperationalError, ProgrammingError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigurationError("MySQL/MariaDB support needs PyMySQL: pip install 'errands[mysql]'") from exc
+    raise MissingExtra("MySQL/MariaDB support (PyMySQL)", "mysql", exc) from exc
 
 NOW = "UTC_TIMESTAMP(6)"
 _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
@@ -164,8 +166,21 @@ class MySQLStore(SQLStore):
     def plus_seconds_sql(self) -> str:
         return f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
 
+    def _highest_id_row(self, cur: Any) -> Any:
+        # The next AUTO_INCREMENT value, minus one.  MySQL 8 caches it in information_schema for a
+        # day unless the session says otherwise; MariaDB has no such cache (nor the variable).
+        try:
+            cur.execute("SET SESSION information_schema_stats_expiry = 0")
+        except MySQLError:
+            pass
+        cur.execute("SELECT AUTO_INCREMENT - 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND TABLE_NAME = %s", (self.t_jobs,))
+        return cur.fetchone()
+
     def to_datetime(self, value: Any) -> datetime:
-        return value.replace(tzinfo=timezone.utc)
+        if type(value) is datetime:
+            return value.replace(tzinfo=timezone.utc)
+        return FAR_PAST  # a zero date ('0000-00-00', which PyMySQL returns as text) or NULL
 
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:

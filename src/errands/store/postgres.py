@@ -15,8 +15,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..errors import ConfigurationError, StoreUnavailable
+from ..extras import MissingExtra
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore, Step
-from .rows import NewJob
+from .rows import FAR_FUTURE, FAR_PAST, NewJob
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -34,10 +35,23 @@ def _pg_microseconds(value: datetime) -> int:
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg.types.datetime import TimestamptzLoader
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigurationError("PostgreSQL support needs psycopg 3: pip install 'errands[postgres]'") from exc
+    raise MissingExtra("PostgreSQL support (psycopg 3)", "postgres", exc) from exc
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+
+
+class _ClampedTimestamptz(TimestamptzLoader):
+    """timestamptz values outside Python's years 1-9999 ('infinity', a job due in the year 33,000
+    written before errands bounded delays) read as FAR_PAST or FAR_FUTURE instead of failing the
+    whole query, and with it a page of the dashboard."""
+
+    def load(self, data: Any) -> datetime:
+        try:
+            return super().load(data)
+        except psycopg.DataError as exc:
+            return FAR_PAST if "too small" in str(exc) else FAR_FUTURE
 
 
 class _NotifyListener(Listener):
@@ -167,6 +181,7 @@ class PostgresStore(SQLStore):
     def _connect(self) -> Any:
         url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
         return conn
 
     def _begin(self, conn: Any) -> None:
@@ -196,6 +211,12 @@ class PostgresStore(SQLStore):
 
     def plus_seconds_sql(self) -> str:
         return "(now() + make_interval(secs => %s))"
+
+    def _highest_id_row(self, cur: Any) -> Any:
+        # The sequence's last value (NULL before its first use): no table scan, and finished jobs count.
+        cur.execute("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')::regclass), 0)",
+                    (self.t_jobs,))
+        return cur.fetchone()
 
     def to_datetime(self, value: Any) -> datetime:
         # timestamptz arrives aware (in the session's time zone): comparable as is, no conversion.

@@ -3,11 +3,51 @@
 from __future__ import annotations
 
 import enum
-import json
-import json.scanner
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
+
+from ..payload import decode_arguments
+
+FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
+FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
+"""What a stored time outside Python's dates (years 1-9999) reads as: written by hand, or by an
+older errands that accepted a delay of 1e12 seconds.  Every page still renders such a row, and a
+job due in the year 33,000 still counts as delayed."""
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    """An integer column as int, or ``default`` when the row holds something else (SQLite keeps
+    any value in any column): a listing shows the row rather than failing."""
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def as_float(value: Any) -> float | None:
+    """A nullable number column as float, or None when it holds no number."""
+    if value is None or type(value) is float:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def epoch_to_datetime(value: Any) -> datetime:
+    """Seconds since 1970 (how SQLite stores times) as an aware UTC datetime, clamped to
+    FAR_PAST..FAR_FUTURE; a value that is no number at all (SQLite keeps any) reads as FAR_PAST."""
+    try:
+        seconds = float(value)
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        try:
+            return FAR_FUTURE if float(value) > 0 else FAR_PAST
+        except (TypeError, ValueError, OverflowError):
+            return FAR_PAST
 
 
 class JobState(str, enum.Enum):
@@ -26,6 +66,8 @@ class JobState(str, enum.Enum):
     """Cancelled before or while it ran; recorded with the results."""
     FINISHED = "finished"
     """No longer in any table: it ran successfully (or was forgotten, or its record expired)."""
+    UNKNOWN = "unknown"
+    """No job with this id was ever enqueued in this database (the id is beyond every id issued)."""
 
 
 # Bits of the ``flags`` column: what must happen when a job ends, beyond deleting its row.
@@ -60,28 +102,6 @@ class NewJob(NamedTuple):
     """The concurrency group this run belongs to (``concurrency_limit``)."""
     flags: int = 0
     batch_id: int | None = None
-
-
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined, arg-type]
-"""The C scanner behind ``json.loads``, called directly: ``loads`` spends two thirds of its
-time on wrappers (type checks, whitespace regexes) for a payload as short as most are."""
-
-
-def decode_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
-    """``(args, kwargs)`` from a stored payload; ValueError if it is not errands' JSON shape."""
-    try:
-        data, end = _scan(payload, 0)
-    except (StopIteration, TypeError):
-        data, end = None, -1
-    if end != len(payload):
-        data = json.loads(payload)  # surrounding whitespace is fine; anything else raises ValueError here
-    if type(data) is not dict:
-        raise ValueError(f"expected a JSON object with args and kwargs, got {type(data).__name__}")
-    args = data.get("args", [])
-    kwargs = data.get("kwargs", {})
-    if type(args) is not list or type(kwargs) is not dict:
-        raise ValueError("args must be a JSON array and kwargs a JSON object")
-    return args, kwargs
 
 
 class ClaimedJob(NamedTuple):
@@ -213,6 +233,9 @@ class ResultRow:
     finished_at: datetime
     expires_at: datetime
     message: str | None = None
+    undecodable: bool = False
+    """The stored result is not JSON (written by hand): ``result`` holds its text, for people to
+    read; ``handle.result()`` raises BadPayload instead of returning it."""
 
 
 @dataclass(frozen=True)

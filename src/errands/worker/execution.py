@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
+import math
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import Discard, JobCancelled, JobTimeout, Retry
+from ..errors import BadPayload, Discard, JobCancelled, JobTimeout, Retry
 from ..hooks import around, call_after, chain_of
-from ..store.rows import ClaimedJob, decode_arguments
+from ..payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
+from ..store.rows import ClaimedJob
 from .context import JobContext, context_of, running_row
 
 if TYPE_CHECKING:
@@ -56,25 +57,37 @@ class Outcome(NamedTuple):
 def error_name(exc: BaseException) -> str:
     """``ValueError`` for builtins, ``errands.JobTimeout`` for ours, ``module.Class`` otherwise."""
     cls = type(exc)
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    if cls.__module__.startswith("errands."):
-        return f"errands.{cls.__qualname__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
+    module, name = safe_text(getattr(cls, "__module__", None), 120), safe_text(cls.__qualname__, 120)
+    if module == "builtins":
+        return name
+    if module.startswith("errands."):
+        return f"errands.{name}"
+    return f"{module}.{name}"
+
+
+def row_problem(row: ClaimedJob) -> str | None:
+    """Why a claimed row cannot be run as it is (columns of the wrong type, written by hand), or None.
+
+    SQLite keeps any value in any column, so these are checked before a run relies on them."""
+    timeout = row.timeout
+    if timeout is not None and (type(timeout) not in (float, int) or not 0 < timeout < math.inf):
+        return f"the stored timeout {safe_text(repr(timeout), 40)} is not a positive number of seconds"
+    if type(row.attempts) is not int or type(row.max_attempts) is not int or type(row.flags) is not int:
+        return "the stored attempts, max_attempts or flags are not integers"
+    return None
 
 
 def prepare(app: Errands, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | Outcome:
     """Find the registered handler and decode arguments, or say why the job can never run."""
-    definition = app.registry.get(row.name)
+    definition = app.registry.get(row.name) if type(row.name) is str else None
     if definition is None:
         return Outcome(row, Result.FATAL, 0.0, "errands.UnknownJob",
-                       f"no job named {row.name!r} is registered in this app (known: "
-                       f"{', '.join(sorted(app.registry)) or 'none'})")
+                       safe_text(f"no job named {row.name!r} is registered in this app (known: "
+                                 f"{', '.join(sorted(app.registry)) or 'none'})", ERROR_TEXT_CAP))
     try:
         args, kwargs = decode_arguments(row.payload)
-    except (ValueError, TypeError) as exc:
-        return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", f"stored arguments are not valid JSON: {exc}",
-                       exc)
+    except BadPayload as exc:
+        return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", str(exc), exc)
     return definition, args, kwargs
 
 
@@ -156,8 +169,11 @@ async def _with_timeout(coro: Any, timeout: float | None) -> Any:
 def failure(row: ClaimedJob, exc: BaseException, duration: float,
             definition: JobDefinition[Any, Any] | None = None) -> Outcome:
     """How a run that raised ends: retried (``Retry`` picks the delay), buried at once
-    (``Discard``, or a type in the job's ``discard_on``), or cancelled."""
-    text = str(exc) or repr(exc)
+    (``Discard``, or a type in the job's ``discard_on``), or cancelled.
+
+    The message is made storable here (see :func:`errands.payload.safe_text`): a handler may raise
+    anything, including text no database accepts and exceptions whose ``__str__`` raises."""
+    text = safe_text(exc, ERROR_TEXT_CAP) or safe_text(repr(exc), ERROR_TEXT_CAP)
     if isinstance(exc, JobCancelled):
         return Outcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
     if isinstance(exc, Retry):
@@ -176,12 +192,5 @@ def is_async_job(app: Errands, row: ClaimedJob) -> bool:
 def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
     """Short form of a job's arguments for log lines (the payload is already compact JSON), without
     the headers an enqueue hook appended (a trace context is no argument)."""
-    text = row.payload
-    if '"headers":' in text:  # failure path only: decode rather than guess (an argument may be named headers)
-        try:
-            payload = json.loads(text)
-            payload.pop("headers", None)
-            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-        except (ValueError, AttributeError):
-            pass
+    text = without_headers(row.payload)
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
 from ..hooks import call_on_dead, call_on_retry, chain_of
-from ..jobs import encode_result
+from ..limits import clamp_delay
+from ..payload import decode_arguments, encode_result, safe_text
 from ..services.status import forget_worker_after
 from ..store.features import Finished, Limit
-from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, decode_arguments
+from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob
 from .context import context_of
-from .execution import Outcome, Result, describe_arguments, failure, run_async, run_sync
+from .execution import Outcome, Result, describe_arguments, failure, row_problem, run_async, run_sync
 from .scheduler import Scheduler
 from .slots import SlotTable
 
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
     from ..store.base import Listener
 
 log = logging.getLogger("errands.worker")
+_jitter = random.Random()
+"""Jitter from errands' own generator: the application's global ``random`` state (which its tests may
+seed) is never drawn from by a worker's threads."""
 
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
@@ -217,14 +221,14 @@ class Worker:
                 if want > 0 and needed and now >= next_claim:
                     try:
                         rows = self.store.claim(self.id, s.queues, want, self.lease)
-                    except StoreUnavailable as exc:
+                    except StoreError as exc:  # unavailable, or refused: pause and try again later
                         self._database_down(exc)
                         continue
                     self._database_up()
                     if rows:
                         try:
                             rows = self._admit(rows)
-                        except StoreUnavailable as exc:  # unadmitted claims lapse with their lease
+                        except StoreError as exc:  # unadmitted claims lapse with their lease
                             self._database_down(exc)
                             continue
                     if rows:
@@ -235,7 +239,7 @@ class Worker:
                     elif s.burst and not self._outstanding and not self._unrecorded():
                         break  # (recording may enqueue more: a batch callback, an unblocked dependant)
                     else:
-                        next_claim = now + idle * random.uniform(0.8, 1.0)
+                        next_claim = now + idle * _jitter.uniform(0.8, 1.0)
                         idle = min(idle * 2, s.sleep)
                 timeout = max(0.0, next_claim - time.monotonic()) if next_claim else s.sleep
                 if self._outstanding or self._to_complete or self._unsettled:
@@ -251,11 +255,17 @@ class Worker:
 
     # ------------------------------------------------------------------ database outages
     def _database_down(self, exc: BaseException) -> None:
-        """Pause: runners start no buffered job and the loop retries with growing pauses."""
+        """Pause: runners start no buffered job and the loop retries with growing pauses.
+
+        Also for a statement the database refused outright (a StoreError that is no outage): the
+        process pauses and retries rather than dying, which would stop every job it holds."""
         self._db_ok.clear()
         self._retry_at = time.monotonic() + self._outage
-        log.warning("database unavailable, retrying in %.1fs: %s", self._outage, exc)
-        self._outage = min(self._outage * 2, 30.0) * random.uniform(0.8, 1.2)
+        if isinstance(exc, StoreUnavailable):
+            log.warning("database unavailable, retrying in %.1fs: %s", self._outage, exc)
+        else:
+            log.error("the database refused a claim, retrying in %.1fs: %s", self._outage, exc)
+        self._outage = min(self._outage * 2, 30.0) * _jitter.uniform(0.8, 1.2)
 
     def _database_up(self) -> None:
         if not self._db_ok.is_set():
@@ -314,7 +324,7 @@ class Worker:
                 else:
                     try:
                         args, kwargs = decode_arguments(row.payload)
-                        group = str(key(*args, **kwargs))
+                        group = safe_text(key(*args, **kwargs), 255)
                     except Exception:  # the run fails on its own when it cannot decode; no group
                         continue
                 limits.append(Limit("concurrency", group, b.concurrency_limit))
@@ -332,7 +342,16 @@ class Worker:
 
     def _hand_out(self, rows: list[ClaimedJob]) -> None:
         with self._held_lock:
-            self._held.update([row.id for row in rows])
+            held = self._held
+            if not held.isdisjoint([row.id for row in rows]):
+                # We hold these already: the database lost our earlier claim (a crash undid it) and
+                # gave them to us again.  The copy we hold runs or has run; a second one must not.
+                again = [row.id for row in rows if row.id in held]
+                log.warning("claimed job(s) %s again while still holding them; the held run goes on alone",
+                            again)
+                rows = [row for row in rows if row.id not in held]
+                self.claimed -= len(again)
+            held.update([row.id for row in rows])
         with self._count_lock:
             self._outstanding += len(rows)
         self.claimed += len(rows)
@@ -361,7 +380,21 @@ class Worker:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
-        definition = self.app.registry.get(row.name)
+        try:
+            outcome = self._execute(slot, row)
+        except BaseException as exc:  # noqa: B036 - a handler's SystemExit, or a fault of errands' own:
+            # the thread must survive it, and the run must end in a retry or the dead letter (never
+            # be given back unrun, which would refund its attempt and loop for ever).
+            outcome = failure(row, exc, 0.0)
+            log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
+                      outcome.error_text, exc_info=exc)
+        self._record_outcome(row, outcome)
+
+    def _execute(self, slot: int, row: ClaimedJob) -> Outcome:
+        problem = row_problem(row)
+        if problem is not None:
+            return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
+        definition = self.app.registry.get(row.name) if type(row.name) is str else None
         is_async = definition is not None and definition.is_async
         slots = self.slots
         if slots is not None:
@@ -374,14 +407,15 @@ class Worker:
                 future = asyncio.run_coroutine_threadsafe(run_async(self.app, row), self._event_loop())
                 self._futures[row.id] = future
                 try:
-                    outcome = self._future_outcome(future, row)
+                    return self._future_outcome(future, row)
                 finally:
                     self._futures.pop(row.id, None)
-            else:
-                outcome = run_sync(self.app, row)
+            return run_sync(self.app, row)
         finally:
             if slots is not None:
                 slots.clear(slot)
+
+    def _record_outcome(self, row: ClaimedJob, outcome: Outcome) -> None:
         # Recorded as finished before the outstanding count drops: the heartbeat keeps
         # extending its lease through _held until the main thread has written the outcome.
         if outcome.result is Result.OK:
@@ -448,7 +482,7 @@ class Worker:
         stats, self._stats = self._stats, {}
         try:
             self.store.add_stats(stats)
-        except StoreError as exc:  # throughput figures are not worth a retry loop
+        except Exception as exc:  # throughput figures are not worth a retry loop, nor a worker
             log.debug("could not record throughput: %s", exc)
 
     def _settle(self) -> None:
@@ -465,24 +499,75 @@ class Worker:
         self._database_up()
 
     def _record(self) -> None:
+        """Write what finished runs came to.
+
+        A lost database raises StoreUnavailable: the caller pauses and comes back to the same runs.
+        Any other refusal costs only the runs concerned: a batch the database refuses is written
+        one run at a time, and a run whose own write is refused goes to the dead letter saying so."""
         if self._to_complete:
-            self.store.complete(self.id, self._to_complete)
-            self._forget(self._to_complete)
-            self.jobs_done += len(self._to_complete)
-            self._to_complete = []
+            try:
+                self.store.complete(self.id, self._to_complete)
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                log.error("could not record %d finished run(s) at once (%s); recording them one by one",
+                          len(self._to_complete), safe_text(exc, 300))
+                while self._to_complete:
+                    job_id = self._to_complete[0]
+                    self._write_one(job_id, "success", lambda j=job_id: self.store.complete(self.id, [j]))
+                    self._to_complete.pop(0)
+                    self._forget([job_id])
+                    self.jobs_done += 1
+            else:
+                self._forget(self._to_complete)
+                self.jobs_done += len(self._to_complete)
+                self._to_complete = []
         kept = [o for o in self._unsettled if o.result is Result.OK]
         if kept:
-            self.store.finish(self.id, [self._finished(o) for o in kept])
-            self._forget([o.row.id for o in kept])
-            self.jobs_done += len(kept)
-            self._unsettled = [o for o in self._unsettled if o.result is not Result.OK]
+            try:
+                self.store.finish(self.id, [self._finished(o) for o in kept])
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                log.error("could not record %d finished run(s) at once (%s); recording them one by one",
+                          len(kept), safe_text(exc, 300))
+                for outcome in kept:
+                    self._write_one(outcome.row.id, "success",
+                                    lambda o=outcome: self.store.finish(self.id, [self._finished(o)]))
+                    self._unsettled.remove(outcome)
+                    self._forget([outcome.row.id])
+                    self.jobs_done += 1
+            else:
+                self._forget([o.row.id for o in kept])
+                self.jobs_done += len(kept)
+                self._unsettled = [o for o in self._unsettled if o.result is not Result.OK]
         while self._unsettled:
             outcome = self._unsettled[0]
-            self._settle_failure(outcome)
+            self._write_one(outcome.row.id, "outcome", lambda o=outcome: self._settle_failure(o))
             self._unsettled.pop(0)
             self._forget([outcome.row.id])
             self._cancel_requested.discard(outcome.row.id)
             self.jobs_done += 1
+
+    def _write_one(self, job_id: int, what: str, write: Any) -> None:
+        """``write()`` the outcome of one run; if the database refuses it for a reason of that row,
+        move the job to the dead letter with the reason (errands.SettleError).  If even that is
+        refused, its lease lapses: recovery counts the attempt taken at claim, so it cannot loop."""
+        try:
+            write()
+            return
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            message = f"the worker could not record this run's {what}: {safe_text(exc, 500)}"
+            log.error("job %s: %s", job_id, message, exc_info=exc)
+        try:
+            self.store.bury(self.id, job_id, "errands.SettleError", message)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.error("job %s: could not move it to the dead letter either (%s); its lease will lapse",
+                      job_id, safe_text(exc, 300))
 
     def _finished(self, outcome: Outcome) -> Finished:
         row = outcome.row
@@ -509,7 +594,8 @@ class Worker:
                 log.info("job %d %s was cancelled while running", row.id, row.name)
             return
         if outcome.result is Result.ERROR and definition is not None and row.attempts < row.max_attempts:
-            delay = outcome.retry_delay if outcome.retry_delay is not None else definition.backoff(row.attempts)
+            delay = clamp_delay(outcome.retry_delay if outcome.retry_delay is not None
+                                else definition.backoff(row.attempts))
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
                 chain = chain_of(self.app.hooks, definition.behaviour.hooks)
                 if chain:
@@ -619,17 +705,17 @@ class Worker:
     def _beat(self) -> None:
         interval = max(0.2, self.lease / 3)
         rescue_every = max(1.0, self.lease / 2)
-        next_rescue = time.monotonic() + random.uniform(0, rescue_every)
-        next_beat = time.monotonic() + interval * random.uniform(0.9, 1.0)
-        next_prune = time.monotonic() + random.uniform(0, PRUNE_EVERY)
-        while not self._stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * random.uniform(0.9, 1.0)):
+        next_rescue = time.monotonic() + _jitter.uniform(0, rescue_every)
+        next_beat = time.monotonic() + interval * _jitter.uniform(0.9, 1.0)
+        next_prune = time.monotonic() + _jitter.uniform(0, PRUNE_EVERY)
+        while not self._stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * _jitter.uniform(0.9, 1.0)):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
             if self._futures:
                 self._cancel_async_runs()
             if time.monotonic() < next_beat:
                 continue
-            next_beat = time.monotonic() + interval * random.uniform(0.9, 1.0)
+            next_beat = time.monotonic() + interval * _jitter.uniform(0.9, 1.0)
             try:
                 # Finished runs whose outcome is not recorded yet (the database was down) are still
                 # ours too: if their leases lapsed, recover_stale below would hand them out again.
@@ -654,6 +740,8 @@ class Worker:
                     self.store.prune_accounts()
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
+            except Exception:  # never let this thread die: the leases of running jobs would lapse
+                log.exception("heartbeat failed")
             if self._stop.is_set() and not self._held:
                 return
 
@@ -661,7 +749,7 @@ class Worker:
         """Cancel the tasks of running async jobs whose cancellation was requested."""
         try:
             requested = set(self.store.cancel_requests(self.id))
-        except StoreError:
+        except Exception:  # the next beat asks again
             return
         for job_id in requested & set(self._futures):
             if job_id not in self._cancel_requested:
@@ -686,7 +774,7 @@ class Worker:
                     if listener.wait(0.5):
                         self._new_jobs.set()
                         self._wake.set()
-                except StoreError as exc:
+                except Exception as exc:  # StoreError, or a fault of its own: poll meanwhile, never die
                     log.debug("wake-up listener unavailable (%s); polling meanwhile", exc)
                     if listener is not None:
                         try:

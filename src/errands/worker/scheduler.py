@@ -75,6 +75,9 @@ class Scheduler:
                 except StoreError as exc:
                     log.warning("scheduler: database unavailable (%s); retrying in %.1fs", exc, delay)
                     wait, delay = delay, min(delay * 2, 30.0)
+                except Exception:  # a schedule whose arguments cannot be stored, say: never end the thread
+                    log.exception("scheduler: a tick failed; retrying in %.1fs", delay)
+                    wait, delay = delay, min(delay * 2, 30.0)
                 self.stop.wait(wait)
         finally:
             self.app.store.release_thread_connection()

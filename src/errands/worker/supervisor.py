@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ErrandsError, StoreError
+from ..errors import ConfigurationError, SchemaError, StoreError
 from .runner import Worker, WorkerSettings
 from .slots import SlotTable
 
@@ -89,10 +89,10 @@ def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cel
         worker.install_signal_handlers(supervised=True)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # a stop sent while starting arrives now
         worker.run()
-    except ErrandsError as exc:
+    except (ConfigurationError, SchemaError) as exc:  # only these stop every process (exit 78)
         log.error("worker process cannot run: %s", exc)
         code = EXIT_CONFIG
-    except Exception:
+    except Exception:  # restarted with a growing pause; the jobs it ran are charged their attempt
         log.exception("worker process crashed")
         code = 1
     logging.shutdown()

@@ -38,7 +38,7 @@ from django.http import HttpRequest, QueryDict
 from django.shortcuts import resolve_url
 
 from ...dashboard import AuthSettings, Principal
-from ...errors import ConfigurationError
+from ...extras import require
 from ..asgi import DashboardGate, check_mount_path, inner_path
 
 __all__ = ["DjangoStaff", "dashboard", "with_dashboard", "with_dashboard_wsgi"]
@@ -167,11 +167,7 @@ def with_dashboard_wsgi(django_app: Callable[..., Iterable[bytes]], path: str = 
                         backend: str = "default", admin_permission: str | None = None, login_url: str | None = None,
                         auth_settings: AuthSettings | None = None) -> Callable[..., Iterable[bytes]]:
     """Django's WSGI application with the dashboard at ``path`` (needs a2wsgi)."""
-    try:
-        from a2wsgi import ASGIMiddleware
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ConfigurationError("the dashboard under WSGI needs a2wsgi: pip install 'errands[django,dashboard]'") \
-            from exc
+    ASGIMiddleware = require("a2wsgi", "django", "with_dashboard_wsgi (the dashboard under WSGI)").ASGIMiddleware
     gate = dashboard(backend, path=path, admin_permission=admin_permission, login_url=login_url,
                      auth_settings=auth_settings)
     served = ASGIMiddleware(gate)  # type: ignore[arg-type]

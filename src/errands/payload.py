@@ -1,0 +1,270 @@
+"""The payload format, and the one boundary untrusted text crosses on its way in and out.
+
+A job's arguments travel as one JSON object, ``{"args": [...], "kwargs": {...}}``, optionally
+with ``"headers": {...}`` that an enqueue hook added (a trace context, say).  This module alone
+writes that text and reads it back; the store moves it as an opaque string.
+
+Everything read back from a row is untrusted: another program may have written it with raw SQL,
+a disk may have flipped a byte, SQLite keeps whatever bytes it is given in a TEXT column.  So
+the readers here never raise anything but :class:`~errands.errors.BadPayload`, and the worker
+sends such a job to the dead letter with that short message.  Everything written to a row must be
+storable by every driver: lone surrogates (``bytes.decode(..., "surrogateescape")``) cannot be
+encoded as UTF-8 and NUL cannot live in a PostgreSQL text column, so free text (error messages,
+a handler's exception) goes through :func:`safe_text`, and JSON is written with ``\\u`` escapes
+for the surrogates a value holds, which decode back to the very same string.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import re
+from typing import Any
+
+from .errors import BadPayload, InvalidOption, PayloadNotSerializable, PayloadTooLarge
+
+MAX_DEPTH = 64
+"""Nesting levels of lists and objects a job's arguments may use.  Far beyond what real
+arguments need, and far below the depth at which Python's JSON decoder (which recurses) fails
+in a worker thread."""
+HEADERS_KEY = "headers"
+"""The payload key that carries an enqueue's headers next to ``args`` and ``kwargs``."""
+HEADERS_LIMIT = 4096
+"""Bytes of JSON the headers of one enqueue may take (they are not counted in ``payload_limit``)."""
+ERROR_TEXT_CAP = 2000
+"""Characters of an error message kept with a job (the traceback goes to the worker's log)."""
+REPLACEMENT = "\ufffd"
+
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Made once: ``json.dumps`` with options builds a new encoder on every call."""
+_ascii_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+"""For the rare value holding lone surrogates: ``\\udcxx`` escapes are valid JSON and UTF-8."""
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:  # the C encoder behind JSONEncoder, built once: encode() builds a new one on every call
+    from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
+    _c_encode = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False) \
+        if c_make_encoder is not None else None
+except ImportError:  # pragma: no cover - Python builds without the _json accelerator
+    _c_encode = None
+
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined, arg-type]
+"""The C scanner behind ``json.loads``, called directly: ``loads`` spends two thirds of its
+time on wrappers (type checks, whitespace regexes) for a payload as short as most are."""
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+"""Strings (skipped whole, so a bracket inside one does not count) and brackets."""
+
+
+# ---------------------------------------------------------------------------------- writing
+def _encode(value: Any) -> str:
+    """Compact JSON (no NaN, no ASCII escaping) that every driver can store.
+
+    Without a cycle check: a cyclic structure raises RecursionError, which callers treat like
+    any value JSON cannot hold."""
+    text = _encoder.encode(value) if _c_encode is None else "".join(_c_encode(value, 0))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: escape them (the value decodes back intact)
+            text = _ascii_encoder.encode(value)
+    return text
+
+
+def json_depth(text: str) -> int:
+    """How deeply lists and objects nest in JSON ``text`` (0 for a scalar), without decoding it."""
+    depth = deepest = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``text`` nests deeper than ``limit``; free for text with few brackets."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    return json_depth(text) > limit
+
+
+def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
+    """Arguments as compact JSON; refuse what JSON cannot carry, what nests too deeply, what is too big."""
+    try:
+        payload = _encode({"args": list(args), "kwargs": kwargs})
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored as JSON: "
+                                     f"{safe_text(exc, 300)}") from None
+    size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
+    if size > limit:
+        raise PayloadTooLarge(f"arguments of job {name!r} take {size} bytes as JSON, over the limit of "
+                              f"{limit} bytes; store large data elsewhere and pass a reference")
+    # One level for the payload object and one for its args list: MAX_DEPTH is the arguments' own.
+    if too_deep(payload, MAX_DEPTH + 2):
+        raise PayloadNotSerializable(f"arguments of job {name!r} nest lists and objects more than {MAX_DEPTH} "
+                                     "levels deep")
+    return payload
+
+
+def encode_result(value: Any) -> str:
+    """A handler's return value as JSON (stored in the results table); TypeError or ValueError
+    (RecursionError included) when JSON cannot hold it."""
+    try:
+        return _encode(value)
+    except RecursionError as exc:
+        raise ValueError(f"nested too deeply: {exc}") from None
+
+
+def encode_headers(headers: dict[str, str]) -> str:
+    """The ``"headers":{...}`` member an enqueue hook's headers add to each payload."""
+    if not isinstance(headers, dict) or not all(type(k) is str and type(v) is str for k, v in headers.items()):
+        raise InvalidOption(f"enqueue headers must map strings to strings, got {headers!r}")
+    text = _encode(headers)
+    size = len(text.encode("utf-8"))
+    if size > HEADERS_LIMIT:
+        raise InvalidOption(f"enqueue headers take {size} bytes as JSON, over the limit of {HEADERS_LIMIT}")
+    return f'"{HEADERS_KEY}":{text}'
+
+
+def with_headers(payload: str, member: str) -> str:
+    """``payload`` with an :func:`encode_headers` member added (unchanged if it is no JSON object)."""
+    payload = payload.rstrip()
+    if not payload.endswith("}"):  # not errands' JSON object (refused at run time anyway)
+        return payload
+    return f"{payload[:-1]},{member}}}"
+
+
+# ---------------------------------------------------------------------------------- reading
+def _load(text: Any) -> Any:
+    """Any JSON value from stored text; BadPayload for everything that is not valid JSON in valid UTF-8."""
+    if type(text) is not str:
+        if isinstance(text, str):
+            text = str(text)
+        else:
+            raise BadPayload(f"the stored payload is {type(text).__name__}, not text")
+    try:
+        data, end = _scan(text, 0)
+    except (StopIteration, TypeError, ValueError):
+        data, end = None, -1
+    except RecursionError:
+        raise BadPayload("the stored payload nests too deeply to decode") from None
+    if end != len(text):
+        try:
+            data = json.loads(text)  # surrounding whitespace is fine; anything else is refused here
+        except RecursionError:
+            raise BadPayload("the stored payload nests too deeply to decode") from None
+        except ValueError as exc:
+            raise BadPayload(f"the stored payload is not valid JSON: {safe_text(exc, 200)}") from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # SQLite handed back bytes that are not UTF-8 (see store.sqlite)
+            raise BadPayload("the stored payload is not valid UTF-8") from None
+    return data
+
+
+def decode_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` from a stored payload; :class:`BadPayload` (a ValueError) if it is not
+    errands' JSON shape.  Never raises anything else, whatever the row holds."""
+    data = _load(payload)
+    if type(data) is not dict:
+        raise BadPayload(f"expected a JSON object with args and kwargs, got {type(data).__name__}")
+    args = data.get("args", [])
+    kwargs = data.get("kwargs", {})
+    if type(args) is not list or type(kwargs) is not dict:
+        raise BadPayload("args must be a JSON array and kwargs a JSON object")
+    return args, kwargs
+
+
+def decode_result(text: Any) -> Any:
+    """A stored return value; BadPayload when the stored text is not valid JSON."""
+    return _load(text)
+
+
+def read_headers(payload: Any) -> dict[str, str]:
+    """The headers an enqueue hook stored in ``payload`` ({} if none, or if it cannot be read)."""
+    if type(payload) is not str or f'"{HEADERS_KEY}":' not in payload:  # most jobs carry none: no decode
+        return {}
+    try:
+        data = _load(payload)
+    except BadPayload:
+        return {}
+    headers = data.get(HEADERS_KEY) if type(data) is dict else None
+    if type(headers) is not dict:
+        return {}
+    return {k: v for k, v in headers.items() if type(v) is str}
+
+
+def without_headers(payload: Any) -> str:
+    """The payload as compact JSON without the headers an enqueue hook added (for log lines);
+    the stored text itself when it cannot be decoded."""
+    text = safe_text(payload)
+    if f'"{HEADERS_KEY}":' not in text:
+        return text
+    try:
+        data = _load(payload)
+    except BadPayload:
+        return text
+    if type(data) is not dict:
+        return text
+    data.pop(HEADERS_KEY, None)
+    return _encode(data)
+
+
+def for_display(payload: Any) -> Any:
+    """A stored payload decoded for people (dashboard, CLI): its JSON value, or the text itself
+    (made safe to print) when it cannot be decoded: the worker buries such a job as BadPayload."""
+    try:
+        return _load(payload)
+    except BadPayload:
+        return safe_text(payload, 10_000)
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON a person typed (a form field, a CLI option), refused with a clear ValueError when it is
+    not JSON or nests more than MAX_DEPTH levels (before it reaches the recursive decoder)."""
+    if too_deep(text, MAX_DEPTH + 1):
+        raise ValueError(f"{what} nest lists and objects more than {MAX_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what} nest too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"{what} are not valid JSON: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------- free text
+def safe_text(value: Any, cap: int | None = None) -> str:
+    """``value`` as text every driver, log and page can hold: lone surrogates and NUL become U+FFFD,
+    at most ``cap`` characters.  Never raises, even for an object whose ``__str__`` does."""
+    if type(value) is not str:
+        try:
+            value = str(value)
+        except Exception:  # an exception type whose __str__ raises
+            try:
+                value = repr(value)
+            except Exception:
+                value = f"<{type(value).__name__} that cannot be shown>"
+        if not isinstance(value, str):  # a __str__ that returned a str subclass is fine; None is not
+            value = f"<{type(value).__name__}>"
+        value = str.__str__(value)
+    if cap is not None and len(value) > cap:
+        value = value[:cap]
+    if "\x00" in value:
+        value = value.replace("\x00", REPLACEMENT)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = _SURROGATES.sub(REPLACEMENT, value)
+    return value
