@@ -327,10 +327,13 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if action not in ("retry", "forget"):
             raise HTTPException(404)
         flt = _filter(form)
-        ids = [_int(i, "id") for i in form.getlist("id")]
+        given = [_int(i, "id") for i in form.getlist("id")]
+        ids = [i for i in given if i is not None]
         if form.get("scope") == "all":
             ids = (await run_in_threadpool(ops.matching_failed, app, flt))[:BULK_CAP]
-        if not ids or None in ids:
+        elif len(ids) != len(given):
+            ids = []
+        if not ids:
             return d.render(request, "error.html", user, status=400, message="nothing selected")
         confirmed = _int(form.get("confirm"), "confirm", 0)
         if confirmed != len(ids):  # say how many first; act only when the same count comes back

@@ -63,6 +63,7 @@ CANCEL_CHECK_EVERY = 1.0
 """Seconds between looks for cancellation requests while async jobs run."""
 STATS_EVERY = 5.0
 """Seconds between additions to the per-minute stats table (one small upsert per queue)."""
+_INF = float("inf")
 PRUNE_EVERY = 60.0
 """Seconds between deletions of expired results and old dead-letter entries (per worker)."""
 
@@ -388,17 +389,20 @@ class Worker:
             outcome = failure(row, exc, 0.0)
             log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
                       outcome.error_text, exc_info=exc)
+
         self._record_outcome(row, outcome)
 
     def _execute(self, slot: int, row: ClaimedJob) -> Outcome:
-        problem = row_problem(row)
-        if problem is not None:
-            return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
+        timeout = row.timeout
+        if not ((timeout is None or type(timeout) is float and 0.0 < timeout < _INF) and type(row.attempts) is int
+                and type(row.max_attempts) is int and type(row.flags) is int):  # the usual case, checked inline
+            problem = row_problem(row)
+            if problem is not None:
+                return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
         definition = self.app.registry.get(row.name) if type(row.name) is str else None
         is_async = definition is not None and definition.is_async
         slots = self.slots
         if slots is not None:
-            timeout = row.timeout
             if timeout is not None and is_async:
                 timeout += ASYNC_HARD_GRACE
             slots.start(slot, row.id, timeout)
