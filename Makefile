@@ -2,7 +2,10 @@
 #
 #   make demo    run the demo (SQLite; needs nothing but python3)
 #   make test    run the test suite (PostgreSQL and MariaDB suites are skipped
-#                with a message when those servers are down, unless CI=true)
+#                with a message when those servers are down, unless CI=true);
+#                ERRANDS_TEST_TIME_SCALE=3 make test multiplies every time limit
+#                of the tests by 3 (default 1), for a slow or busy machine; the
+#                tests run in parallel, one process per core (TEST_WORKERS=0: not)
 #   make docs    build the documentation site into site/ (mkdocs, strict)
 #   make check   lint and type-check (ruff, mypy; installed into .venv on first use)
 #   make clean   remove both venvs, the demo's output, the built docs and test artefacts
@@ -12,6 +15,11 @@ VENV = .venv
 VENV_PYTHON = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): auto is one per core; TEST_WORKERS=0 runs the tests in pytest's own process.
+# Each test has its own database, schema and ports; the modules that share a costly module-scoped server
+# or build stay on one worker (--dist loadgroup, with tests/conftest.py's ONE_WORKER_MODULES).
+TEST_WORKERS ?= auto
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 .PHONY: venv test demo demo-tour docs check clean
 
@@ -33,7 +41,7 @@ $(CHROMIUM):
 
 # The main suite, then the Django 6 suite (below) even if the first failed; either failing fails `make test`.
 test: venv $(CHROMIUM)
-	@status=0; $(VENV_PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 		$(MAKE) --no-print-directory test-django6 || status=1; exit $$status
 
 # The worker and the dashboard on SQLite with sample jobs flowing, until Ctrl+C.
@@ -93,6 +101,6 @@ else
 	test -x $(DJANGO6_VENV)/bin/python || $(DJANGO6_PYTHON) -m venv $(DJANGO6_VENV)
 	test $(DJANGO6_VENV)/.installed -nt pyproject.toml || ($(DJANGO6_VENV)/bin/python -m pip install \
 		--disable-pip-version-check -q -e '.[postgres,mysql,dashboard,django]' 'django>=6' 'pytest>=8' \
-		'pytest-timeout>=2.3' && touch $(DJANGO6_VENV)/.installed)
-	$(DJANGO6_VENV)/bin/python -m pytest tests/django $(DJANGO6_PYTEST_ARGS)
+		'pytest-timeout>=2.3' 'pytest-xdist>=3.5' && touch $(DJANGO6_VENV)/.installed)
+	$(DJANGO6_VENV)/bin/python -m pytest $(XDIST) tests/django $(DJANGO6_PYTEST_ARGS)
 endif

@@ -42,6 +42,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config._env_timeout = scaled(config._env_timeout)
 
 
+# Modules whose module-scoped fixture is costly (private database servers, a wheel build): under
+# pytest-xdist (make test) their tests go to one worker, so it is made once, not once per worker.
+# A scheduler of our own, because xdist's xdist_group mark no longer groups under pytest 9.
+ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/packaging/test_distribution.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        """Test by test as --dist load, but the tests of ONE_WORKER_MODULES as one unit each."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return Scheduling(config, log)
+
+
 def _unreachable(server: str, url: str, exc: BaseException) -> None:
     message = f"{server} at {url} is unreachable ({exc}); {START_HINTS[server]}"
     if IN_CI:

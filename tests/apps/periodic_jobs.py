@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from errands import Errands, current_job
 
@@ -11,6 +12,9 @@ app = Errands()
 
 @app.periodic("* * * * * *", name="tick", keep_result=True)
 def tick() -> float:
-    """Returns when the run was created (its slot, to within the scheduler's reaction time)."""
+    """Returns the run's slot, named by its unique key (``periodic:tick:<ISO time>``); not when the row was
+    created, which is the slot only to within the scheduler's reaction time, longer on a busy machine."""
     row = app.store.get_job(current_job().id)
-    return row.created_at.timestamp() if row else time.time()
+    if row is None or row.unique_key is None:
+        return time.time()
+    return datetime.fromisoformat(row.unique_key.split(":", 2)[2]).timestamp()

@@ -93,7 +93,7 @@ def gated_attempt(gate_dir: str, fail_first: bool) -> None:
     ctx = current_job()
     _record(key=ctx.id * 100 + ctx.attempt)
     gate = os.path.join(gate_dir, f"{ctx.id}-{ctx.attempt}")
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 120 * float(os.environ.get("ERRANDS_TEST_TIME_SCALE") or 1)  # as helpers.scaled
     while not os.path.exists(gate):
         if time.monotonic() > deadline:
             raise TimeoutError(f"nobody opened {gate}")

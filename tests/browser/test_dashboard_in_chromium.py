@@ -13,13 +13,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import APPS, SRC, wait_for
+from helpers import APPS, SRC, scaled, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 USER, PASSWORD = "ada", "correct horse battery"
+MS = scaled(1000)  # Playwright counts in milliseconds: one second, scaled
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not os.path.exists(CHROMIUM):
@@ -49,7 +51,7 @@ class Site:
 
     def cli(self, *args: str) -> str:
         done = subprocess.run([sys.executable, "-m", "errands", *args], env=self.env, capture_output=True, text=True,
-                              timeout=60)
+                              timeout=scaled(60))
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -73,7 +75,7 @@ class Site:
                 proc.terminate()
         for proc in self.procs:
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=scaled(30))
             except subprocess.TimeoutExpired:
                 proc.kill()
 
@@ -91,19 +93,36 @@ def site(tmp_path: Path) -> Iterator[Site]:
 
 def _serving(port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with socket.create_connection(("127.0.0.1", port), timeout=scaled(0.5)):
             return True
     except OSError:
         return False
 
 
+class _Browser:
+    """The browser, whose pages and contexts wait up to Playwright's 30 s default times the suite's scale."""
+
+    def __init__(self, browser: Any) -> None:
+        self._browser = browser
+
+    def new_page(self, **options: Any) -> Any:
+        page = self._browser.new_page(**options)
+        page.set_default_timeout(30 * MS)
+        return page
+
+    def new_context(self, **options: Any) -> Any:
+        context = self._browser.new_context(**options)
+        context.set_default_timeout(30 * MS)
+        return context
+
+
 @pytest.fixture
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
-                                                               "--disable-background-networking"])
+        b = p.chromium.launch(executable_path=CHROMIUM, timeout=30 * MS,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         try:
-            yield b
+            yield _Browser(b)
         finally:
             b.close()
 
@@ -141,11 +160,11 @@ def test_log_in_and_watch_counters_change_as_a_worker_runs(site, browser):
     site.start("worker", "-c", "4")
     # No reload: the page polls every 2 s and the counter drops while the worker drains the queue.
     expect = playwright_api.expect  # waits without evaluating strings, which the page's CSP forbids
-    expect(ready).to_have_text("0", timeout=60_000)
-    expect(page.locator("#no-worker")).to_be_hidden(timeout=30_000)
+    expect(ready).to_have_text("0", timeout=60 * MS)
+    expect(page.locator("#no-worker")).to_be_hidden(timeout=30 * MS)
     # Workers add their runs to the per-minute stats every few seconds; the text and the chart follow live.
-    expect(page.locator("[data-total=succeeded_window]")).to_have_text("40", timeout=30_000)
-    expect(page.locator("[data-chart] .bar .ok:not(.h0)").first).to_be_attached(timeout=10_000)
+    expect(page.locator("[data-total=succeeded_window]")).to_have_text("40", timeout=30 * MS)
+    expect(page.locator("[data-chart] .bar .ok:not(.h0)").first).to_be_attached(timeout=10 * MS)
     shot(page, "03-overview-after-worker")
     assert not [e for e in errors if "Content Security Policy" in e], errors
     app.store.close()

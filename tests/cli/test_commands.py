@@ -8,7 +8,7 @@ import pytest
 
 from errands import Errands
 from errands.store.rows import NewJob
-from helpers import run_cli
+from helpers import run_cli, wait_for
 
 
 _apps: dict[str, Errands] = {}
@@ -120,12 +120,10 @@ def test_migrate_and_sql(db_url):
 
 
 def test_recover_command(migrated):
-    import time
-
     app = opened(migrated)
     app.store.enqueue([NewJob("x", "a", "{}")])
     app.store.claim("gone", ["a"], 1, 1)
-    time.sleep(1.3)
+    wait_for(lambda: app.counts()["a"].stale == 1, message="the 1 s lease to lapse")
     done = run_cli(migrated, "recover")
     assert done.returncode == 0 and "released 1 stale job(s)" in done.stdout
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from errands import ConfigurationError, Errands
 from errands.cli import main
 from errands.settings import AppSettings
-from helpers import APPS, SRC, run_cli
+from helpers import APPS, SRC, run_cli, scaled
 
 
 def _commands_options(name: str) -> list[click.Option]:
@@ -41,7 +41,7 @@ def _plain_env(**extra: str) -> dict[str, str]:
 
 def _errands(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "errands", *args], cwd=cwd, env=_plain_env(**env),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
 
 
 def test_pyproject_gives_defaults_that_variables_and_flags_override(tmp_path):

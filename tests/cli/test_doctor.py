@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import cli_env, run_cli, start_worker, wait_for
+from helpers import cli_env, run_cli, scaled, start_worker, wait_for
 
 from errands import Errands
 from errands.diagnostics import Status, diagnose
@@ -314,7 +314,7 @@ def test_mysql_checks_catch_driver_errors_after_install_as_mysqldb(app, db_url):
     """Django on PyMySQL calls ``pymysql.install_as_MySQLdb()``; run in a child process so that
     the rebound ``pymysql.err`` does not leak into the other tests."""
     done = subprocess.run([sys.executable, "-c", _DJANGO_ON_PYMYSQL, db_url], env=cli_env(db_url),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["fallback"][0] == "1"  # errands' connections are autocommit
@@ -378,7 +378,7 @@ def test_workers_live_stale_and_unserved(app, db_url):
                    for i in workers["items"]), workers["items"]
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
 
 
 # ---------------------------------------------------------------------- the DDL reader

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 from contrib_helpers import BASE, SECRET, USERS, Web, load_example
+from helpers import scaled
 from starlette.testclient import TestClient
 
 
 @pytest.fixture
 def fastapi_app(db_url: str) -> Iterator[Any]:
-    api = load_example("fastapi_app").create_app(db_url, users=USERS, secret_key=SECRET, shutdown_timeout=5.0)
+    api = load_example("fastapi_app").create_app(db_url, users=USERS, secret_key=SECRET, shutdown_timeout=scaled(5.0))
     yield api
     api.state.errands.store.close()
 

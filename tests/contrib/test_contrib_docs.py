@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from contrib_helpers import ROOT
+from helpers import scaled
 
 PAGES = [ROOT / "docs" / "integrations" / "fastapi.md", ROOT / "docs" / "integrations" / "flask.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
@@ -36,5 +37,5 @@ def test_doc_sample_runs(name: str, code: str, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
                PYTHONWARNINGS="error::ResourceWarning")
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=scaled(120))
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"

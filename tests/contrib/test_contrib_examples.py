@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 from contrib_helpers import EXAMPLES, ROOT, SECRET, USERS, free_port, links, load_example
-from helpers import wait_for
+from helpers import scaled, wait_for
 
 from errands import Errands
 
@@ -114,7 +114,7 @@ def test_fastapi_example_under_uvicorn(db_url: str, tmp_path: Path) -> None:
                                    "127.0.0.1", "--port", str(port)], cwd=EXAMPLES / "fastapi_app", env=env,
                                   stdout=out, stderr=subprocess.STDOUT)
     try:
-        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=scaled(10)) as client:
             def up() -> bool:
                 assert server.poll() is None, log.read_text()
                 try:
@@ -127,7 +127,7 @@ def test_fastapi_example_under_uvicorn(db_url: str, tmp_path: Path) -> None:
         # SIGTERM: uvicorn runs the lifespan's shutdown, which stops the worker; then it exits by the
         # same signal (uvicorn re-raises it once it has shut down cleanly).
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) in (0, -signal.SIGTERM), log.read_text()
+        assert server.wait(timeout=scaled(60)) in (0, -signal.SIGTERM), log.read_text()
     finally:
         if server.poll() is None:
             server.kill()
@@ -151,10 +151,10 @@ def test_flask_example_behind_a_real_wsgi_server(db_url: str) -> None:
     thread.start()
     ext = app.extensions["errands"]
     try:
-        with httpx2.Client(base_url=f"http://127.0.0.1:{server.server_port}", timeout=10) as client:
+        with httpx2.Client(base_url=f"http://127.0.0.1:{server.server_port}", timeout=scaled(10)) as client:
             _example_round_trip(client, os.getpid())
             # Many requests at once through the WSGI -> ASGI bridge, each with its own principal.
-            with httpx2.Client(base_url=client.base_url, timeout=10) as stranger, ThreadPoolExecutor(8) as pool:
+            with httpx2.Client(base_url=client.base_url, timeout=scaled(10)) as stranger, ThreadPoolExecutor(8) as pool:
                 pages = ["/errands/", "/errands/jobs", "/errands/api/overview", "/errands/queues"] * 6
 
                 def fetch(i: int) -> tuple[int, int]:
@@ -163,7 +163,7 @@ def test_flask_example_behind_a_real_wsgi_server(db_url: str) -> None:
                 assert sorted(set(pool.map(fetch, range(len(pages))))) == [(200, 303), (200, 401)]
     finally:
         server.shutdown()
-        thread.join(10)
+        thread.join(scaled(10))
         server.server_close()
         try:
             assert ext["worker"].stop()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from contrib_helpers import ROOT
-from helpers import drain, wait_for
+from helpers import drain, scaled, wait_for
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -32,7 +32,7 @@ def blocking_job(app: Errands) -> tuple[Any, threading.Event, threading.Event]:
     @app.job(name="slow", keep_result=True)
     def slow(n: int) -> int:
         started.set()
-        assert release.wait(60), "the test never released the job"
+        assert release.wait(scaled(60)), "the test never released the job"
         return n * 2
 
     return slow, started, release
@@ -47,7 +47,7 @@ def stopping(lifespan: Any) -> bool:
 @THREE
 def test_a_job_running_at_shutdown_finishes_and_is_recorded(app: Errands) -> None:
     slow, started, release = blocking_job(app)
-    lifespan = errands_lifespan(app, shutdown_timeout=60, sleep=0.05)
+    lifespan = errands_lifespan(app, shutdown_timeout=scaled(60), sleep=0.05)
     client = TestClient(Starlette(lifespan=lifespan))
     client.__enter__()
     handle = slow.enqueue(21)
@@ -57,7 +57,7 @@ def test_a_job_running_at_shutdown_finishes_and_is_recorded(app: Errands) -> Non
     wait_for(lambda: stopping(lifespan), message="the shutdown to begin")
     assert stopper.is_alive()  # the shutdown waits for the running job...
     release.set()
-    stopper.join(60)
+    stopper.join(scaled(60))
     assert not stopper.is_alive()  # ...which finishes, and is recorded before the server goes
     assert handle.status() is JobState.SUCCEEDED and handle.result(timeout=0) == 42
     assert app.store.list_workers() == []
@@ -102,7 +102,7 @@ def test_the_worker_lives_inside_the_apps_own_lifespan(app: Errands) -> None:
     lifespan = errands_lifespan(app, concurrency=2, sleep=0.05, lifespan=own)
     with TestClient(Starlette(routes=[Route("/", home)], lifespan=lifespan)) as client:
         assert client.get("/").text == "hi True"  # the state of the app's lifespan passes through
-        assert greet.enqueue("ada").result(timeout=30) == "hello ada"
+        assert greet.enqueue("ada").result(timeout=scaled(30)) == "hello ada"
         events.append("served")
     # Yours starts first and stops last: the jobs may use what it set up.
     assert events == ["own up, worker None", "served", "own down, worker None"]
@@ -137,20 +137,20 @@ def test_in_process_worker_options_and_restart(app: Errands) -> None:
     try:
         with pytest.raises(ConfigurationError):
             worker.start()
-        assert twice.enqueue(2).result(timeout=30) == 4
+        assert twice.enqueue(2).result(timeout=scaled(30)) == 4
     finally:
         assert worker.stop()
     assert not worker.running and worker.error is None
     worker.start()  # a stopped worker can start again
     try:
-        assert twice.enqueue(3).result(timeout=30) == 6
+        assert twice.enqueue(3).result(timeout=scaled(30)) == 6
     finally:
         assert worker.stop()
     assert worker.stop()  # stopping twice is harmless
 
 
 EXITING_APP = """
-import sys, time
+import os, sys, time
 from errands import Errands, JobState
 from errands.contrib.flask import start_worker
 
@@ -162,7 +162,7 @@ def slow() -> None:
 
 start_worker(errands, shutdown_timeout=0.2, sleep=0.05)   # stop_at_exit: atexit stops it
 handle = slow.enqueue()
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 60 * float(os.environ.get("ERRANDS_TEST_TIME_SCALE") or 1)  # as helpers.scaled
 while handle.status() is not JobState.RUNNING:
     assert time.monotonic() < deadline, "the job never started"
     time.sleep(0.02)
@@ -175,7 +175,7 @@ sys.exit(0)   # a normal exit, as gunicorn's graceful stop or Ctrl-C make it
 def test_start_worker_gives_running_jobs_back_when_the_process_exits(app: Errands, db_url: str) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", EXITING_APP, db_url], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     job_id = int(done.stdout.split()[0])
     row = app.store.get_job(job_id)

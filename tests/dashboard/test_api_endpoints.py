@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import socket
-import time
 
 from conftest import ADMIN, PASSWORD, VIEWER, csrf, login
 
-from helpers import drain
+from helpers import drain, wait_for
 
 
 def _post(web, path, body=None):  # type: ignore[no-untyped-def]
@@ -75,7 +74,7 @@ def test_periodic_jobs_list_and_run_now(web, dash_app):
 def test_stale_jobs_are_explained_listed_and_recovered(web, dash_app):
     job = dash_app.registry["mail"].enqueue("a@b.c")
     dash_app.store.claim("ghost:1:x", ["mails"], 1, 1.0)  # a worker that dies right after claiming
-    time.sleep(1.3)
+    wait_for(lambda: dash_app.counts()["mails"].stale == 1, message="the 1 s lease to lapse")
     login(web)
     stale = web.get("/api/jobs?state=stale").json()["jobs"]
     assert [j["id"] for j in stale] == [job.id]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from helpers import scaled, wait_for
 
 from errands import Errands
 from errands.dashboard import create_dashboard
@@ -32,19 +33,16 @@ def served(app: Errands) -> Iterator[str]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = 200
-        while not server.started and deadline:
-            threading.Event().wait(0.05)
-            deadline -= 1
+        wait_for(lambda: server.started or not thread.is_alive(), message="uvicorn to start")
         assert server.started, "uvicorn did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=scaled(30))
 
 
 def _get(url: str, timeout: float = 30.0) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+    with urllib.request.urlopen(url, timeout=scaled(timeout)) as response:
         return response.status, response.read()
 
 
@@ -58,7 +56,8 @@ def test_a_request_waiting_on_a_lock_does_not_block_other_requests(served, app, 
         slow: dict[str, object] = {}
         waiting = threading.Thread(target=lambda: slow.update(result=_get(served + "/api/jobs")))
         waiting.start()
-        waiting.join(timeout=1.0)
+        # The listing's query queues behind the lock (a lock of this test's table not granted yet).
+        wait_for(lambda: waiting_on_the_lock(locker) or not waiting.is_alive(), message="the listing to wait")
         assert waiting.is_alive(), "the jobs listing should be waiting for the lock"
         status, body = _get(served + "/healthz", timeout=10)  # answered while the other request waits
         assert status == 200 and b'"ok"' in body
@@ -68,8 +67,13 @@ def test_a_request_waiting_on_a_lock_does_not_block_other_requests(served, app, 
     finally:
         locker.rollback()
         locker.close()
-    waiting.join(timeout=30)
+    waiting.join(timeout=scaled(30))
     assert slow["result"][0] == 200  # type: ignore[index]
+
+
+def waiting_on_the_lock(locker) -> bool:  # type: ignore[no-untyped-def]
+    return bool(locker.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                               "AND relation = 'errands_jobs'::regclass").fetchone()[0])
 
 
 def _search_path(url: str) -> str:

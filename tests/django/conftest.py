@@ -35,6 +35,7 @@ from django.db import connections  # noqa: E402
 from testsite.dburl import database_from_url  # noqa: E402
 
 from errands.contrib.django.compat import task_backends  # noqa: E402
+from helpers import scaled  # noqa: E402  (tests/helpers.py: the suite's conftest puts tests/ on sys.path)
 
 DJANGO_BACKENDS = ["sqlite", "postgres", "mariadb"]
 
@@ -138,7 +139,7 @@ def manage(db_url: str, *args: str, cwd: Path = PROJECT, env_name: str = "ERRAND
     """``python manage.py ...`` of a project (the test project by default) on ``db_url``, which the
     project's settings read from the variable ``env_name``."""
     return subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=project_env(db_url, env_name, extra_env),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=scaled(timeout))
 
 
 def project_env(db_url: str, env_name: str = "ERRANDS_DJANGO_DB", extra_env: dict[str, str] | None = None

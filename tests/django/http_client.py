@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 from wsgiref.util import setup_testing_defaults
 
+from helpers import scaled
+
 
 @dataclass
 class Reply:
@@ -120,7 +122,7 @@ class Browser:
     def _http(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> Reply:
         assert self.server is not None
         headers = {**headers, "host": f"{self.server[0]}:{self.server[1]}"}
-        connection = http.client.HTTPConnection(*self.server, timeout=30)
+        connection = http.client.HTTPConnection(*self.server, timeout=scaled(30))
         try:
             connection.request(method, path + (f"?{query}" if query else ""), body=body or None, headers=headers)
             response = connection.getresponse()

@@ -9,13 +9,12 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import manage, project_env
-from helpers import free_port
+from helpers import free_port, scaled, wait_for
 from http_client import Browser
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django_project"
@@ -41,18 +40,19 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Browser]:
                                    "--host", "127.0.0.1", "--port", str(port)], cwd=EXAMPLE,
                                   env=project_env(db_url, ENV_NAME), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def listening() -> bool:
+            assert server.poll() is None, (tmp_path / "uvicorn.log").read_text()
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                socket.create_connection(("127.0.0.1", port), timeout=scaled(1)).close()
+                return True
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "uvicorn.log").read_text()
-                time.sleep(0.1)
+                return False
+
+        wait_for(listening, interval=0.1, message="uvicorn to listen")
         yield Browser(server=("127.0.0.1", port))
     finally:
         server.terminate()
-        server.wait(10)
+        server.wait(scaled(10))
 
 
 def test_example_project_end_to_end(served: Browser, db_url: str) -> None:

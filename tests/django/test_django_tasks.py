@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from conftest import drain
-from helpers import wait_for
+from helpers import scaled, wait_for
 from django.db import connections, transaction
 
 from errands import PayloadNotSerializable
@@ -234,7 +234,7 @@ def test_enqueue_wakes_idle_workers_at_commit(tasks_backend: Any) -> None:
         with transaction.atomic():
             tasks().add.enqueue(2, 2)
             assert listener.wait(0.2) is False  # not before the commit
-        assert listener.wait(10) is True
+        assert listener.wait(scaled(10)) is True
     finally:
         listener.close()
 
@@ -285,7 +285,7 @@ def test_an_async_task_cancelled_on_request_still_signals_its_end(project_db: st
         wait_for(lambda: retrying.get_result(result.id).status == TaskResultStatus.RUNNING, message="the task to run")
         assert retrying.errands.cancel(int(result.id)) == "requested"
     finally:
-        worker.join(90)
+        worker.join(scaled(90))
         disconnect()
     assert not worker.is_alive()
     assert seen == [(result.id, "FAILED", ["errands.JobCancelled"])]

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import click
 import pytest
+from helpers import scaled
 from markdown_it import MarkdownIt
 
 from errands.cli import main
@@ -203,7 +204,7 @@ def run_python(page: Page, urls: dict[str, str], scratch: Path) -> None:
     work.mkdir()
     (scratch / "blocks.json").write_text(json.dumps(blocks))
     done = subprocess.run([sys.executable, str(SESSION), str(scratch / "blocks.json")], cwd=work,
-                          env=clean_environment(), capture_output=True, text=True, timeout=120)
+                          env=clean_environment(), capture_output=True, text=True, timeout=scaled(120))
     if done.returncode != 0:
         pytest.fail(f"python samples of {page.name} failed (exit {done.returncode}):\n{done.stderr[-6000:]}"
                     f"\n--- stdout:\n{done.stdout[-2000:]}", pytrace=False)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import scaled
 
 pytest.importorskip("mkdocs", reason="mkdocs comes with the docs extra (part of dev)")
 import yaml  # noqa: E402 - PyYAML comes with mkdocs
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_site_builds_without_a_warning(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     warnings = [line for line in done.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
     assert done.returncode == 0 and not warnings, "\n".join(warnings) or done.stderr[-3000:]
     site = tmp_path / "site"

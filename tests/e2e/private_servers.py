@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import scaled
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DATABASE = "errands_e2e"
 USER = "errands"
 PASSWORD = "s3cret"
-START_TIMEOUT = 60.0
-STOP_TIMEOUT = 60.0
+START_TIMEOUT = scaled(60.0)
+STOP_TIMEOUT = scaled(60.0)
 
 _PR_SET_PDEATHSIG = 1
 try:  # loaded before any fork: the pre-exec hook must not import or allocate
@@ -248,7 +249,7 @@ class PrivatePostgres(PrivateServer):
         done = subprocess.run([str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
                                "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8",
                                "--locale=C", "--no-sync"],
-                              cwd=self.dir, capture_output=True, text=True, timeout=120, **self.run_as)
+                              cwd=self.dir, capture_output=True, text=True, timeout=scaled(120), **self.run_as)
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
@@ -313,7 +314,7 @@ class PrivateMariaDB(PrivateServer):
     def initialise(self) -> None:
         done = subprocess.run([self.install_db, "--no-defaults", *self._options(),
                                "--auth-root-authentication-method=normal", "--skip-test-db"],
-                              cwd=self.dir, capture_output=True, text=True, timeout=120)
+                              cwd=self.dir, capture_output=True, text=True, timeout=scaled(120))
         if done.returncode != 0:
             raise RuntimeError(f"{self.install_db} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import sample_jobs
-from helpers import cli_env, wait_for
+from helpers import cli_env, scaled, wait_for
 from private_servers import PASSWORD, PrivateServer, die_with_parent, private_server  # noqa: F401
 
 from errands import Errands, StoreUnavailable
@@ -127,7 +127,7 @@ def test_stopping_and_starting_the_database_under_a_worker_loses_no_job(
         log_before = log_path.stat().st_size
 
         timings["stop"] = private_server.stop()
-        time.sleep(outage)
+        time.sleep(outage)  # the outage itself: the database stays down this long, whatever happens meanwhile
         ran_in_outage = len(noted()) - done_before
         assert worker.poll() is None, f"the worker exited during the outage:\n{worker_log()[-3000:]}"
         outage_log = worker_log()[log_before:]
@@ -140,7 +140,7 @@ def test_stopping_and_starting_the_database_under_a_worker_loses_no_job(
         assert worker.poll() is None, f"the worker exited:\n{worker_log()[-3000:]}"
 
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0, worker_log()[-3000:]
+        assert worker.wait(scaled(30)) == 0, worker_log()[-3000:]
     finally:
         if worker.poll() is None:  # failed above: its worker process dies with it (PR_SET_PDEATHSIG)
             worker.kill()

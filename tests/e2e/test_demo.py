@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -30,16 +31,16 @@ def test_demo_serves_the_dashboard_runs_jobs_and_stops_on_ctrl_c(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:
         banner = ""
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while "Press Ctrl+C" not in banner and time.monotonic() < deadline:
             line = proc.stdout.readline()  # type: ignore[union-attr]
             if not line and proc.poll() is not None:
                 break
             banner += line
         assert f"http://127.0.0.1:{port}/" in banner and "login: demo / demo-password" in banner, banner
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=scaled(10)) as response:
             assert response.status == 200
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=10) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=scaled(10)) as response:
             assert b"Log in" in response.read()
         db = ROOT / "demo-output" / "demo.db"
         import sqlite3
@@ -48,15 +49,12 @@ def test_demo_serves_the_dashboard_runs_jobs_and_stops_on_ctrl_c(tmp_path):
             log = (ROOT / "demo-output" / "worker.log").read_text(errors="replace")
             return log.count(" done in ")
 
-        deadline = time.monotonic() + 60
-        while finished() < 5 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert finished() >= 5, "the worker ran no job"
+        wait_for(lambda: finished() >= 5, timeout=60, interval=0.2, message="the worker to run five jobs")
         conn = sqlite3.connect(db)
         assert conn.execute("SELECT COUNT(*) FROM errands_users").fetchone()[0] == 1
         conn.close()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=scaled(60)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

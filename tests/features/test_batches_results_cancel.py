@@ -9,7 +9,7 @@ import time
 import pytest
 
 from errands import Errands, JobCancelled, JobFailed, JobState, current_job
-from helpers import drain
+from helpers import drain, scaled
 
 
 def test_batch_counts_progress_and_calls_back_once(app):
@@ -48,8 +48,8 @@ def test_results_are_kept_and_read_from_another_app(app, db_url):
 
     elsewhere = JobHandle(other, handle.id, handle.name)
     assert elsewhere.status() is JobState.SUCCEEDED
-    assert elsewhere.result(timeout=5) == {"square": 49}
-    assert asyncio.run(elsewhere.aresult(timeout=5)) == {"square": 49}
+    assert elsewhere.result(timeout=scaled(5)) == {"square": 49}
+    assert asyncio.run(elsewhere.aresult(timeout=scaled(5))) == {"square": 49}
     other.store.close()
 
 
@@ -68,12 +68,12 @@ def test_result_waits_raises_for_the_dead_letter_and_times_out(app):
         late.result(timeout=0.2)
     worker = threading.Thread(target=drain, args=(app,))
     worker.start()
-    assert late.result(timeout=10) == 1
+    assert late.result(timeout=scaled(10)) == 1
     worker.join()
     failing = bad.enqueue()
     drain(app)
     with pytest.raises(JobFailed) as info:
-        failing.result(timeout=5)
+        failing.result(timeout=scaled(5))
     assert info.value.error_type == "KeyError"
 
 
@@ -90,7 +90,7 @@ def test_results_expire_and_old_dead_letter_entries_are_pruned(db_url):
     ok, dead = v.enqueue(False), v.enqueue(True)
     drain(app)
     assert ok.status() is JobState.SUCCEEDED and dead.status() is JobState.FAILED
-    time.sleep(0.2)
+    time.sleep(0.2)  # lets both 0.05 s TTLs pass: prune() is the check itself, so it cannot be polled
     pruned = app.store.prune(app.failed_ttl)
     assert pruned["results"] == 1 and pruned["failed"] == 1
     assert ok.status() is JobState.FINISHED and dead.status() is JobState.FINISHED
@@ -109,7 +109,7 @@ def test_cancelling_a_waiting_job_records_it_and_it_never_runs(app):
     assert handle.status() is JobState.CANCELLED
     assert drain(app) == 0 and ran == []
     with pytest.raises(JobCancelled):
-        handle.result(timeout=1)
+        handle.result(timeout=scaled(1))
     assert app.cancel(handle.id) == "gone"
 
 
@@ -119,16 +119,16 @@ def test_a_running_sync_job_sees_its_cancellation_at_a_checkpoint(app):
     @app.job(name="loop")
     def loop():
         started.set()
-        for _ in range(200):
+        for _ in range(round(scaled(200))):  # about 10 s of work, checking for a cancellation as it goes
             current_job().check_cancelled()
             time.sleep(0.05)
 
     handle = loop.enqueue()
     worker = threading.Thread(target=drain, args=(app,))
     worker.start()
-    assert started.wait(10)
+    assert started.wait(scaled(10))
     assert handle.cancel() == "requested"
-    worker.join(20)
+    worker.join(scaled(20))
     assert not worker.is_alive()
     assert handle.status() is JobState.CANCELLED
     assert app.failed() == []
@@ -145,9 +145,9 @@ def test_a_running_async_job_is_cancelled_at_its_next_await(app):
     handle = aloop.enqueue()
     worker = threading.Thread(target=drain, args=(app,))
     worker.start()
-    assert started.wait(10)
+    assert started.wait(scaled(10))
     handle.cancel()
-    worker.join(20)
+    worker.join(scaled(20))
     assert not worker.is_alive() and handle.status() is JobState.CANCELLED
 
 
@@ -158,16 +158,16 @@ def test_progress_is_visible_while_the_job_runs(app):
     def p():
         current_job().progress(0.4, "page 4 of 10")
         reported.set()
-        release.wait(10)
+        release.wait(scaled(10))
 
     handle = p.enqueue()
     worker = threading.Thread(target=drain, args=(app,))
     worker.start()
-    assert reported.wait(10)
+    assert reported.wait(scaled(10))
     row = app.store.get_job(handle.id)
     assert (row.progress, row.progress_message) == (0.4, "page 4 of 10")
     release.set()
-    worker.join(10)
+    worker.join(scaled(10))
 
 
 def test_paused_queue_is_not_claimed_until_resumed(app):

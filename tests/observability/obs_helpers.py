@@ -9,6 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from helpers import scaled
 from opentelemetry.trace import SpanKind
 
 THREE = ["sqlite", "postgres", "mariadb"]
@@ -48,7 +49,7 @@ def free_port() -> int:
 def scrape(url: str) -> str | None:
     """The body of ``url``, or None while nothing answers there yet."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=scaled(5)) as response:
             return str(response.read().decode())
     except OSError:
         return None

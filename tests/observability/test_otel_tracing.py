@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import scaled
 from obs_helpers import THREE, Spans, drain
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -249,7 +250,7 @@ def test_the_trace_crosses_into_a_worker_process(app: Errands, db_url: str, span
     env = {"ERRANDS_DATABASE_URL": db_url, "ERRANDS_APP": "traced_jobs:app", "ERRANDS_TEST_SPANS": str(out),
            "PYTHONPATH": f"{HERE / 'apps'}:{SRC}", "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "errands", "worker", "--burst", "-q", "reports"], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     by_job: dict[int, list[dict]] = {}  # type: ignore[type-arg]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import scaled, wait_for
 from obs_helpers import THREE, drain, free_port, scrape
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -152,7 +152,7 @@ def test_errands_metrics_serves_the_database_and_the_worker_processes(db_url: st
     enqueue.enqueue("traced.work", [0], delay=3600)
     enqueue.store.close()
     worker = subprocess.run([sys.executable, "-m", "errands", "worker", "--burst", "-p", "2", "-q", "reports"],
-                            env=env, capture_output=True, text=True, timeout=120)
+                            env=env, capture_output=True, text=True, timeout=scaled(120))
     assert worker.returncode == 0, worker.stderr
     assert len(list(prom_dir.glob("counter_*.db"))) >= 1
 
@@ -160,16 +160,12 @@ def test_errands_metrics_serves_the_database_and_the_worker_processes(db_url: st
     server = subprocess.Popen([sys.executable, "-m", "errands", "metrics", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        text = None
-        for _ in range(200):
-            text = scrape(f"http://127.0.0.1:{port}/metrics")
-            if text is not None or server.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert text is not None, server.stderr.read() if server.poll() is not None else "no answer"
+        text = wait_for(lambda: scrape(f"http://127.0.0.1:{port}/metrics") or server.poll() is not None,
+                        message="`errands metrics` to answer")
+        assert isinstance(text, str), server.stderr.read()  # (True: the server exited instead)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=scaled(30))
         server.stderr.close()  # type: ignore[union-attr]
     found = samples(text)
     assert found[("errands_runs_total", (("job", "traced.work"), ("outcome", "succeeded"), ("queue", "reports")))] == 40

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copy2(source, tree / name)
     out = tmp_path_factory.mktemp("dist")
     done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(tree)], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=scaled(600))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "deprecated" not in done.stdout.lower() + done.stderr.lower(), "the build warns about deprecated metadata"
     return out
@@ -68,12 +69,12 @@ def test_the_wheel_carries_assets_extras_and_a_console_script(dist):
 
 def test_the_core_alone_runs_a_job_on_sqlite(dist, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=scaled(120))
     python = venv / "bin" / "python"
     wheel = next(dist.glob("*.whl"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     install = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=300, env=env)
+                             capture_output=True, text=True, timeout=scaled(300), env=env)
     assert install.returncode == 0, install.stderr[-2000:]
     frozen = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
                             capture_output=True, text=True, check=True, env=env).stdout
@@ -90,7 +91,7 @@ add.enqueue(2, 3)
 assert app.run_worker(burst=True) == 1 and seen == [5], seen
 print("ok")
 """
-    ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120, env=env,
+    ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=scaled(120), env=env,
                          cwd=tmp_path)
     assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr[-2000:]
     cli = subprocess.run([str(venv / "bin" / "errands"), "--version"], capture_output=True, text=True, env=env)

@@ -9,6 +9,7 @@ import pytest
 from errands import Errands, JobNotFound, JobState
 from errands.store.rows import NewJob
 from errands.worker.runner import Worker, WorkerSettings
+from helpers import wait_for
 
 
 def run_jobs(app: Errands, max_jobs: int | None = None, queues=("default",), concurrency: int = 1) -> int:
@@ -229,20 +230,13 @@ def test_a_delayed_job_is_never_claimed_early(app):
     far = later.using(delay=3600).enqueue()
     assert app.counts()["default"].delayed == 2
     assert app.store.claim("w", ["default"], 10, 30) == []
-    # wait on the database clock, not ours
-    deadline = app.store.now() + timedelta(seconds=1.5)
-    import time
-
-    while app.store.now() < deadline:
-        assert app.store.claim("w", ["default"], 10, 30) == []
-        time.sleep(0.1)
-    claimed = None
-    for _ in range(50):
-        claimed = app.store.claim("w", ["default"], 10, 30)
-        if claimed:
-            break
-        time.sleep(0.05)
+    # By the database's clock, not ours: claims come back empty until one takes the job, and that one
+    # ran at or after the job fell due (reserved_at and available_at are both the database's times).
+    due = app.store.get_job(soon.id).available_at
+    claimed = wait_for(lambda: app.store.claim("w", ["default"], 10, 30), interval=0.1,
+                       message="the job to fall due and be claimed")
     assert [r.id for r in claimed] == [soon.id]
+    assert app.store.get_job(soon.id).reserved_at >= due
     assert app.store.get_job(far.id).state(app.store.now()) is JobState.DELAYED
 
 
@@ -298,21 +292,19 @@ def test_settling_requires_holding_the_lease(app):
 
 
 def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
-    import time
-
     @app.job(name="c", max_attempts=2)
     def c(): ...
 
     h = c.enqueue()
     [row] = app.store.claim("dead-worker", ["default"], 1, 1)  # lease of 1 s, never extended
     assert app.store.recover_stale().released == []
-    time.sleep(1.3)
-    assert app.counts()["default"].stale == 1
+    # The lease lapses by the database's clock, which counts() and recover_stale() both read.
+    wait_for(lambda: app.counts()["default"].stale == 1, message="the 1 s lease to lapse")
     report = app.store.recover_stale()
     assert report.released == [h.id] and report.buried == []
     [row] = app.store.claim("second", ["default"], 1, 1)
     assert row.attempts == 2
-    time.sleep(1.3)
+    wait_for(lambda: app.counts()["default"].stale == 1, message="the second 1 s lease to lapse")
     report = app.store.recover_stale()
     assert report.buried == [h.id]
     [entry] = app.failed()

@@ -4,6 +4,7 @@ import threading
 import time
 
 from errands.store.rows import NewJob
+from helpers import scaled
 
 
 def test_listener_wakes_on_enqueue_and_times_out_otherwise(app):
@@ -15,14 +16,14 @@ def test_listener_wakes_on_enqueue_and_times_out_otherwise(app):
         assert time.monotonic() - started >= 0.19
 
         def enqueue_soon():
-            time.sleep(0.1)
+            time.sleep(0.1)  # on purpose: the wake-up must cut short a wait already under way
             app.store.enqueue([NewJob("x", "default", "{}")])
 
         thread = threading.Thread(target=enqueue_soon)
         thread.start()
         started = time.monotonic()
-        assert listener.wait(5) is True
-        assert time.monotonic() - started < 2
+        assert listener.wait(scaled(5)) is True
+        assert time.monotonic() - started < scaled(2)
         thread.join()
         app.store.release_thread_connection()
     finally:
@@ -45,9 +46,9 @@ def test_listener_wakes_for_bulk_and_feature_jobs_too(app):
         for enqueue in (lambda: app.enqueue_many([plain.prepare(i) for i in range(250)]), lambda: kept.enqueue()):
             while listener.wait(0.05):  # drain what earlier statements signalled
                 pass
-            thread = threading.Thread(target=lambda e=enqueue: (time.sleep(0.1), e()))
+            thread = threading.Thread(target=lambda e=enqueue: (time.sleep(0.1), e()))  # as above, on purpose
             thread.start()
-            assert listener.wait(5) is True
+            assert listener.wait(scaled(5)) is True
             thread.join()
         app.store.release_thread_connection()
     finally:

@@ -89,6 +89,14 @@ class WorkerSettings:
     """Enqueue the app's periodic jobs (never in burst mode)."""
 
 
+async def _cancel_pending() -> None:
+    """Cancel every other task of the running loop and wait until each has finished."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -124,7 +132,9 @@ class Worker:
         """Runs that end other than by a plain delete: failures, cancellations, and successes
         that keep a result or count in a batch."""
         self._futures: dict[int, Any] = {}
-        """Running async jobs by id (cancellation cancels their task)."""
+        """Running async jobs by id (the thread-safe futures their runner threads wait on)."""
+        self._tasks: dict[int, asyncio.Task[Outcome]] = {}
+        """Their tasks, touched only in the event loop's thread (cancellation cancels these)."""
         self._cancel_requested: set[int] = set()
         self._limited_names: set[str] | None = None
         """Names of rate- or concurrency-limited jobs (their runs need admission)."""
@@ -408,7 +418,7 @@ class Worker:
             slots.start(slot, row.id, timeout)
         try:
             if is_async:
-                future = asyncio.run_coroutine_threadsafe(run_async(self.app, row), self._event_loop())
+                future = asyncio.run_coroutine_threadsafe(self._run_task(row), self._event_loop())
                 self._futures[row.id] = future
                 try:
                     return self._future_outcome(future, row)
@@ -452,6 +462,27 @@ class Worker:
                 return Outcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",
                                "cancelled while running (its task was cancelled)", exc)
             return failure(row, exc, 0.0)
+
+    async def _run_task(self, row: ClaimedJob) -> Outcome:
+        """An async run as a task of the event loop that cancellation can reach.  Cancelling the task
+        (not the thread-safe future, which would report the run over at once) lets the handler see
+        CancelledError at its next await and finish its cleanup (finally blocks, after-hooks) before
+        the run is recorded as cancelled."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks[row.id] = task
+        if row.id in self._cancel_requested:  # requested before the task first ran
+            task.cancel()
+        try:
+            return await run_async(self.app, row)
+        finally:
+            self._tasks.pop(row.id, None)
+
+    def _cancel_task(self, job_id: int) -> None:
+        """In the event loop: cancel the task of a running async job (if it started; else it cancels itself)."""
+        task = self._tasks.get(job_id)
+        if task is not None:
+            task.cancel()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -679,11 +710,20 @@ class Worker:
                 log.warning("could not clean up on shutdown (%s); leases will expire instead", exc)
                 time.sleep(0.5 * (attempt + 1))
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._loop_thread is not None:
-                self._loop_thread.join(timeout=2)
-            if not self._loop.is_running():
-                self._loop.close()
+            self._stop_event_loop(self._loop)
+
+    def _stop_event_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel the tasks still running (given back above) and let them finish their cleanup, then
+        stop the loop: a loop stopped with pending tasks destroys them mid-run."""
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_pending(), loop).result(timeout=self.settings.shutdown_timeout)
+        except Exception as exc:  # a task that ignores cancellation, or a loop already gone
+            log.warning("async jobs did not finish their cancellation: %s", safe_text(exc, 200))
+        loop.call_soon_threadsafe(loop.stop)
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=self.settings.shutdown_timeout)
+        if not loop.is_running():
+            loop.close()
 
     # ------------------------------------------------------------------ background
     def _register(self) -> None:
@@ -758,10 +798,9 @@ class Worker:
         for job_id in requested & set(self._futures):
             if job_id not in self._cancel_requested:
                 self._cancel_requested.add(job_id)
-                future = self._futures.get(job_id)
-                if future is not None:
+                if self._loop is not None:
                     log.info("job %d: cancellation requested; cancelling its task", job_id)
-                    future.cancel()
+                    self._loop.call_soon_threadsafe(self._cancel_task, job_id)
 
     def _listen_loop(self) -> None:
         """Wake the claim loop as soon as the database signals new jobs (idle pickup latency)."""
