@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from .errors import ConfigurationError
+from .limits import clamp_delay
 
 DelayFunction = Callable[[int], float]
 
@@ -100,3 +101,20 @@ def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
     if isinstance(spec, Sequence):
         return Backoff(explicit([float(d) for d in spec]), jitter)
     raise ConfigurationError(f"cannot use {spec!r} as a backoff")
+
+
+def decide(attempts: int, max_attempts: int, backoff: DelayFunction | None, *, retryable: bool = True,
+           requested_delay: float | None = None) -> float | None:
+    """The one retry policy: seconds until the next attempt, or None for the dead letter.
+
+    Every path that ends an attempt asks this (the worker settling a failure, the supervisor
+    settling the jobs of a killed process, stale-lease recovery), so they cannot disagree.
+    ``attempts`` were counted at claim time; ``backoff`` is the job's (None: come back at once,
+    as after a lost lease); ``retryable`` is False for a failure that must not retry (an unknown
+    job); a delay the handler asked for (``Retry(delay=...)``) wins over the backoff.
+    """
+    if not retryable or attempts >= max_attempts:
+        return None
+    if requested_delay is not None:
+        return clamp_delay(requested_delay)
+    return clamp_delay(backoff(attempts)) if backoff is not None else 0.0

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, TypeVar
 from ..errors import SchemaError, StoreError, StoreUnavailable
 from ..limits import clamp_delay
 from ..payload import ERROR_TEXT_CAP, safe_text
+from ..retry import DelayFunction, decide
 from .accounts import AccountVerbs
 from .features import FeatureVerbs
 from .insights import InsightVerbs
@@ -759,8 +760,9 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                 params = list(job_ids)
             cur.execute(sql + self.lock_rows_skip, params)
             rows = cur.fetchall()
-            release = [r[0] for r in rows if r[1] < r[2]]
-            bury = [r[0] for r in rows if r[1] >= r[2]]
+            # A lost lease comes back at once (no backoff) while attempts are left.
+            release = [r[0] for r in rows if decide(r[1], r[2], None) is not None]
+            bury = [r[0] for r in rows if decide(r[1], r[2], None) is None]
             if release:
                 cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "last_error = {p} WHERE id IN (") + self._in(release) + ")",
@@ -783,11 +785,11 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
         return self.run(read)
 
     def force_release(self, owner: str, ids: Sequence[int], error_type: str, error_message: str,
-                      delay_for: Callable[[str, int], float]) -> tuple[list[int], list[int]]:
+                      backoff_for: Callable[[str], DelayFunction | None]) -> tuple[list[int], list[int]]:
         """Fail the current attempt of jobs whose worker process was killed or died.
 
-        Used by the supervisor.  Jobs with attempts left go back after
-        ``delay_for(name, attempts)`` seconds, the others are buried.
+        Used by the supervisor.  The retry policy (:func:`errands.retry.decide`) sends each job
+        back after its job's backoff (``backoff_for(name)``) or to the dead letter.
         """
 
         def settle(cur: Any) -> tuple[list[int], list[int]]:
@@ -796,14 +798,14 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
             cur.execute(self.q("SELECT id, attempts, max_attempts, name FROM {jobs} WHERE reserved_by = {p} "
                                "AND id IN (") + self._in(ids) + ")" + self.lock_rows, [owner, *ids])
             rows = cur.fetchall()
-            names = {r[0]: (r[3], r[1]) for r in rows}
-            again = [r[0] for r in rows if r[1] < r[2]]
-            dead = [r[0] for r in rows if r[1] >= r[2]]
+            delays = {r[0]: decide(r[1], r[2], backoff_for(r[3])) for r in rows}
+            again = [job_id for job_id, delay in delays.items() if delay is not None]
+            dead = [job_id for job_id, delay in delays.items() if delay is None]
             message = safe_text(f"{error_type}: {error_message}", ERROR_MESSAGE_CAP)
             for job_id in again:
                 cur.execute(self.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "available_at = {now_plus}, last_error = {p} WHERE id = {p}"),
-                            (clamp_delay(delay_for(*names[job_id])), message, job_id))
+                            (delays[job_id], message, job_id))
             if dead:
                 self._bury_locked(cur, "id IN (" + self._in(dead) + ")", dead, error_type, error_message)
             return again, dead

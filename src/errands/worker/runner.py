@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreUnavailable
 from ..hooks import call_on_dead, call_on_retry, chain_of
-from ..limits import clamp_delay
+from ..retry import decide
 from ..payload import decode_arguments, encode_result, safe_text
 from ..services.status import forget_worker_after
 from ..store.features import Finished, Limit
@@ -628,9 +628,10 @@ class Worker:
             if self.store.settle_cancelled(self.id, row.id, self.app.result_ttl, outcome.error_message):
                 log.info("job %d %s was cancelled while running", row.id, row.name)
             return
-        if outcome.result is Result.ERROR and definition is not None and row.attempts < row.max_attempts:
-            delay = clamp_delay(outcome.retry_delay if outcome.retry_delay is not None
-                                else definition.backoff(row.attempts))
+        delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
+                       retryable=outcome.result is Result.ERROR and definition is not None,
+                       requested_delay=outcome.retry_delay)
+        if delay is not None:
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
                 chain = chain_of(self.app.hooks, definition.behaviour.hooks)
                 if chain:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, SchemaError, StoreError
+from ..retry import Backoff
 from .runner import Worker, WorkerSettings
 from .slots import SlotTable
 
@@ -222,16 +223,16 @@ class Supervisor:
         store = self.app.store
         registry = self.app.registry
 
-        def delay_for(name: str, attempts: int) -> float:
+        def backoff_for(name: str) -> Backoff | None:
             definition = registry.get(name)
-            return definition.backoff(attempts) if definition is not None else 0.0
+            return definition.backoff if definition is not None else None
 
         for attempt in range(5):
             try:
                 for job_id in charged:
                     row = store.get_job(job_id)
                     text = message.format(timeout=f"{row.timeout:g}" if row and row.timeout else "?")
-                    again, dead = store.force_release(owner, [job_id], error_type, text, delay_for)
+                    again, dead = store.force_release(owner, [job_id], error_type, text, backoff_for)
                     if dead:
                         log.warning("job %d moved to the dead letter: %s: %s", job_id, error_type, text)
                     elif again:
