@@ -62,7 +62,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from errands import Errands  # noqa: E402
-from errands.store.rows import NewJob  # noqa: E402
+from errands.core.rows import NewJob  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 BUDGET_MS = 300.0

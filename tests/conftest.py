@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from helpers import scaled
 
 from errands import Errands
-from helpers import scaled
 
 sys.path.insert(0, str(Path(__file__).parent / "apps"))
 

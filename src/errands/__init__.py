@@ -9,8 +9,9 @@
 
 from .__version__ import __version__
 from .app import BatchHandle, Errands, Schedule
-from .cron import Cron
-from .errors import (
+from .core.context import JobContext, current_job
+from .core.cron import Cron
+from .core.errors import (
     BadPayload,
     ConfigurationError,
     Discard,
@@ -30,12 +31,11 @@ from .errors import (
     StoreUnavailable,
     UnknownJob,
 )
-from .hooks import Hooks
-from .jobs import JobDefinition, JobHandle
-from .limits import RateLimit
-from .retry import Backoff
-from .store.rows import BatchRow, JobState, ResultRow
-from .worker.context import JobContext, current_job
+from .core.hooks import Hooks
+from .core.jobs import JobDefinition, JobHandle
+from .core.limits import RateLimit
+from .core.retry import Backoff
+from .core.rows import BatchRow, JobState, ResultRow
 
 __all__ = [
     "Backoff",

@@ -8,16 +8,16 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
-from .config import check_queue_name, database_url
-from .cron import Cron
-from .errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
-from .hooks import Enqueue, Hooks, enqueuing
-from .jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
-from .limits import ID_MAX, RateLimit, parse_rate_limit
-from .retry import BackoffSpec, make_backoff
-from .settings import DAY, DEFAULT_PAYLOAD_LIMIT, AppSettings
+from .core.config import check_queue_name, database_url
+from .core.cron import Cron
+from .core.errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
+from .core.hooks import Enqueue, Hooks, enqueuing
+from .core.jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
+from .core.limits import ID_MAX, RateLimit, parse_rate_limit
+from .core.retry import BackoffSpec, make_backoff
+from .core.rows import BatchRow
+from .core.settings import DEFAULTS, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, SQLStore, open_store
-from .store.rows import BatchRow
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,7 +71,7 @@ class Errands:
     def from_settings(cls, source: Any = None, *, pyproject: str | os.PathLike[str] | bool = True,
                       **overrides: Any) -> Errands:
         """An app configured from ``source`` (Django settings, a Flask config, a dict), ``ERRANDS_*``
-        variables and ``[tool.errands]`` in pyproject.toml; see :mod:`errands.settings` for the order.
+        variables and ``[tool.errands]`` in pyproject.toml; see :mod:`errands.core.settings` for the order.
 
         ``overrides`` win over everything (e.g. ``eager=True`` in tests)."""
         eager = bool(overrides.pop("eager", False))
@@ -79,9 +79,10 @@ class Errands:
         return cls(eager=eager, **settings.as_kwargs())
 
     def __init__(self, database_url_: str | None = None, *, database_url: str | None = None,
-                 payload_limit: int = DEFAULT_PAYLOAD_LIMIT, lease: float = 30.0,
-                 table_prefix: str = "errands_", default_queue: str = "default", keep_results: bool = False,
-                 result_ttl: float = DAY, failed_ttl: float | None = 30 * DAY, eager: bool = False) -> None:
+                 payload_limit: int = DEFAULTS["payload_limit"], lease: float = DEFAULTS["lease"],
+                 table_prefix: str = DEFAULTS["table_prefix"], default_queue: str = DEFAULTS["default_queue"],
+                 keep_results: bool = DEFAULTS["keep_results"], result_ttl: float = DEFAULTS["result_ttl"],
+                 failed_ttl: float | None = DEFAULTS["failed_ttl"], eager: bool = False) -> None:
         """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
         ``result_ttl``: seconds results and cancellation records are kept (default a day);
         ``failed_ttl``: seconds dead-letter entries are kept (default 30 days; None: for ever);
@@ -109,7 +110,7 @@ class Errands:
         self._store_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        from .config import mask_url
+        from .core.config import mask_url
 
         return f"<Errands {mask_url(self.database_url)} jobs={len(self.registry)}>"
 
@@ -206,7 +207,7 @@ class Errands:
 
     # ------------------------------------------------------------------ hooks
     def before_job(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn(ctx)`` before every run (see :mod:`errands.hooks`)."""
+        """``fn(ctx)`` before every run (see :mod:`errands.core.hooks`)."""
         return self.hooks.before(fn)
 
     def after_job(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -227,7 +228,7 @@ class Errands:
 
     def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn(enqueue)`` returning a context manager (or a generator) wrapped around every call that
-        stores jobs (see :class:`errands.hooks.Enqueue`)."""
+        stores jobs (see :class:`errands.core.hooks.Enqueue`)."""
         return self.hooks.around_enqueue(fn)
 
     def get_job(self, name: str) -> JobDefinition[Any, Any]:

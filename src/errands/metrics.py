@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .extras import MissingExtra
+from .core.extras import MissingExtra
 
 try:
     from prometheus_client import CollectorRegistry
@@ -31,7 +31,7 @@ try:
 except ImportError as exc:
     raise MissingExtra("errands.metrics", "metrics", exc) from exc
 
-from .errors import StoreError
+from .core.errors import StoreError
 
 if TYPE_CHECKING:
     from .app import Errands

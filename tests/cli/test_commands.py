@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from errands import Errands
-from errands.store.rows import NewJob
 from helpers import run_cli, wait_for
 
+from errands import Errands
+from errands.core.rows import NewJob
 
 _apps: dict[str, Errands] = {}
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from helpers import APPS, SRC, run_cli, scaled
 
 from errands import ConfigurationError, Errands
 from errands.cli import main
-from errands.settings import AppSettings
-from helpers import APPS, SRC, run_cli, scaled
+from errands.core.settings import AppSettings
 
 
 def _commands_options(name: str) -> list[click.Option]:

@@ -16,6 +16,7 @@ import pytest
 from helpers import cli_env, run_cli, scaled, start_worker, wait_for
 
 from errands import Errands
+from errands.core.rows import NewJob
 from errands.diagnostics import Status, diagnose
 from errands.diagnostics import mysql as mysql_facts
 from errands.diagnostics import postgres as postgres_facts
@@ -25,7 +26,6 @@ from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schem
 from errands.services.status import forget_worker_after
 from errands.store import open_store
 from errands.store.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
-from errands.store.rows import NewJob
 from errands.store.sqlite import BUSY_TIMEOUT_MS
 
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 
 from conftest import ADMIN, PASSWORD, VIEWER, csrf, login
-
 from helpers import drain, wait_for
 
 

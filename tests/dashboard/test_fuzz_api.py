@@ -8,10 +8,9 @@ import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
 from conftest import csrf, login  # noqa: E402
+from helpers import drain  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from helpers import drain  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

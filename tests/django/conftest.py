@@ -32,10 +32,10 @@ from asgiref.local import Local  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
+from helpers import scaled  # noqa: E402  (tests/helpers.py: the suite's conftest puts tests/ on sys.path)
 from testsite.dburl import database_from_url  # noqa: E402
 
 from errands.contrib.django.compat import task_backends  # noqa: E402
-from helpers import scaled  # noqa: E402  (tests/helpers.py: the suite's conftest puts tests/ on sys.path)
 
 DJANGO_BACKENDS = ["sqlite", "postgres", "mariadb"]
 

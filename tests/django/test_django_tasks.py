@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from conftest import drain
-from helpers import scaled, wait_for
 from django.db import connections, transaction
+from helpers import scaled, wait_for
 
 from errands import PayloadNotSerializable
 from errands.contrib.django.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus, task_backends
@@ -164,7 +164,6 @@ def test_savepoint_rollback_inside_a_transaction_drops_the_job(tasks_backend: An
 
 def test_enqueue_over_http_view_commits_or_rolls_back(tasks_backend: Any) -> None:
     from django.test import Client
-
     from shop.models import Order
 
     client = Client()

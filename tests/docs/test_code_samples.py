@@ -24,17 +24,17 @@ One test per page (the page's path is the test id).  What a page's blocks must s
   ``/srv/shop/.venv/bin/errands``, or ``python -m``; up to a pipe, ``&&``, ``;`` or a comment) is
   parsed by the real click command: the command path, each option and each option's value type must
   exist.  Nothing is run.
-* ```toml blocks that contain ``[tool.errands`` must be read by ``errands.settings.cli_default_map``
+* ```toml blocks that contain ``[tool.errands`` must be read by ``errands.core.settings.cli_default_map``
   without error.
 * ```text, ```json, ```sql and unlabelled blocks are output, synopses or illustrations: not checked.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
-import io
 import shlex
 import subprocess
 import sys
@@ -49,7 +49,7 @@ from helpers import scaled
 from markdown_it import MarkdownIt
 
 from errands.cli import main
-from errands.settings import cli_default_map
+from errands.core.settings import cli_default_map
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = Path(__file__).with_name("_session.py")

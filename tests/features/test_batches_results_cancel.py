@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
+from helpers import drain, scaled
 
 from errands import Errands, JobCancelled, JobFailed, JobState, current_job
-from helpers import drain, scaled
 
 
 def test_batch_counts_progress_and_calls_back_once(app):
@@ -44,7 +44,7 @@ def test_results_are_kept_and_read_from_another_app(app, db_url):
     handle = square.enqueue(7)
     drain(app)
     other = Errands(db_url)  # another process would see the same
-    from errands.jobs import JobHandle
+    from errands.core.jobs import JobHandle
 
     elsewhere = JobHandle(other, handle.id, handle.name)
     assert elsewhere.status() is JobState.SUCCEEDED

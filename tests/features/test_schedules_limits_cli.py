@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from helpers import drain, run_cli
 
 from errands import ConfigurationError, Cron, Errands, JobState
-from errands.limits import parse_rate_limit
+from errands.core.limits import parse_rate_limit
 from errands.store.features import Limit
-from helpers import drain, run_cli
 
 
 @pytest.fixture
@@ -40,8 +40,9 @@ def test_a_new_schedule_starts_with_its_next_slot_and_runs_a_missed_slot_once(ap
 
 
 def test_scheduler_enqueues_from_a_worker(app):
-    from errands.worker.scheduler import Scheduler
     import threading
+
+    from errands.worker.scheduler import Scheduler
 
     @app.periodic("* * * * * *", name="every_second")
     def every_second(): ...
@@ -135,7 +136,7 @@ def test_queue_and_job_commands(migrated):
     import json
 
     app = Errands(migrated)
-    from errands.store.rows import NewJob
+    from errands.core.rows import NewJob
 
     [waiting, other] = app.store.enqueue([NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}'),
                                           NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}')])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import drain
 
 from errands import InvalidOption, JobState
-from helpers import drain
 
 
 def test_unique_key_returns_the_waiting_job(app):

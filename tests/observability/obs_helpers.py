@@ -6,10 +6,10 @@ import socket
 import urllib.request
 from typing import Any
 
+from helpers import scaled
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from helpers import scaled
 from opentelemetry.trace import SpanKind
 
 THREE = ["sqlite", "postgres", "mariadb"]

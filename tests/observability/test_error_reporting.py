@@ -8,7 +8,7 @@ import pytest
 from obs_helpers import THREE, drain
 
 from errands import ConfigurationError, Discard, Errands, InvalidOption, PayloadNotSerializable
-from errands.hooks import Enqueue, job_headers
+from errands.core.hooks import Enqueue, job_headers
 
 
 class Reporter:

@@ -16,8 +16,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from errands import ConfigurationError, Errands, PayloadNotSerializable, StoreUnavailable, current_job
 from errands.contrib.opentelemetry import instrument
-from errands.hooks import job_headers
-from errands.jobs import encode_payload
+from errands.core.hooks import job_headers
+from errands.core.jobs import encode_payload
 
 HERE = Path(__file__).parent
 SRC = HERE.parent.parent / "src"
@@ -150,7 +150,7 @@ def test_a_refused_enqueue_is_an_error_span(app: Errands, spans: Spans) -> None:
         takes_anything.enqueue(object())
     producer = _one(spans.producers)
     assert producer.status.status_code is StatusCode.ERROR
-    assert producer.events[0].attributes["exception.type"] == "errands.errors.PayloadNotSerializable"
+    assert producer.events[0].attributes["exception.type"] == "errands.core.errors.PayloadNotSerializable"
     assert "messaging.message.id" not in producer.attributes
 
     down = Errands("postgresql://errands@127.0.0.1:1/nothing_listens_here")

@@ -18,8 +18,7 @@ from starlette.testclient import TestClient
 from errands import Errands, JobCancelled, Retry, current_job
 from errands.contrib import prometheus
 from errands.dashboard import create_dashboard
-from errands.metrics import ErrandsCollector
-from errands.metrics import render
+from errands.metrics import ErrandsCollector, render
 
 APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parent.parent.parent / "src"

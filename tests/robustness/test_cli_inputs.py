@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import run_cli
 
 from errands import Errands
-from errands.limits import ID_MAX, MAX_DELAY
-from errands.payload import MAX_DEPTH
-from helpers import run_cli
+from errands.core.limits import ID_MAX, MAX_DELAY
+from errands.core.payload import MAX_DEPTH
 
 GOOD_PAYLOAD = '{"args":[1],"kwargs":{}}'
 

@@ -19,10 +19,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from errands import Errands
+from errands.core.limits import ID_MAX, MAX_DELAY
+from errands.core.payload import MAX_DEPTH
 from errands.dashboard import AuthSettings, create_dashboard
 from errands.dashboard.passwords import hash_password
-from errands.limits import ID_MAX, MAX_DELAY
-from errands.payload import MAX_DEPTH
 from errands.services.operator import DISPLAY_DEPTH
 
 ADMIN, PASSWORD = "ada", "correct horse battery"
@@ -445,7 +445,7 @@ def test_a_good_queue_name_still_pauses_and_resumes(web, dash_app):
 
 def test_a_stored_result_that_is_no_json_shows_and_is_refused_by_result(web, dash_app):
     from errands import BadPayload
-    from errands.jobs import JobHandle
+    from errands.core.jobs import JobHandle
 
     @dash_app.job(name="kept", keep_result=True)
     def kept() -> int:

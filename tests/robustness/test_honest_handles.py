@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from errands import Errands, JobNotFound, JobState
-from errands.jobs import JobHandle
+from errands.core.jobs import JobHandle
 
 
 def test_unknown_ids_and_wrong_names_are_refused(app: Errands) -> None:

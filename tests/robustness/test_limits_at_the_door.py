@@ -1,5 +1,5 @@
 """Limits checked at enqueue, before anything is written, with clear errors; and the payload
-boundary's own rules (errands.payload), as plain functions."""
+boundary's own rules (errands.core.payload), as plain functions."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from errands import BadPayload, Errands, InvalidOption, InvalidQueueName, PayloadNotSerializable
-from errands.config import check_queue_name
-from errands.limits import MAX_DELAY, clamp_delay
-from errands.payload import MAX_DEPTH, decode_arguments, encode_payload, parse_json, safe_text
+from errands.core.config import check_queue_name
+from errands.core.limits import MAX_DELAY, clamp_delay
+from errands.core.payload import MAX_DEPTH, decode_arguments, encode_payload, parse_json, safe_text
 
 SURROGATE = b"caf\xe9".decode("utf-8", "surrogateescape")
 

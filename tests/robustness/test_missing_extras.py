@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import SRC, scaled
 
-from errands.errors import ConfigurationError
-from errands.extras import MissingExtra, require
+from errands.core.errors import ConfigurationError
+from errands.core.extras import MissingExtra, require
 
 EXIT_CONFIG = 78
 EVERY_EXTRA = ("starlette", "jinja2", "python_multipart", "multipart", "uvicorn", "prometheus_client",

@@ -17,7 +17,7 @@ import pytest
 from helpers import run_cli
 
 from errands import Errands
-from errands.errors import ConfigurationError
+from errands.core.errors import ConfigurationError
 from errands.store.sqlite import SYNCHRONOUS_ENV, SQLiteStore, synchronous_setting
 
 NORMAL, FULL = 1, 2

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from helpers import wait_for
 
 from errands import Errands, JobNotFound, JobState
-from errands.store.rows import NewJob
+from errands.core.rows import NewJob
 from errands.worker.runner import Worker, WorkerSettings
-from helpers import wait_for
 
 
 def run_jobs(app: Errands, max_jobs: int | None = None, queues=("default",), concurrency: int = 1) -> int:

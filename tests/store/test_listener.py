@@ -3,8 +3,9 @@
 import threading
 import time
 
-from errands.store.rows import NewJob
 from helpers import scaled
+
+from errands.core.rows import NewJob
 
 
 def test_listener_wakes_on_enqueue_and_times_out_otherwise(app):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from errands.errors import ConfigurationError
+from errands.core.errors import ConfigurationError
+from errands.core.rows import NewJob
 from errands.store.mysql import MySQLStore
-from errands.store.rows import NewJob
 
 pytestmark = pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
 

@@ -6,7 +6,7 @@ longer match, draining slows down with the queue's length; these tests catch it.
 
 from __future__ import annotations
 
-from errands.store.rows import NewJob
+from errands.core.rows import NewJob
 
 
 def fill(app, n: int = 3000) -> None:

@@ -8,15 +8,15 @@ import pytest
 
 from errands import (
     ConfigurationError,
-    Errands,
     EnqueueError,
+    Errands,
     InvalidOption,
     InvalidQueueName,
     PayloadNotSerializable,
     PayloadTooLarge,
     UnknownJob,
 )
-from errands.config import mask_url
+from errands.core.config import mask_url
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from errands.store.rows import ClaimedJob
+from errands.core.rows import ClaimedJob
 from errands.worker.execution import describe_arguments
 
 

@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from errands.errors import ConfigurationError
-from errands.retry import Backoff, exponential, explicit, fixed, linear, make_backoff
+from errands.core.errors import ConfigurationError
+from errands.core.retry import Backoff, explicit, exponential, fixed, linear, make_backoff
 
 
 def test_exponential_default_doubles_from_ten_seconds_and_caps_at_an_hour():

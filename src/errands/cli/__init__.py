@@ -11,9 +11,9 @@ import sys
 
 import click
 
-from ..errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
-from ..logs import FORMATS, configure_logging
-from ..settings import cli_default_map, find_pyproject
+from ..core.errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
+from ..core.logs import FORMATS, configure_logging
+from ..core.settings import cli_default_map, find_pyproject
 from .admin import migrate, recover
 from .context import Context
 from .control import batch, job, periodic, queue

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..app import Errands
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 
 
 def load_app(path: str) -> Errands:

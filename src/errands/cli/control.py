@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from ..config import check_queue_name
-from ..errors import JobNotFound
-from ..limits import ID_MAX
-from ..payload import safe_text
+from ..core.config import check_queue_name
+from ..core.errors import JobNotFound
+from ..core.limits import ID_MAX
+from ..core.payload import safe_text
 from ..services.operator import display_arguments, displayable
 from .context import Context
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..config import mask_url
-from ..extras import require
+from ..core.config import mask_url
+from ..core.extras import require
 from .context import Context
 
 IMPORT_MODULES: tuple[str | tuple[str, ...], ...] = ("starlette", "jinja2")

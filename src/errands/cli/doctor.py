@@ -13,9 +13,9 @@ import sys
 
 import click
 
-from ..config import mask_url
+from ..core.config import mask_url
+from ..core.errors import ErrandsError
 from ..diagnostics import Check, Report, Status, diagnose
-from ..errors import ErrandsError
 from .context import Context
 
 TITLES = {

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from ..errors import JobNotFound
-from ..limits import ID_MAX
-from ..payload import safe_text
+from ..core.errors import JobNotFound
+from ..core.limits import ID_MAX
+from ..core.payload import safe_text
 from ..services import operator as ops
 from .context import Context
 

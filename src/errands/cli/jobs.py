@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from ..limits import MAX_DELAY
-from ..payload import parse_json
+from ..core.limits import MAX_DELAY
+from ..core.payload import parse_json
 from ..services.status import status_report
 from .context import Context
 

@@ -10,8 +10,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import click
 
-from ..config import mask_url
-from ..extras import require
+from ..core.config import mask_url
+from ..core.extras import require
 from .context import Context
 
 log = logging.getLogger("errands.metrics")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..config import mask_url, split_queues
+from ..core.config import mask_url, split_queues
 from ..worker.runner import WorkerSettings
 from ..worker.supervisor import Supervisor
 from .context import Context

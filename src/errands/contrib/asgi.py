@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
-from ..extras import MissingExtra
+from ..core.extras import MissingExtra
 
 try:
     import jinja2  # noqa: F401  (the dashboard's templates)
@@ -33,10 +33,10 @@ try:
 except ImportError as exc:
     raise MissingExtra("errands.contrib.asgi", "dashboard", exc) from exc
 
+from ..core.errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from ..dashboard import AuthSettings, Principal, create_dashboard
-from ..services.accounts import ROLES
 from ..dashboard.security import SecurityHeaders
-from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
+from ..services.accounts import ROLES
 from .inprocess import InProcessWorker
 
 if TYPE_CHECKING:

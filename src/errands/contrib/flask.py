@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..extras import MissingExtra
+from ..core.extras import MissingExtra
 
 try:
     import jinja2  # noqa: F401  (the dashboard's templates)
@@ -31,8 +31,8 @@ try:
 except ImportError as exc:
     raise MissingExtra("errands.contrib.flask", "flask", exc) from exc
 
+from ..core.errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from ..dashboard import AuthSettings, Principal
-from ..errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from .asgi import PRINCIPAL_KEY, PUBLIC_PATHS, DashboardGate, check_mount_path, checked_principal
 from .inprocess import InProcessWorker, start_worker
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..config import check_queue_name
-from ..errors import ConfigurationError
+from ..core.config import check_queue_name
+from ..core.errors import ConfigurationError
 from ..worker.runner import Worker, WorkerSettings
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..extras import MissingExtra
+from ..core.extras import MissingExtra
 
 try:
     from opentelemetry import trace
@@ -38,12 +38,12 @@ except ImportError as exc:
     raise MissingExtra("errands.contrib.opentelemetry", "otel", exc) from exc
 
 from ..__version__ import __version__
-from ..errors import ConfigurationError, JobCancelled
-from ..hooks import Enqueue, job_headers
+from ..core.errors import ConfigurationError, JobCancelled
+from ..core.hooks import Enqueue, job_headers
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..worker.context import JobContext
+    from ..core.context import JobContext
 
 SYSTEM = "errands"
 MAX_IDS = 100

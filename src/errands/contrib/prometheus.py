@@ -24,19 +24,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..extras import MissingExtra
+from ..core.extras import MissingExtra
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 except ImportError as exc:
     raise MissingExtra("errands.contrib.prometheus", "metrics", exc) from exc
 
-from ..errors import ConfigurationError, JobCancelled
-from ..hooks import Enqueue
+from ..core.errors import ConfigurationError, JobCancelled
+from ..core.hooks import Enqueue
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..worker.context import JobContext
+    from ..core.context import JobContext
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
                     float("inf"))

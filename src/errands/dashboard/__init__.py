@@ -6,7 +6,7 @@ try:
     import jinja2  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    from ..errors import ConfigurationError
+    from ..core.errors import ConfigurationError
 
     raise ConfigurationError("the dashboard needs its extra: pip install 'errands[dashboard]'") from exc
 

@@ -31,14 +31,21 @@ from starlette.responses import JSONResponse as _StarletteJSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..config import check_queue_name
-from ..errors import ConfigurationError, EnqueueError, ErrandsError, InvalidQueueName, JobNotFound, StoreUnavailable
-from ..limits import ID_MAX, INT_MAX, MAX_DELAY
-from ..payload import MAX_DEPTH, parse_json, safe_text, too_deep
+from ..core.config import check_queue_name
+from ..core.errors import (
+    ConfigurationError,
+    EnqueueError,
+    ErrandsError,
+    InvalidQueueName,
+    JobNotFound,
+    StoreUnavailable,
+)
+from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
+from ..core.payload import MAX_DEPTH, parse_json, safe_text, too_deep
 from ..services import accounts
-from ..services.accounts import ROLES
 from ..services import operator as ops
-from .auth import THEMES, AuthSettings, Authenticator, HostAuth, Principal
+from ..services.accounts import ROLES
+from .auth import THEMES, Authenticator, AuthSettings, HostAuth, Principal
 from .openapi import openapi_document
 from .security import SecurityHeaders, local_path, new_token, same
 

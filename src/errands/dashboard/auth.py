@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 from . import passwords
 from .security import digest, new_token, same
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..limits import ID_MAX, MAX_DELAY
+from ..core.limits import ID_MAX, MAX_DELAY
 
 _ID = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
 _ERROR = {"description": "refused", "content": {"application/json": {"schema": {

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..config import mask_url
-from ..errors import ErrandsError, StoreError, StoreUnavailable
-from ..extras import MissingExtra
+from ..core.config import mask_url
+from ..core.errors import ErrandsError, StoreError, StoreUnavailable
+from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..services.status import ALIVE_AFTER_LEASES, forget_worker_after
 from .context import Context

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ..app import Errands

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EnqueueError, InvalidOption, JobNotFound
-from ..limits import ID_MAX
-from ..payload import MAX_DEPTH, for_display, safe_text, too_deep
+from ..core.errors import EnqueueError, InvalidOption, JobNotFound
+from ..core.limits import ID_MAX
+from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
+from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
-from ..store.rows import JobState
 from .status import ALIVE_AFTER_LEASES
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ again as JSON and rendering it each recurse as deep."""
 def display_arguments(payload: Any) -> Any:
     """A stored payload for people (pages, API, CLI): its JSON value, or its text (made safe to
     show) when it is no JSON, no UTF-8 or nested deeper than anyone writes (the worker buries such
-    a job as BadPayload).  See :func:`errands.payload.for_display`."""
+    a job as BadPayload).  See :func:`errands.core.payload.for_display`."""
     if isinstance(payload, str) and too_deep(payload, DISPLAY_DEPTH):
         return safe_text(payload, 10_000)
     return for_display(payload)
@@ -199,7 +199,7 @@ def display_arguments(payload: Any) -> Any:
 
 def displayable(value: Any) -> Any:
     """``value`` (decoded JSON, a read model) ready for any JSON encoder and any output: every
-    string through :func:`errands.payload.safe_text` (lone surrogates and NUL become U+FFFD),
+    string through :func:`errands.core.payload.safe_text` (lone surrogates and NUL become U+FFFD),
     every float JSON cannot hold (NaN, the infinities) spelled as text, tuples as lists."""
     if isinstance(value, str):
         return safe_text(value)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
+from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
 from .base import SQLStore
-from .rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
 
 __all__ = ["SQLStore", "open_store", "ClaimedJob", "FailedJobRow", "JobRow", "JobState", "NewJob", "QueueCounts",
            "RecoveryReport", "WorkerRow"]

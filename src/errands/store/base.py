@@ -30,14 +30,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import SchemaError, StoreError, StoreUnavailable
-from ..limits import clamp_delay
-from ..payload import ERROR_TEXT_CAP, safe_text
-from ..retry import DelayFunction, decide
-from .accounts import AccountVerbs
-from .features import FeatureVerbs
-from .insights import InsightVerbs
-from .rows import (
+from ..core.errors import SchemaError, StoreError, StoreUnavailable
+from ..core.limits import clamp_delay
+from ..core.payload import ERROR_TEXT_CAP, safe_text
+from ..core.retry import DelayFunction, decide
+from ..core.rows import (
     FLAG_BATCH,
     ClaimedJob,
     FailedJobRow,
@@ -49,6 +46,9 @@ from .rows import (
     as_float,
     as_int,
 )
+from .accounts import AccountVerbs
+from .features import FeatureVerbs
+from .insights import InsightVerbs
 
 log = logging.getLogger("errands.store")
 _jitter = random.Random()
@@ -352,7 +352,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
 
     @property
     def safe_url(self) -> str:
-        from ..config import mask_url
+        from ..core.config import mask_url
 
         return mask_url(self.url)
 
@@ -788,7 +788,7 @@ class SQLStore(FeatureVerbs, AccountVerbs, InsightVerbs, ABC):
                       backoff_for: Callable[[str], DelayFunction | None]) -> tuple[list[int], list[int]]:
         """Fail the current attempt of jobs whose worker process was killed or died.
 
-        Used by the supervisor.  The retry policy (:func:`errands.retry.decide`) sends each job
+        Used by the supervisor.  The retry policy (:func:`errands.core.retry.decide`) sends each job
         back after its job's backoff (``backoff_for(name)``) or to the dead letter.
         """
 

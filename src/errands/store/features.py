@@ -21,9 +21,9 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import BadPayload, StoreError
-from ..payload import decode_result, for_display
-from .rows import (
+from ..core.errors import BadPayload, StoreError
+from ..core.payload import decode_result, for_display
+from ..core.rows import (
     FLAG_BATCH,
     FLAG_DEPENDENTS,
     FLAG_RESULT,

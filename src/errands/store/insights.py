@@ -17,8 +17,8 @@ from .accounts import like_pattern
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ..core.rows import FailedJobRow, JobRow
     from .features import _Base
-    from .rows import FailedJobRow, JobRow
 else:
     _Base = object
 

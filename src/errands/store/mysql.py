@@ -27,10 +27,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import ConfigurationError, StoreUnavailable
-from ..extras import MissingExtra
+from ..core.errors import ConfigurationError, StoreUnavailable
+from ..core.extras import MissingExtra
+from ..core.rows import FAR_PAST
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
-from .rows import FAR_PAST
 
 try:
     import pymysql

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import ConfigurationError, StoreUnavailable
-from ..extras import MissingExtra
+from ..core.errors import ConfigurationError, StoreUnavailable
+from ..core.extras import MissingExtra
+from ..core.rows import FAR_FUTURE, FAR_PAST, NewJob
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore, Step
-from .rows import FAR_FUTURE, FAR_PAST, NewJob
 
 BULK_CHUNK = 5000
 COPY_FROM = 200

@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import ConfigurationError, StoreError
+from ..core.errors import ConfigurationError, StoreError
+from ..core.rows import epoch_to_datetime
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
-from .rows import epoch_to_datetime
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ def _undecodable(exc: BaseException | None) -> bool:
 def _text_with_escapes(data: bytes) -> str:
     """A TEXT value as str; bytes that are not UTF-8 become surrogate escapes (valid UTF-8 decodes
     exactly as usual).  The payload boundary refuses such text as BadPayload, and free text is shown
-    with replacement characters (errands.payload)."""
+    with replacement characters (errands.core.payload)."""
     return data.decode("utf-8", "surrogateescape")
 
 

@@ -13,14 +13,14 @@ import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JobCancelled, JobFailed
-from ..jobs import JobHandle
-from ..store.rows import ClaimedJob, JobState, NewJob
+from ..core.errors import JobCancelled, JobFailed
+from ..core.jobs import JobHandle
+from ..core.rows import ClaimedJob, JobState, NewJob
 from .execution import Outcome, Result, run_async, run_sync
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..jobs import JobDefinition
+    from ..core.jobs import JobDefinition
 
 _ids = itertools.count(1)
 

@@ -14,15 +14,15 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import BadPayload, Discard, JobCancelled, JobTimeout, Retry
-from ..hooks import around, call_after, chain_of
-from ..payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
-from ..store.rows import ClaimedJob
-from .context import JobContext, context_of, running_row
+from ..core.context import JobContext, context_of, running_row
+from ..core.errors import BadPayload, Discard, JobCancelled, JobTimeout, Retry
+from ..core.hooks import around, call_after, chain_of
+from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
+from ..core.rows import ClaimedJob
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..jobs import JobDefinition
+    from ..core.jobs import JobDefinition
 
 _clock = time.perf_counter
 
@@ -171,7 +171,7 @@ def failure(row: ClaimedJob, exc: BaseException, duration: float,
     """How a run that raised ends: retried (``Retry`` picks the delay), buried at once
     (``Discard``, or a type in the job's ``discard_on``), or cancelled.
 
-    The message is made storable here (see :func:`errands.payload.safe_text`): a handler may raise
+    The message is made storable here (see :func:`errands.core.payload.safe_text`): a handler may raise
     anything, including text no database accepts and exceptions whose ``__str__`` raises."""
     text = safe_text(exc, ERROR_TEXT_CAP) or safe_text(repr(exc), ERROR_TEXT_CAP)
     if isinstance(exc, JobCancelled):

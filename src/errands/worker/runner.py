@@ -31,14 +31,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError, StoreUnavailable
-from ..hooks import call_on_dead, call_on_retry, chain_of
-from ..retry import decide
-from ..payload import decode_arguments, encode_result, safe_text
+from ..core.context import context_of
+from ..core.errors import StoreError, StoreUnavailable
+from ..core.hooks import call_on_dead, call_on_retry, chain_of
+from ..core.payload import decode_arguments, encode_result, safe_text
+from ..core.retry import decide
+from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob
 from ..services.status import forget_worker_after
 from ..store.features import Finished, Limit
-from ..store.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob
-from .context import context_of
 from .execution import Outcome, Result, describe_arguments, failure, row_problem, run_async, run_sync
 from .scheduler import Scheduler
 from .slots import SlotTable
@@ -631,7 +631,7 @@ class Worker:
         delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
                        retryable=outcome.result is Result.ERROR and definition is not None,
                        requested_delay=outcome.retry_delay)
-        if delay is not None:
+        if delay is not None and definition is not None:
             if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
                 chain = chain_of(self.app.hooks, definition.behaviour.hooks)
                 if chain:

@@ -16,7 +16,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 
 if TYPE_CHECKING:
     from ..app import Errands, Schedule

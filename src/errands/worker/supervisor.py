@@ -5,7 +5,7 @@ Each writes "job id + deadline" per thread into a shared-memory
 :class:`~errands.worker.slots.SlotTable`; the supervisor reads those tables a few
 times a second.  When a job overruns its timeout the supervisor kills that
 process (the only way to stop code blocked in ``time.sleep`` or C), records the
-run as failed with :class:`~errands.errors.JobTimeout`, gives the process's other
+run as failed with :class:`~errands.core.errors.JobTimeout`, gives the process's other
 jobs back untouched, and starts a replacement.  A process that dies on its own
 (segfault, ``os._exit`` in a job, the OOM killer) is handled the same way, except
 that every job it was running is charged the attempt, since any of them may have
@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, SchemaError, StoreError
-from ..retry import Backoff
+from ..core.errors import ConfigurationError, SchemaError, StoreError
+from ..core.retry import Backoff
 from .runner import Worker, WorkerSettings
 from .slots import SlotTable
 

@@ -33,9 +33,9 @@ from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
 from ...app import Errands
-from ...config import check_queue_name
-from ...errors import InvalidQueueName, PayloadNotSerializable, SchemaError
-from ...jobs import JobDefinition
+from ...core.config import check_queue_name
+from ...core.errors import InvalidQueueName, PayloadNotSerializable, SchemaError
+from ...core.jobs import JobDefinition
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
     BaseTaskBackend,

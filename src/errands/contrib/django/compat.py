@@ -6,7 +6,6 @@ package directly.
 
 from __future__ import annotations
 
-
 try:  # Django >= 6.0
     from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend

@@ -37,8 +37,8 @@ from django.db import close_old_connections
 from django.http import HttpRequest, QueryDict
 from django.shortcuts import resolve_url
 
+from ...core.extras import require
 from ...dashboard import AuthSettings, Principal
-from ...extras import require
 from ..asgi import DashboardGate, check_mount_path, inner_path
 
 __all__ = ["DjangoStaff", "dashboard", "with_dashboard", "with_dashboard_wsgi"]

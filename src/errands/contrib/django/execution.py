@@ -26,9 +26,9 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from ...errors import Discard, ErrandsError, JobCancelled
-from ...store.rows import JobState
-from ...worker.context import JobContext, current_job
+from ...core.context import JobContext, current_job
+from ...core.errors import Discard, ErrandsError, JobCancelled
+from ...core.rows import JobState
 from ...worker.execution import error_name
 from .compat import TaskContext, TaskResult, TaskResultStatus, normalize_json, task_finished, task_started
 from .results import as_enqueued, error_of, worker_ids

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ...retry import BackoffSpec, make_backoff
+from ...core.retry import BackoffSpec, make_backoff
 
 DAY = 86400.0
 

@@ -31,8 +31,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from ...core.rows import FailedJobRow, JobRow, JobState, ResultRow, decode_arguments
 from ...store.base import SQLStore
-from ...store.rows import FailedJobRow, JobRow, JobState, ResultRow, decode_arguments
 from .compat import TaskError, TaskResult, TaskResultStatus
 
 UNKNOWN_WORKER = "unknown"

@@ -1,6 +1,5 @@
 from django.contrib.auth.views import LoginView
 from django.urls import path
-
 from shop import views
 
 urlpatterns = [

@@ -11,7 +11,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from errands.errors import ErrandsError
+from errands.core.errors import ErrandsError
+
 from ...schema import ddl_store
 from ._common import errands_backend
 

@@ -5,7 +5,7 @@ lets callers be precise where they care::
 
     ErrandsError
     ├── ConfigurationError        bad URL, old SQLite, app that cannot be loaded
-    │   └── MissingExtra          an errands[extra] is not installed (errands.extras; also an ImportError)
+    │   └── MissingExtra          an errands[extra] is not installed (errands.core.extras; also an ImportError)
     ├── EnqueueError              the job was NOT stored; nothing was written
     │   ├── UnknownJob            name not registered in this app
     │   ├── InvalidQueueName      not a short identifier

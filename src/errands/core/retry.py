@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Union
 
 from .errors import ConfigurationError
 from .limits import clamp_delay
@@ -63,7 +62,7 @@ def explicit(delays: Sequence[float]) -> DelayFunction:
     return lambda attempt: values[min(attempt, len(values)) - 1]
 
 
-BackoffSpec = Union[str, float, int, Sequence[float], DelayFunction, Backoff, None]
+BackoffSpec = str | float | int | Sequence[float] | DelayFunction | Backoff | None
 
 _NAMED: dict[str, Callable[[], DelayFunction]] = {
     "exponential": exponential,

@@ -6,7 +6,7 @@ writes that text and reads it back; the store moves it as an opaque string.
 
 Everything read back from a row is untrusted: another program may have written it with raw SQL,
 a disk may have flipped a byte, SQLite keeps whatever bytes it is given in a TEXT column.  So
-the readers here never raise anything but :class:`~errands.errors.BadPayload`, and the worker
+the readers here never raise anything but :class:`~errands.core.errors.BadPayload`, and the worker
 sends such a job to the dead letter with that short message.  Everything written to a row must be
 storable by every driver: lone surrogates (``bytes.decode(..., "surrogateescape")``) cannot be
 encoded as UTF-8 and NUL cannot live in a PostgreSQL text column, so free text (error messages,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from ..payload import decode_arguments
+from .payload import decode_arguments
 
 FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
 FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)

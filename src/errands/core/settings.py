@@ -15,7 +15,6 @@ The file is found by walking up from the current directory to the first ``pyproj
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import Mapping
@@ -41,11 +40,17 @@ _FIELDS: dict[str, tuple[type, bool]] = {
 }
 """The keyword arguments of ``Errands(...)`` a settings source may give: (type, whether None is allowed)."""
 
+DEFAULTS: Mapping[str, Any] = {
+    "database_url": None, "lease": 30.0, "payload_limit": DEFAULT_PAYLOAD_LIMIT, "table_prefix": "errands_",
+    "default_queue": "default", "keep_results": False, "result_ttl": DAY, "failed_ttl": 30 * DAY,
+}
+"""The one home of the app's defaults: ``Errands.__init__``'s signature reads them from here."""
+
 
 @dataclass(frozen=True)
 class AppSettings:
     """The settings found, by name (``settings.lease``); a setting no source gave reads as
-    ``Errands``'s own default, which stays written in one place, its signature."""
+    its default (:data:`DEFAULTS`)."""
 
     values: Mapping[str, Any]
 
@@ -54,9 +59,7 @@ class AppSettings:
             raise AttributeError(name)
         if name in self.values:
             return self.values[name]
-        from .app import Errands  # the defaults' one home (imported late: app.py imports this module)
-
-        return inspect.signature(Errands.__init__).parameters[name].default
+        return DEFAULTS[name]
 
     @classmethod
     def load(cls, source: Any = None, *, environ: Mapping[str, str] | None = None,

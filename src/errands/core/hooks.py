@@ -37,15 +37,15 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
 from .payload import encode_headers, read_headers, with_headers
 
 if TYPE_CHECKING:
-    from .store.rows import NewJob
+    from .rows import NewJob
 
-log = logging.getLogger("errands.hooks")
+log = logging.getLogger("errands.core.hooks")
 
 class Hooks:
     __slots__ = ("before_run", "after_run", "around_run", "retry", "dead", "enqueue_around", "any", "enqueuing",
@@ -54,10 +54,10 @@ class Hooks:
     def __init__(self, scope: str = "app") -> None:
         self.before_run: list[Callable[..., Any]] = []
         self.after_run: list[Callable[..., Any]] = []
-        self.around_run: list[Callable[..., ContextManager[Any]]] = []
+        self.around_run: list[Callable[..., contextlib.AbstractContextManager[Any]]] = []
         self.retry: list[Callable[..., Any]] = []
         self.dead: list[Callable[..., Any]] = []
-        self.enqueue_around: list[Callable[..., ContextManager[Any]]] = []
+        self.enqueue_around: list[Callable[..., contextlib.AbstractContextManager[Any]]] = []
         self.any = False
         """Whether any run hook is registered: read for every run, so a plain attribute."""
         self.enqueuing = False
@@ -101,7 +101,7 @@ class Hooks:
         return fn
 
 
-def _context_manager(fn: Callable[..., Any]) -> Callable[..., ContextManager[Any]]:
+def _context_manager(fn: Callable[..., Any]) -> Callable[..., contextlib.AbstractContextManager[Any]]:
     return contextlib.contextmanager(fn) if inspect.isgeneratorfunction(fn) else fn
 
 
@@ -218,7 +218,7 @@ def job_headers() -> dict[str, str]:
 
     For ``around``, ``before`` and ``after`` hooks and handlers; it parses the payload
     again, so it costs a JSON decode: call it once per run."""
-    from .worker.context import running_row
+    from .context import running_row
 
     current = running_row.get()
     return {} if current is None else read_headers(current[0].payload)

@@ -5,7 +5,7 @@ message names the feature, the extra and the ``pip install`` that fixes it::
 
     errands dashboard needs the dashboard extra: pip install 'errands[dashboard]' (no module named 'uvicorn')
 
-It is a :class:`~errands.errors.ConfigurationError`, so the CLI prints that line and exits 78
+It is a :class:`~errands.core.errors.ConfigurationError`, so the CLI prints that line and exits 78
 without a traceback, and also an ``ImportError``, so code that guards an optional import with
 ``except ImportError`` keeps working.  Two ways to use it, for the two kinds of import:
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextvars
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ErrandsError, JobCancelled
+from .errors import ErrandsError, JobCancelled
 
 if TYPE_CHECKING:
-    from ..app import Errands
-    from ..store.rows import ClaimedJob
+    from .host import AppHost
+    from .rows import ClaimedJob
 
 
 class JobContext:
@@ -21,7 +21,7 @@ class JobContext:
     __slots__ = ("id", "name", "queue", "attempt", "max_attempts", "worker_id", "batch_id", "_app")
 
     def __init__(self, id: int, name: str, queue: str, attempt: int, max_attempts: int, worker_id: str,
-                 batch_id: int | None = None, app: Errands | None = None) -> None:
+                 batch_id: int | None = None, app: AppHost | None = None) -> None:
         self.id = id
         self.name = name
         self.queue = queue
@@ -43,7 +43,7 @@ class JobContext:
         return self._app.store.cancel_requested(self.id)
 
     def check_cancelled(self) -> None:
-        """A checkpoint: raise :class:`~errands.errors.JobCancelled` if cancellation was requested.
+        """A checkpoint: raise :class:`~errands.core.errors.JobCancelled` if cancellation was requested.
 
         The run then ends as cancelled (recorded, not retried)."""
         if self.cancelled:
@@ -68,11 +68,11 @@ class JobContext:
 # Set by the worker around each run (worker/execution.py).  It holds the claimed row and the
 # app itself, not a JobContext: most handlers never ask, and building an object per run costs
 # more than setting the variable.
-running_row: contextvars.ContextVar[tuple[ClaimedJob, Errands] | None] = contextvars.ContextVar(
+running_row: contextvars.ContextVar[tuple[ClaimedJob, AppHost] | None] = contextvars.ContextVar(
     "errands_current_job", default=None)
 
 
-def context_of(row: ClaimedJob, app: Errands | None) -> JobContext:
+def context_of(row: ClaimedJob, app: AppHost | None) -> JobContext:
     return JobContext(row.id, row.name, row.queue, row.attempts, row.max_attempts, row.reserved_by, row.batch_id,
                       app)
 

@@ -4,7 +4,7 @@ A definition is what ``@app.job`` makes of a function: a name (``module.function
 by default), the function, and its defaults.  ``.using(...)`` returns a copy with
 some options changed for one enqueue, so ``send.using(queue="urgent").enqueue(...)``
 reads like a call.  Everything a caller can get wrong is checked here, before
-anything touches the database, and raises an :class:`~errands.errors.EnqueueError`.
+anything touches the database, and raises an :class:`~errands.core.errors.EnqueueError`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from .hooks import Enqueue, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
 from .payload import encode_payload, safe_text
 from .retry import Backoff
-from .store.rows import FLAG_RESULT, JobState, NewJob
+from .rows import FLAG_RESULT, JobState, NewJob
 
 if TYPE_CHECKING:
-    from .app import Errands
     from .hooks import Hooks
+    from .host import AppHost
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -136,7 +136,7 @@ class JobHandle:
 
     __slots__ = ("id", "name", "_app")
 
-    def __init__(self, app: Errands, job_id: int, name: str) -> None:
+    def __init__(self, app: AppHost, job_id: int, name: str) -> None:
         self.id = job_id
         self.name = name
         self._app = app
@@ -220,7 +220,7 @@ class JobHandle:
 class JobDefinition(Generic[P, R]):
     """A registered job.  Calling it runs the function directly; ``enqueue`` defers it."""
 
-    def __init__(self, app: Errands, func: Callable[P, R], name: str, options: JobOptions,
+    def __init__(self, app: AppHost, func: Callable[P, R], name: str, options: JobOptions,
                  backoff: Backoff, behaviour: JobBehaviour | None = None) -> None:
         self.app = app
         self.func = func
