@@ -7,7 +7,7 @@
 #                of the tests by 3 (default 1), for a slow or busy machine; the
 #                tests run in parallel, one process per core (TEST_WORKERS=0: not)
 #   make docs    build the documentation site into site/ (mkdocs, strict)
-#   make check   lint and type-check (ruff, mypy; installed into .venv on first use)
+#   make check   lint, type-check and check the layers (ruff, mypy, import-linter); .ci/run runs it
 #   make clean   remove both venvs, the demo's output, the built docs and test artefacts
 
 PYTHON ?= python3
@@ -57,9 +57,9 @@ docs: venv
 	$(VENV_PYTHON) -m mkdocs build --strict --site-dir site
 
 check: venv
-	test -x $(VENV)/bin/ruff -a -x $(VENV)/bin/mypy || $(VENV_PYTHON) -m pip install --disable-pip-version-check -q ruff mypy
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts

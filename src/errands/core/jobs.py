@@ -327,7 +327,8 @@ class JobDefinition(Generic[P, R]):
             return JobHandle(app, call.ids[0], self.name)
         new = self.prepare(*args, **kwargs)
         if app.eager_mode:
-            return app.run_eagerly(self, new, args, kwargs)
+            handle: JobHandle = app.run_eagerly(self, new, args, kwargs)
+            return handle
         # prepare() already checked everything enqueue_many would (this definition is registered).
         [job_id] = app.store.enqueue((new,), cursor=self._cursor)
         return JobHandle(app, job_id, self.name)
@@ -347,7 +348,8 @@ class JobDefinition(Generic[P, R]):
             return JobHandle(app, call.ids[0], self.name)
         new = self.prepare(*args, **kwargs)
         if self.app.eager_mode:
-            return self.app.run_eagerly(self, new, args, kwargs)
+            handle: JobHandle = self.app.run_eagerly(self, new, args, kwargs)
+            return handle
         [job_id] = await asyncio.to_thread(self.app.store.enqueue, (new,), self._cursor)
         return JobHandle(self.app, job_id, self.name)
 

@@ -53,7 +53,7 @@ try:  # the C encoder behind JSONEncoder, built once: encode() builds a new one 
 except ImportError:  # pragma: no cover - Python builds without the _json accelerator
     _c_encode = None
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined, arg-type]
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 """The C scanner behind ``json.loads``, called directly: ``loads`` spends two thirds of its
 time on wrappers (type checks, whitespace regexes) for a payload as short as most are."""
 
@@ -277,4 +277,5 @@ def safe_text(value: Any, cap: int | None = None) -> str:
             value.encode("utf-8")
         except UnicodeEncodeError:
             value = _SURROGATES.sub(REPLACEMENT, value)
-    return value
+    text: str = value
+    return text

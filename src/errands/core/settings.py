@@ -111,6 +111,41 @@ def _from_source(source: Any) -> dict[str, Any]:
     return found
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _as_bool(value: Any, text: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(text, str) and text.lower() in _TRUE:
+        return True
+    if isinstance(text, str) and text.lower() in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _as_int(value: Any, text: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("expected a whole number")
+    return int(text)
+
+
+def _as_float(value: Any, text: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    return float(text)
+
+
+def _as_str(value: Any, text: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return str(text)
+
+
+_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str}
+
+
 def _coerce(name: str, value: Any, where: str) -> Any:
     """The value as the field's type; a clear error names where a bad value came from."""
     kind, nullable = _FIELDS[name]
@@ -120,25 +155,7 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             if nullable:
                 return None
             raise ValueError("a value is required")
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(text, str) and text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if isinstance(text, str) and text.lower() in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError("expected true or false")
-        if kind is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError("expected a whole number")
-            return int(text)
-        if kind is float:
-            if isinstance(value, bool):
-                raise ValueError("expected a number")
-            return float(text)
-        if not isinstance(value, str):
-            raise ValueError("expected a string")
-        return text
+        return _CONVERTERS[kind](value, text)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {value!r} is not a valid {name} ({exc})") from None
 

@@ -55,32 +55,47 @@ class BackendOptions:
             raise ImproperlyConfigured(f"{where} has unknown keys {', '.join(map(repr, unknown))}; "
                                        f"known: {', '.join(sorted(known))}")
         values = dict(raw)
-        for key in ("database", "table_prefix"):
-            if key in values and (not isinstance(values[key], str) or not values[key]):
-                raise ImproperlyConfigured(f"{where}[{key!r}] must be a non-empty string")
-        if values.get("database_url") is not None and not isinstance(values["database_url"], str):
-            raise ImproperlyConfigured(f"{where}['database_url'] must be a URL string")
-        if "max_attempts" in values:
-            n = values["max_attempts"]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ImproperlyConfigured(f"{where}['max_attempts'] must be an integer >= 1, got {n!r}")
-        for key, allow_none in (("timeout", True), ("result_ttl", False), ("lease", False)):
-            if key in values:
-                v = values[key]
-                if v is None and allow_none:
-                    continue
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                    raise ImproperlyConfigured(f"{where}[{key!r}] must be a positive number of seconds, got {v!r}")
-                values[key] = float(v)
-        if "backoff" in values:
-            try:
-                make_backoff(values["backoff"])
-            except Exception as exc:
-                raise ImproperlyConfigured(f"{where}['backoff']: {exc}") from exc
-        if "task_modules" in values:
-            modules = values["task_modules"]
-            if isinstance(modules, str) or not isinstance(modules, Sequence) \
-                    or not all(isinstance(m, str) and m for m in modules):
-                raise ImproperlyConfigured(f"{where}['task_modules'] must be a list of module paths")
-            values["task_modules"] = tuple(modules)
+        for check in (_check_strings, _check_numbers, _check_backoff, _check_modules):
+            check(where, values)
         return cls(**values)
+
+
+# Each check reads one group of options, raises ImproperlyConfigured naming the key, and
+# normalises what it accepts in place (seconds as floats, modules as a tuple).
+def _check_strings(where: str, values: dict[str, Any]) -> None:
+    for key in ("database", "table_prefix"):
+        if key in values and (not isinstance(values[key], str) or not values[key]):
+            raise ImproperlyConfigured(f"{where}[{key!r}] must be a non-empty string")
+    if values.get("database_url") is not None and not isinstance(values["database_url"], str):
+        raise ImproperlyConfigured(f"{where}['database_url'] must be a URL string")
+
+
+def _check_numbers(where: str, values: dict[str, Any]) -> None:
+    if "max_attempts" in values:
+        n = values["max_attempts"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ImproperlyConfigured(f"{where}['max_attempts'] must be an integer >= 1, got {n!r}")
+    for key, allow_none in (("timeout", True), ("result_ttl", False), ("lease", False)):
+        if key not in values or (values[key] is None and allow_none):
+            continue
+        v = values[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ImproperlyConfigured(f"{where}[{key!r}] must be a positive number of seconds, got {v!r}")
+        values[key] = float(v)
+
+
+def _check_backoff(where: str, values: dict[str, Any]) -> None:
+    if "backoff" in values:
+        try:
+            make_backoff(values["backoff"])
+        except Exception as exc:
+            raise ImproperlyConfigured(f"{where}['backoff']: {exc}") from exc
+
+
+def _check_modules(where: str, values: dict[str, Any]) -> None:
+    if "task_modules" in values:
+        modules = values["task_modules"]
+        if isinstance(modules, str) or not isinstance(modules, Sequence) \
+                or not all(isinstance(m, str) and m for m in modules):
+            raise ImproperlyConfigured(f"{where}['task_modules'] must be a list of module paths")
+        values["task_modules"] = tuple(modules)

@@ -31,7 +31,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from ...core.rows import FailedJobRow, JobRow, JobState, ResultRow, decode_arguments
+from ...core.payload import decode_arguments
+from ...core.rows import FailedJobRow, JobRow, JobState, ResultRow
 from ...store.base import SQLStore
 from .compat import TaskError, TaskResult, TaskResultStatus
 
