@@ -32,6 +32,7 @@ except ImportError as exc:
     raise MissingExtra("errands.metrics", "metrics", exc) from exc
 
 from .core.errors import StoreError
+from .services.operator import overview
 
 if TYPE_CHECKING:
     from .app import Errands
@@ -52,8 +53,6 @@ class ErrandsCollector(Collector):
         yield from _families(None)
 
     def collect(self) -> Iterator[Metric]:
-        from .services.operator import overview
-
         try:
             data = overview(self.app, "1h")
         except StoreError as exc:
