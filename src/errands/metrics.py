@@ -54,7 +54,7 @@ class ErrandsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         try:
-            data = overview(self.app, "1h")
+            data = overview(self.app, "1h").to_json()  # the read model as the plain data _families reads
         except StoreError as exc:
             log.warning("errands metrics: cannot read the database (%s)", exc)
             yield _up(0.0)

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from .context import Context
+from ..services.operator import recover_now
+from .context import CLI, Context
 
 
 @click.command()
@@ -29,6 +30,6 @@ def migrate(ctx: Context, print_sql: bool) -> None:
 @click.pass_obj
 def recover(ctx: Context) -> None:
     """Release jobs whose lease expired now (workers also do this on their own)."""
-    report = ctx.app().recover_stale()
+    report = recover_now(ctx.app(), CLI)
     click.echo(f"released {len(report.released)} stale job(s), moved {len(report.buried)} "
                "with no attempts left to the dead letter")

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from ..app import Errands
 from ..core.errors import ConfigurationError
 
+CLI = "cli"
+"""The actor the audit log names for every action taken from the command line."""
+
 
 def load_app(path: str) -> Errands:
     """Import ``module:attr`` (or ``module``, looking for an Errands named app/errands)."""

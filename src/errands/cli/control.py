@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from ..core.config import check_queue_name
 from ..core.errors import JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import safe_text
+from ..services import operator as ops
 from ..services.operator import display_arguments, displayable
-from .context import Context
+from .context import CLI, Context
 
 JOB_ID = click.IntRange(1, ID_MAX)
 """A job (or batch) id: a number outside 1..ID_MAX names nothing, and fails the database driver."""
@@ -31,7 +30,7 @@ def queue() -> None:
 @click.pass_obj
 def pause(ctx: Context, name: str) -> None:
     """Workers stop claiming from NAME; running jobs finish."""
-    ctx.app().pause_queue(name)
+    ops.set_paused(ctx.app(), CLI, name, True)
     click.echo(f"queue {name} paused")
 
 
@@ -40,7 +39,7 @@ def pause(ctx: Context, name: str) -> None:
 @click.pass_obj
 def resume(ctx: Context, name: str) -> None:
     """Workers claim from NAME again."""
-    ctx.app().resume_queue(name)
+    ops.set_paused(ctx.app(), CLI, name, False)
     click.echo(f"queue {name} resumed")
 
 
@@ -68,32 +67,15 @@ def purge(ctx: Context, name: str, yes: bool) -> None:
     result record says "purged from its queue"); a job a worker claims meanwhile is left to run.
     The bar shows the progress on long queues."""
     app = ctx.app()
-    store = app.store
-    check_queue_name(name)
-    waiting = [r.id for r in _waiting_rows(store, name)]
+    waiting = ops.waiting_in(app, name)
     if not waiting:
         click.echo(f"queue {name} has no waiting job")
         return
     if not yes:
         click.confirm(f"cancel {len(waiting)} waiting job(s) of queue {name}?", abort=True)
-    cancelled = 0
-    with click.progressbar(waiting, label=f"purging {name}", file=sys.stderr) as bar:
-        for job_id in bar:
-            cancelled += store.cancel(job_id, app.result_ttl, waiting_only=True,
-                                      message="purged from its queue") == "cancelled"
-    store.audit("cli", "purge", f"queue {name}", f"{cancelled} waiting jobs cancelled")
+    with click.progressbar(length=len(waiting), label=f"purging {name}", file=sys.stderr) as bar:
+        cancelled = ops.purge_queue(app, CLI, name, waiting, progress=bar.update)
     click.echo(f"cancelled {cancelled} waiting job(s) of queue {name}")
-
-
-def _waiting_rows(store: Any, name: str) -> Iterator[Any]:
-    """Unreserved jobs of a queue, oldest first, read a keyset page at a time."""
-    after = 0
-    while True:
-        rows = store.search_jobs(queue=name, after_id=after, oldest_first=True, limit=1000)
-        if not rows:
-            return
-        yield from (r for r in rows if r.reserved_by is None)
-        after = rows[-1].id
 
 
 @click.group()
@@ -150,7 +132,7 @@ def show(ctx: Context, job_id: int, as_json: bool) -> None:
 @click.pass_obj
 def cancel(ctx: Context, job_id: int) -> None:
     """Cancel JOB_ID: a waiting job never runs; a running one is asked to stop."""
-    outcome = ctx.app().cancel(job_id)
+    outcome = ops.cancel_job(ctx.app(), CLI, job_id)
     click.echo({"cancelled": f"job {job_id} cancelled (it will not run)",
                 "requested": f"job {job_id} is running: cancellation requested",
                 "gone": f"job {job_id} had already ended"}[outcome])

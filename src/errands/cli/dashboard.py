@@ -6,10 +6,11 @@ import click
 
 from ..core.config import mask_url
 from ..core.extras import require
-from .context import Context
+from ..services import accounts
+from .context import CLI, Context
 
 IMPORT_MODULES: tuple[str | tuple[str, ...], ...] = ("starlette", "jinja2")
-"""What importing ``errands.dashboard`` needs (also for its account helpers, used by ``errands users``)."""
+"""What importing ``errands.dashboard`` needs (``errands users`` asks for it too: accounts are the dashboard's)."""
 SERVE_MODULES = (*IMPORT_MODULES, ("python_multipart", "multipart"), "uvicorn", "prometheus_client")
 """Everything ``errands[dashboard]`` installs for serving: also python-multipart (the login and every
 form), uvicorn (the server) and prometheus_client (its /metrics).  Checked before anything starts,
@@ -58,11 +59,10 @@ def users() -> None:
 
 
 def _change(ctx: Context, action: str, username: str, **details: str) -> None:
-    require_dashboard("errands users", IMPORT_MODULES)  # password hashing lives in the dashboard package
-    from ..services.accounts import change_user
-
+    # Accounts only matter to the dashboard: without its extra, ``errands users`` says so first.
+    require_dashboard("errands users", IMPORT_MODULES)
     try:
-        change_user(ctx.app(), "cli", action, username, **details)
+        accounts.change_user(ctx.app(), CLI, action, username, **details)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -87,7 +87,7 @@ def create(ctx: Context, username: str, role: str, password: str | None) -> None
 @click.pass_obj
 def list_users(ctx: Context) -> None:
     """Every dashboard user."""
-    for u in ctx.app().store.list_users():
+    for u in accounts.list_users(ctx.app()):
         click.echo(f"{u.username:<30} {u.role:<7} {'disabled' if u.disabled else 'active'}")
 
 

@@ -11,7 +11,7 @@ from ..core.errors import JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import safe_text
 from ..services import operator as ops
-from .context import Context
+from .context import CLI, Context
 
 
 @click.group()
@@ -52,13 +52,13 @@ def retry(ctx: Context, job_id: int | None, all_: bool, queue: str | None) -> No
         raise click.UsageError("give either a JOB_ID or --all")
     app = ctx.app()
     if job_id is not None:
-        if not ops.retry_failed(app, "cli", [job_id]):
+        if not ops.retry_failed(app, CLI, [job_id]):
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
         click.echo("retried 1 job(s)")
         return
     ids = ops.matching_failed(app, ops.JobFilter(queue=queue), limit=2**62)
     with click.progressbar(length=len(ids), label="retrying", file=sys.stderr) as bar:
-        moved = ops.retry_failed(app, "cli", ids, progress=bar.update)
+        moved = ops.retry_failed(app, CLI, ids, progress=bar.update)
     click.echo(f"retried {moved} job(s)")
 
 
@@ -76,11 +76,11 @@ def forget(ctx: Context, job_id: int | None, all_: bool, queue: str | None, yes:
         click.confirm(f"forget every failed job{f' of queue {queue}' if queue else ''}?", abort=True)
     app = ctx.app()
     if job_id is not None:
-        count = ops.forget_failed(app, "cli", [job_id])
+        count = ops.forget_failed(app, CLI, [job_id])
         if not count:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
     else:
         ids = ops.matching_failed(app, ops.JobFilter(queue=queue), limit=2**62)
         with click.progressbar(length=len(ids), label="forgetting", file=sys.stderr) as bar:
-            count = ops.forget_failed(app, "cli", ids, progress=bar.update)
+            count = ops.forget_failed(app, CLI, ids, progress=bar.update)
     click.echo(f"forgot {count} job(s)")

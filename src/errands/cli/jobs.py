@@ -9,8 +9,9 @@ import click
 
 from ..core.limits import MAX_DELAY
 from ..core.payload import parse_json
-from ..services.status import status_report
-from .context import Context
+from ..services.operator import enqueue_one
+from ..services.report import status_report
+from .context import CLI, Context
 
 
 def _json_option(value: str | None, kind: type, what: str) -> Any:
@@ -41,8 +42,7 @@ def enqueue(ctx: Context, name: str, args_json: str | None, kwargs_json: str | N
     args = _json_option(args_json, list, "--args")
     kwargs = _json_option(kwargs_json, dict, "--kwargs")
     options = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay).items() if v is not None}
-    handle = app.enqueue(name, args, kwargs, **options)
-    click.echo(handle.id)
+    click.echo(enqueue_one(app, CLI, name, args, kwargs, **options))
 
 
 @click.command()

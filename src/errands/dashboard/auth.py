@@ -1,10 +1,7 @@
 """Who is asking: the dashboard's own logins, or the host application's authentication.
 
-Own logins: a session cookie holds a random token whose SHA-256 the database keeps,
-with the session's CSRF token.  "Remember me" sets a second cookie ``selector:validator``;
-the database keeps the validator's digest, and each use replaces the token (rotation).
-Failed logins are counted per account and per client address in the database, so
-every dashboard process sees the same limits.
+Own logins: the accounts, sessions, remember-me tokens and login limits are
+:mod:`errands.services.sessions`; this module turns them into cookies and principals.
 
 Host authentication (``create_dashboard(app, host_auth=...)``): the host says who the
 user is, and CSRF uses a double-submit cookie instead of the session row.
@@ -21,9 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from ..core.errors import StoreError
-from . import passwords
-from .security import digest, new_token, same
+from ..services import accounts, sessions
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -31,7 +26,7 @@ if TYPE_CHECKING:
 SESSION_COOKIE = "errands_session"
 REMEMBER_COOKIE = "errands_remember"
 CSRF_COOKIE = "errands_csrf"
-THEMES = ("auto", "light", "dark")
+THEMES = accounts.THEMES
 
 
 @dataclass(frozen=True)
@@ -92,69 +87,31 @@ class Authenticator:
 
     def _own_principal(self, conn: HTTPConnection
                        ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
-        token = conn.cookies.get(SESSION_COOKIE)
-        if token:
-            session = self.app.store.get_session(digest(token))
-            if session is not None:
-                u = session.user
-                return Principal(u.username, u.role, u.theme, session.csrf), []
-        remembered = conn.cookies.get(REMEMBER_COOKIE)
-        if remembered and ":" in remembered:
-            selector, validator = remembered.split(":", 1)
-            taken = self.app.store.take_remember(selector)
-            if taken is not None and same(taken[0], digest(validator)):
-                user = taken[1]
-                return self._start(user.id, user.username, user.role, user.theme, remember=True)
-            if taken is not None:
-                # A validator that does not match a live selector: the token was stolen and used. End all.
-                self.app.store.forget_remember_of(taken[1].id)
-        return None, []
+        signed = sessions.current(self.app, conn.cookies.get(SESSION_COOKIE), conn.cookies.get(REMEMBER_COOKIE),
+                                  self.settings)
+        if signed is None:
+            return None, []
+        return Principal(signed.username, signed.role, signed.theme, signed.csrf), self._cookies(signed)
 
-    def _start(self, user_id: int, username: str, role: str, theme: str, remember: bool
-               ) -> tuple[Principal, list[tuple[str, str, dict[str, Any]]]]:
-        token, csrf = new_token(), new_token()
-        self.app.store.create_session(digest(token), user_id, csrf, self.settings.session_ttl)
-        cookies = [(SESSION_COOKIE, token, {"max_age": int(self.settings.session_ttl)})]
-        if remember:
-            selector, validator = new_token(12), new_token()
-            self.app.store.create_remember(selector, digest(validator), user_id, self.settings.remember_ttl)
-            cookies.append((REMEMBER_COOKIE, f"{selector}:{validator}", {"max_age": int(self.settings.remember_ttl)}))
-        return Principal(username, role, theme, csrf), cookies
+    def _cookies(self, signed: sessions.SignedIn) -> list[tuple[str, str, dict[str, Any]]]:
+        """The cookies a new session sets: the session's token, and the remember-me token if any."""
+        cookies = []
+        if signed.session_token:
+            cookies.append((SESSION_COOKIE, signed.session_token, {"max_age": int(self.settings.session_ttl)}))
+        if signed.remember_token:
+            cookies.append((REMEMBER_COOKIE, signed.remember_token, {"max_age": int(self.settings.remember_ttl)}))
+        return cookies
 
     def login(self, username: str, password: str, address: str, remember: bool
               ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]], str]:
         """Check a password; returns (principal or None, cookies, message for the login form)."""
-        store, s = self.app.store, self.settings
-        if store.failed_logins(username=username, window=s.failure_window) >= s.max_failures_per_account or \
-                store.failed_logins(ip=address, window=s.failure_window) >= s.max_failures_per_address:
-            store.record_login(username, address, False)
-            return None, [], "Too many failed attempts. Wait a few minutes and try again."
-        user = store.get_user(username)
-        if user is None or user.disabled:
-            passwords.burn_time(password)
-            ok = False
-        else:
-            ok = passwords.verify_password(password, user.password_hash)
-        store.record_login(username, address, ok)
-        if not ok or user is None:
-            return None, [], "Wrong user name or password."
-        principal, cookies = self._start(user.id, user.username, user.role, user.theme, remember)
-        store.audit(user.username, "login", f"from {address}")
-        return principal, cookies, ""
+        signed, message = sessions.sign_in(self.app, username, password, address, remember, self.settings)
+        if signed is None:
+            return None, [], message
+        return Principal(signed.username, signed.role, signed.theme, signed.csrf), self._cookies(signed), ""
 
     def logout(self, conn: HTTPConnection, response: Response) -> None:
-        token = conn.cookies.get(SESSION_COOKIE)
-        if token:
-            try:
-                self.app.store.delete_session(digest(token))
-            except StoreError:
-                pass
-        remembered = conn.cookies.get(REMEMBER_COOKIE)
-        if remembered and ":" in remembered:
-            try:
-                self.app.store.take_remember(remembered.split(":", 1)[0])
-            except StoreError:
-                pass
+        sessions.sign_out(self.app, conn.cookies.get(SESSION_COOKIE), conn.cookies.get(REMEMBER_COOKIE))
         for name in (SESSION_COOKIE, REMEMBER_COOKIE):
             response.delete_cookie(name, path=self.settings.cookie_path, secure=self.settings.secure_cookies,
                                    httponly=True, samesite="lax")

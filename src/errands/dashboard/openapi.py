@@ -1,4 +1,8 @@
-"""The OpenAPI description of the dashboard's JSON API (served at ``/api/openapi.json``)."""
+"""The OpenAPI description of the dashboard's JSON API (served at ``/api/openapi.json``).
+
+The operations and their answers come from :data:`errands.dashboard.api.ENDPOINTS`: each 200 answer's
+schema is generated from the read model the operation returns (``services.models``), so the document
+describes what the API sends.  This module adds what people read: summaries, parameters, bodies."""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ from typing import Any
 
 from .. import __version__
 from ..core.limits import ID_MAX, MAX_DELAY
+from ..services.models import type_schema
+from .api import ENDPOINTS
 
 _ID = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
 _ERROR = {"description": "refused", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
-_OBJ = {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}
 _FILTERS = [
     {"name": "queue", "in": "query", "schema": {"type": "string", "maxLength": 200}},
     {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["ready", "delayed", "blocked", "running",
@@ -27,14 +32,32 @@ _CSRF = {"name": "X-CSRF-Token", "in": "header", "required": True, "schema": {"t
 
 def _op(summary: str, params: list[dict[str, Any]] | None = None, body: dict[str, Any] | None = None,
         write: bool = False) -> dict[str, Any]:
+    """An operation's description; its 200 answer is filled in from the endpoint's model."""
     op: dict[str, Any] = {"summary": summary, "parameters": (params or []) + ([_CSRF] if write else []),
-                          "responses": {"200": _OBJ, "400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR}}
+                          "responses": {"400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR}}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
 
 
 def openapi_document(root: str = "") -> dict[str, Any]:
+    """The document, with ``root`` (the mount's path) as its server."""
+    paths = _described()
+    schemas: dict[str, Any] = {}
+    for endpoint in ENDPOINTS:
+        op = paths[endpoint.path][endpoint.method.lower()]
+        op["responses"] = {"200": {"description": "ok", "content": {"application/json": {
+            "schema": type_schema(endpoint.answer, schemas)}}}, **op["responses"]}
+    return {"openapi": "3.0.3", "info": {"title": "errands dashboard API", "version": __version__},
+            "servers": [{"url": root or "/"}], "paths": paths,
+            "components": {"schemas": dict(sorted(schemas.items())),
+                           "securitySchemes": {"session": {"type": "apiKey", "in": "cookie",
+                                                           "name": "errands_session"}}},
+            "security": [{"session": []}]}
+
+
+def _described() -> dict[str, Any]:
+    """Summaries, parameters and bodies of every operation."""
     path_name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern":
                                                                             "^[A-Za-z0-9._-]{1,60}$"}}
     job_id = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
@@ -80,8 +103,4 @@ def openapi_document(root: str = "") -> dict[str, Any]:
                                                                      "schema": {"type": "string",
                                                                                 "maxLength": 100}}])},
     }
-    return {"openapi": "3.0.3", "info": {"title": "errands dashboard API", "version": __version__},
-            "servers": [{"url": root or "/"}], "paths": paths,
-            "components": {"securitySchemes": {"session": {"type": "apiKey", "in": "cookie",
-                                                           "name": "errands_session"}}},
-            "security": [{"session": []}]}
+    return paths

@@ -1,11 +1,11 @@
-"""Security plumbing shared by every dashboard response: headers, tokens, CSRF checks."""
+"""Security plumbing shared by every dashboard response: headers and safe redirects (tokens and their
+constant-time comparison live in :mod:`errands.services.tokens`, re-exported here)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 from typing import Any
+
+from ..services.tokens import digest, new_token, same
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -52,17 +52,4 @@ def local_path(target: str, fallback: str = "/") -> str:
     return fallback
 
 
-def new_token(nbytes: int = 32) -> str:
-    return secrets.token_urlsafe(nbytes)
-
-
-def digest(token: str) -> str:
-    """What the database keeps of a session token or remember-me validator."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def same(a: str | None, b: str | None) -> bool:
-    """Constant-time comparison of two tokens (False if either is missing)."""
-    if not a or not b:
-        return False
-    return hmac.compare_digest(a.encode(), b.encode())
+__all__ = ["CSP", "HEADERS", "SecurityHeaders", "digest", "local_path", "new_token", "same"]

@@ -1,17 +1,20 @@
-"""Dashboard accounts: create, disable, enable, new password — for the dashboard's users page and
-``errands users`` alike, each change checked the same way and written to the audit log."""
+"""Dashboard accounts: list, create, disable, enable, new password, theme — for the dashboard's users
+page and ``errands users`` alike, each change checked the same way and written to the audit log."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..core.errors import ConfigurationError
+from .models import UserView
+from .passwords import hash_password
 
 if TYPE_CHECKING:
     from ..app import Errands
 
 ROLES = ("admin", "viewer")
 ACTIONS = ("create", "disable", "enable", "password")
+THEMES = ("auto", "light", "dark")
 
 
 def change_user(app: Errands, actor: str, action: str, username: str, *, role: str = "viewer",
@@ -19,8 +22,6 @@ def change_user(app: Errands, actor: str, action: str, username: str, *, role: s
     """One change to an account; ``ValueError`` says in words why it was refused.
 
     Hashing a password is slow on purpose (scrypt): web handlers call this in a worker thread."""
-    from ..dashboard.passwords import hash_password  # needs the dashboard extra, as accounts do
-
     store = app.store
     if action == "create":
         if role not in ROLES or not username:
@@ -39,3 +40,21 @@ def change_user(app: Errands, actor: str, action: str, username: str, *, role: s
     else:
         raise ConfigurationError(f"unknown account action {action!r}; use one of {', '.join(ACTIONS)}")
     store.audit(actor, f"user-{action}", f"user {username}", role if action == "create" else None)
+
+
+def list_users(app: Errands, search: str | None = None) -> list[UserView]:
+    """The accounts (whose name contains ``search``), by name: no password hash leaves this layer."""
+    return [UserView(u.username, u.role, u.disabled, None if u.last_login_at is None else u.last_login_at.isoformat())
+            for u in app.store.list_users(search or None)]
+
+
+def count_users(app: Errands) -> int:
+    """How many accounts exist: a dashboard with its own logins and none of them refuses to start."""
+    return app.store.count_users()
+
+
+def set_theme(app: Errands, username: str, theme: str) -> None:
+    """A user's own display preference (not an operator action, so not audited)."""
+    if theme not in THEMES:
+        raise ValueError("unknown theme")
+    app.store.update_user(username, theme=theme)

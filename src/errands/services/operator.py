@@ -14,11 +14,36 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..core.config import check_queue_name
 from ..core.errors import EnqueueError, InvalidOption, JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
+from .models import (
+    AuditEntry,
+    DeadEntry,
+    DeadJob,
+    DeadLetterPage,
+    EnqueueableJob,
+    FailureGroupView,
+    FinishedJob,
+    JobDetail,
+    JobPage,
+    JobSummary,
+    LiveJob,
+    Overview,
+    Parameter,
+    QueueRow,
+    QueueView,
+    ReadModel,
+    Recovered,
+    Schedule,
+    Searched,
+    Throughput,
+    WorkerRow,
+    WorkerView,
+)
 from .status import ALIVE_AFTER_LEASES
 
 if TYPE_CHECKING:
@@ -58,47 +83,51 @@ def _storable(text: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------- overview
-def overview(app: Errands, window: str = "1h") -> dict[str, Any]:
+def overview(app: Errands, window: str = "1h") -> Overview:
+    """The overview page and ``/api/overview`` (and each ``/metrics`` scrape): totals per state over
+    every queue, the queues, the workers alive and stale, and the throughput over ``window``."""
     now = app.store.now()
     workers = worker_registry(app, now)
     queues = queue_rows(app, now, workers)
-    totals = dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0)
+    totals = dict.fromkeys(COUNTED, 0)
     for q in queues:
         for k in totals:
             totals[k] += q[k]
-    capped = {k: any(q["capped"][k] for q in queues) for k in totals}
-    return {"now": now.isoformat(), "totals": totals, "totals_capped": capped, "count_cap": COUNT_CAP,
-            "queues": queues,
-            "workers_alive": sum(1 for w in workers if w["alive"]), "workers_stale": sum(1 for w in workers
-                                                                                          if not w["alive"]),
-            "no_worker": not any(w["alive"] for w in workers), "throughput": throughput(app, window, now)}
+    capped = {k: any(q.capped[k] for q in queues) for k in totals}
+    alive = sum(1 for w in workers if w.alive)
+    return Overview(now.isoformat(), totals, capped, COUNT_CAP, queues, alive, len(workers) - alive, not alive,
+                    throughput(app, window, now))
 
 
-def queue_rows(app: Errands, now: datetime, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+COUNTED = ("ready", "delayed", "blocked", "running", "stale", "failed")
+"""The states a queue's counts hold."""
+
+
+def queue_rows(app: Errands, now: datetime, workers: list[WorkerRow]) -> list[QueueRow]:
     """Every queue that matters (registered, paused, holding jobs, recently busy, served by a worker),
     with its counts per state, which of them are lower bounds, and its oldest ready job's age."""
     store = app.store
     paused = set(store.paused_queues())
     names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
-                   | {q for w in workers for q in w["queues"]})
+                   | {q for w in workers for q in w.queues})
     # A queue name that is no valid text (SQLite keeps any bytes) cannot be asked about: listed, not counted.
     counts = store.capped_counts([n for n in names if _storable(n)])
     # The counts saw every waiting job of a small queue, and so its oldest ready one.
     oldest = {n: c.oldest_due for n, c in counts.items() if c.oldest_due is not None}
     oldest.update(store.oldest_ready([n for n in names if n in counts and "ready" in counts[n].at_least]))
-    unknown = StateCounts(dict.fromkeys(("ready", "delayed", "blocked", "running", "stale", "failed"), 0),
-                          frozenset())
-    queues: list[dict[str, Any]] = []
+    unknown = StateCounts(dict.fromkeys(COUNTED, 0), frozenset())
+    queues: list[QueueRow] = []
     for name in names:
         c = counts.get(name, unknown)
         age = (now - oldest[name]).total_seconds() if name in oldest else None
         # "capped": the number is a lower bound (shown with a "+"): the count stopped at its cap.
-        queues.append({"name": name, **c.counts, "capped": {k: k in c.at_least for k in c.counts},
-                       "paused": name in paused, "oldest_ready_seconds": age})
+        queues.append(QueueRow(name, **{k: c.counts[k] for k in COUNTED}, capped={k: k in c.at_least for k in c.counts},
+                               paused=name in paused, oldest_ready_seconds=age))
     return queues
 
 
-def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[str, Any]:
+def throughput(app: Errands, window: str, now: datetime | None = None) -> Throughput:
+    """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), oldest bucket first."""
     if window not in WINDOWS:
         raise InvalidOption(f"window must be one of {', '.join(WINDOWS)}")
     span, step = WINDOWS[window]
@@ -110,34 +139,32 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> dict[s
         if 0 <= index < buckets:
             succeeded[index] += ok
             failed[index] += bad
-    return {"window": window, "bucket_seconds": step, "start": start.isoformat(), "succeeded": succeeded,
-            "failed": failed, "total_succeeded": sum(succeeded), "total_failed": sum(failed)}
+    return Throughput(window, step, start.isoformat(), succeeded, failed, sum(succeeded), sum(failed))
 
 
-def worker_registry(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow]:
     """The workers table as the pages show it, and whether each one is alive (one small read)."""
     store = app.store
     now = now or store.now()
     out = []
     for w in store.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
-        out.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
-                    "concurrency": w.concurrency, "started_at": _iso(w.started_at), "last_heartbeat_at":
-                    _iso(w.heartbeat_at), "seconds_since_heartbeat": round(age, 1), "jobs_done": w.jobs_done,
-                    "alive": age <= app.lease * ALIVE_AFTER_LEASES})
+        out.append(WorkerRow(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
+                             _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= app.lease * ALIVE_AFTER_LEASES))
     return out
 
 
-def workers_view(app: Errands, now: datetime | None = None) -> list[dict[str, Any]]:
+def workers_view(app: Errands, now: datetime | None = None) -> list[WorkerView]:
     """The registry with the jobs each worker holds: a read of up to 10,000 leases, so only the pages
     that list those jobs (workers, doctor) pay for it, not every overview refresh."""
     held = app.store.held_jobs()
-    return [{**w, "current_jobs": held.get(w["id"], [])} for w in worker_registry(app, now)]
+    return [WorkerView(**vars(w), current_jobs=held.get(w.id, [])) for w in worker_registry(app, now)]
 
 
-def queues_view(app: Errands) -> list[dict[str, Any]]:
+def queues_view(app: Errands) -> list[QueueView]:
+    """Every queue (as the overview lists them) with the limits in force and the jobs it serves."""
     now = app.store.now()
-    base = {q["name"]: q for q in queue_rows(app, now, worker_registry(app, now))}
+    base = {q.name: q for q in queue_rows(app, now, worker_registry(app, now))}
     limits: dict[str, list[str]] = {}
     for d in app.registry.values():
         b = d.behaviour
@@ -148,8 +175,8 @@ def queues_view(app: Errands) -> list[dict[str, Any]]:
             text.append(f"{d.name}: at most {b.concurrency_limit} running per group")
         if text:
             limits.setdefault(d.options.queue, []).extend(text)
-    return [{**q, "limits": limits.get(q["name"], []),
-             "jobs": sorted(d.name for d in app.registry.values() if d.options.queue == q["name"])}
+    return [QueueView(**vars(q), limits=limits.get(q.name, []),
+                      jobs=sorted(d.name for d in app.registry.values() if d.options.queue == q.name))
             for _, q in sorted(base.items())]
 
 
@@ -174,12 +201,17 @@ class JobFilter:
                 "text": self.text or None}
 
 
-def job_summary(row: Any, now: datetime) -> dict[str, Any]:
+def _summary_fields(row: Any, now: datetime) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(now).value,
             "attempts": row.attempts, "max_attempts": row.max_attempts, "priority": row.priority,
             "created_at": _iso(row.created_at), "available_at": _iso(row.available_at),
             "arguments": display_arguments(row.payload), "last_error": row.last_error,
             "progress": _finite(row.progress)}
+
+
+def job_summary(row: Any, now: datetime) -> JobSummary:
+    """A jobs-table row as the lists show it."""
+    return JobSummary(**_summary_fields(row, now))
 
 
 DISPLAY_DEPTH = 4 * MAX_DEPTH
@@ -201,6 +233,8 @@ def displayable(value: Any) -> Any:
     """``value`` (decoded JSON, a read model) ready for any JSON encoder and any output: every
     string through :func:`errands.core.payload.safe_text` (lone surrogates and NUL become U+FFFD),
     every float JSON cannot hold (NaN, the infinities) spelled as text, tuples as lists."""
+    if isinstance(value, ReadModel):
+        return displayable(value.to_json())
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -217,7 +251,7 @@ SORTS = ("newest", "oldest")
 
 
 def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50, sort: str = "newest",
-              after_id: int | None = None) -> dict[str, Any]:
+              after_id: int | None = None) -> JobPage:
     """One page of jobs: newest first pages down with ``before_id``, oldest first up with ``after_id``.
 
     A search by text or job name (``LIKE '%...%'``, which no index serves) looks at the
@@ -245,94 +279,113 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     else:
         total = store.count_jobs(**flt.args())
     more = rows[-1].id if full else edge
-    return {"jobs": [job_summary(r, now) for r in rows], "count": min(total, COUNT_CAP), "sort": sort,
-            "count_capped": total > COUNT_CAP, "next_before_id": None if oldest else more,
-            "next_after_id": more if oldest else None, "searched": _searched(searching, edge, SEARCH_WINDOW)}
+    return JobPage([job_summary(r, now) for r in rows], min(total, COUNT_CAP), sort, total > COUNT_CAP,
+                   None if oldest else more, more if oldest else None, _searched(searching, edge, SEARCH_WINDOW))
 
 
-def _searched(searching: bool, edge: int | None, window: int) -> dict[str, Any] | None:
+def _searched(searching: bool, edge: int | None, window: int) -> Searched | None:
     """What a text or name search looked at: ``window`` rows down (or up) to id ``edge_id``;
     ``complete`` when that reached the end of the table."""
     if not searching:
         return None
-    return {"window": window, "edge_id": edge, "complete": edge is None}
+    return Searched(window, edge, edge is None)
 
 
-def job_detail(app: Errands, job_id: int) -> dict[str, Any]:
+def job_detail(app: Errands, job_id: int) -> JobDetail:
+    """One job wherever it is (jobs, dead letter, results), with why it waits if it does."""
     if not _is_job_id(job_id):
         raise JobNotFound(f"no job has the id {job_id!r}: job ids are integers from 1 to {ID_MAX}")
     store = app.store
     row = store.get_job(job_id)
     if row is not None:
         now = store.now()
-        return {**job_summary(row, now), "where": "jobs", "owner": row.reserved_by,
-                "reserved_at": _iso(row.reserved_at), "lease_until": _iso(row.reserved_until),
-                "timeout": _finite(row.timeout), "unique_key": row.unique_key, "blocked_by": row.blocked_by,
-                "batch_id": row.batch_id, "concurrency_key": row.concurrency_key,
-                "progress_message": row.progress_message, "cancel_requested": row.cancel_requested_at is not None,
-                "why": why_waiting(app, row, now)}
+        return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
+                       reserved_at=_iso(row.reserved_at), lease_until=_iso(row.reserved_until),
+                       timeout=_finite(row.timeout), unique_key=row.unique_key, blocked_by=row.blocked_by,
+                       batch_id=row.batch_id, concurrency_key=row.concurrency_key,
+                       progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
+                       why=why_waiting(app, row, now))
     dead = store.get_failed(job_id)
     if dead is not None:
-        return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": JobState.FAILED.value,
-                "where": "failed", "attempts": dead.attempts, "max_attempts": dead.max_attempts,
-                "priority": dead.priority, "created_at": _iso(dead.created_at), "failed_at": _iso(dead.failed_at),
-                "arguments": display_arguments(dead.payload), "error_type": dead.error_type,
-                "error_message": dead.error_message, "why": []}
+        return DeadJob(dead.id, dead.name, dead.queue, JobState.FAILED.value, "failed", dead.attempts,
+                       dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
+                       display_arguments(dead.payload), dead.error_type, dead.error_message, [])
     result = store.get_result(job_id)
     if result is not None:
-        return {"id": result.id, "name": result.name, "queue": result.queue, "state": result.state.value,
-                "where": "results", "attempts": result.attempts, "finished_at": _iso(result.finished_at),
-                "result": result.result, "message": result.message, "batch_id": result.batch_id, "why": []}
+        return FinishedJob(result.id, result.name, result.queue, result.state.value, "results", result.attempts,
+                           _iso(result.finished_at), result.result, result.message, result.batch_id, [])
     raise JobNotFound(f"job {job_id} is in no table: it finished without a kept result, or never existed")
 
 
 def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
-    """Every reason a waiting job is not running right now, in words (empty: it should run soon)."""
-    store = app.store
-    reasons: list[str] = []
+    """Every reason a waiting job is not running right now, in words (empty: it should run soon).
+
+    Each kind of reason is asked in turn (its schedule or dependency, its queue, the workers, its
+    definition's limits), so the job page can list them all rather than the first one found."""
     state = row.state(now)
-    if state in (JobState.RUNNING,):
+    if state is JobState.RUNNING:
         return []
     if state is JobState.STALE:
         return [f"its lease is held by worker {row.reserved_by}, which stopped heart-beating; any worker's "
                 "recovery (or \"recover now\") gives it back"]
-    if state is JobState.DELAYED:
-        wait = (row.available_at - now).total_seconds()
-        reasons.append(f"it is scheduled for later: due in {wait:,.0f}s ({row.available_at.isoformat()})")
-    if state is JobState.BLOCKED:
-        where, parent = store.dependency_of(row.id)
-        reasons.append({"jobs": f"it waits for job {parent} to succeed",
-                        "failed": f"it waits for job {parent}, which is in the dead letter (retry it to go on)",
-                        "cancelled": f"it waits for job {parent}, which was cancelled",
-                        "gone": f"it waited for job {parent}, which has finished: the next sweep releases it"}
-                       .get(where, "it is blocked"))
-    if row.queue in store.paused_queues():
-        reasons.append(f"queue {row.queue} is paused")
-    listening = [w for w in worker_registry(app, now) if w["alive"] and row.queue in w["queues"]]
-    if not listening:
-        reasons.append(f"no live worker listens to queue {row.queue}")
-    definition = app.registry.get(row.name)
-    if definition is None:
-        reasons.append(f"no job named {row.name!r} is registered in this app (workers of another app may know it)")
-    else:
-        b = definition.behaviour
-        if b.concurrency_limit and row.concurrency_key and _storable(row.concurrency_key):
-            running = store.group_running(row.concurrency_key)
-            if running >= b.concurrency_limit:
-                reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
-                               f"({running} of {b.concurrency_limit} running)")
-        if b.rate_limit:
-            starts = store.rate_starts(row.name, b.rate_limit.period)
-            if starts >= b.rate_limit.count:
-                reasons.append(f"its rate limit is used up ({starts} of {b.rate_limit.count} starts in the last "
-                               f"{b.rate_limit.period:g}s)")
+    reasons = _state_reasons(app, row, state, now) + _queue_reasons(app, row, now) + _limit_reasons(app, row)
     if not reasons and state is JobState.READY:
         reasons.append("nothing holds it back: a worker should claim it at its next poll")
     return reasons
 
 
+_DEPENDENCY_REASONS = {
+    "jobs": "it waits for job {parent} to succeed",
+    "failed": "it waits for job {parent}, which is in the dead letter (retry it to go on)",
+    "cancelled": "it waits for job {parent}, which was cancelled",
+    "gone": "it waited for job {parent}, which has finished: the next sweep releases it",
+}
+
+
+def _state_reasons(app: Errands, row: Any, state: JobState, now: datetime) -> list[str]:
+    """Its own state holds it back: scheduled for later, or waiting for the job it depends on."""
+    if state is JobState.DELAYED:
+        wait = (row.available_at - now).total_seconds()
+        return [f"it is scheduled for later: due in {wait:,.0f}s ({row.available_at.isoformat()})"]
+    if state is JobState.BLOCKED:
+        where, parent = app.store.dependency_of(row.id)
+        return [_DEPENDENCY_REASONS.get(where, "it is blocked").format(parent=parent)]
+    return []
+
+
+def _queue_reasons(app: Errands, row: Any, now: datetime) -> list[str]:
+    """Its queue holds it back: paused, or no live worker listens to it."""
+    reasons = []
+    if row.queue in app.store.paused_queues():
+        reasons.append(f"queue {row.queue} is paused")
+    if not any(w.alive and row.queue in w.queues for w in worker_registry(app, now)):
+        reasons.append(f"no live worker listens to queue {row.queue}")
+    return reasons
+
+
+def _limit_reasons(app: Errands, row: Any) -> list[str]:
+    """Its definition holds it back: unknown to this app, a full concurrency group, a used-up rate limit."""
+    definition = app.registry.get(row.name)
+    if definition is None:
+        return [f"no job named {row.name!r} is registered in this app (workers of another app may know it)"]
+    reasons = []
+    b = definition.behaviour
+    if b.concurrency_limit and row.concurrency_key and _storable(row.concurrency_key):
+        running = app.store.group_running(row.concurrency_key)
+        if running >= b.concurrency_limit:
+            reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
+                           f"({running} of {b.concurrency_limit} running)")
+    if b.rate_limit:
+        starts = app.store.rate_starts(row.name, b.rate_limit.period)
+        if starts >= b.rate_limit.count:
+            reasons.append(f"its rate limit is used up ({starts} of {b.rate_limit.count} starts in the last "
+                           f"{b.rate_limit.period:g}s)")
+    return reasons
+
+
 # ---------------------------------------------------------------------------------- dead letter
-def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> dict[str, Any]:
+def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> DeadLetterPage:
+    """One keyset page of the dead letter (newest first) and its entries grouped by job and error."""
     store = app.store
     args: dict[str, Any] = {"queue": flt.queue or None, "name": flt.name or None, "text": flt.text or None}
     # A text or name search looks at DEAD_SEARCH_WINDOW entries from the page's start (see list_jobs);
@@ -347,14 +400,13 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
         total = store.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
     top_edge = edge if before_id is None or not searching else store.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
     groups = store.failure_groups(**args, edge_id=top_edge)
-    return {"entries": [{"id": r.id, "name": r.name, "queue": r.queue, "attempts": r.attempts,
-                         "failed_at": _iso(r.failed_at), "error_type": r.error_type,
-                         "error_message": r.error_message, "arguments": display_arguments(r.payload)} for r in rows],
-            "groups": [{"name": g.name, "error_type": g.error_type, "message": g.message, "count": g.entries,
-                        "last_failed_at": _iso(g.last_failed_at), "example_id": g.example_id} for g in groups],
-            "count": min(total, COUNT_CAP), "count_capped": total > COUNT_CAP,
-            "next_before_id": rows[-1].id if full else edge,
-            "searched": _searched(searching, edge, DEAD_SEARCH_WINDOW)}
+    return DeadLetterPage(
+        [DeadEntry(r.id, r.name, r.queue, r.attempts, _iso(r.failed_at), r.error_type, r.error_message,
+                   display_arguments(r.payload)) for r in rows],
+        [FailureGroupView(g.name, g.error_type, g.message, g.entries, _iso(g.last_failed_at), g.example_id)
+         for g in groups],
+        min(total, COUNT_CAP), total > COUNT_CAP, rows[-1].id if full else edge,
+        _searched(searching, edge, DEAD_SEARCH_WINDOW))
 
 
 def matching_failed(app: Errands, flt: JobFilter, limit: int = 100_000) -> list[int]:
@@ -398,34 +450,68 @@ def _targets(ids: list[int]) -> str:
 
 
 # ---------------------------------------------------------------------------------- other actions
-def recover_now(app: Errands, actor: str) -> dict[str, list[int]]:
+def recover_now(app: Errands, actor: str) -> Recovered:
+    """Release the jobs whose lease expired now (workers also do it on their own), audited."""
     report = app.store.recover_stale()
     app.store.audit(actor, "recover", f"{len(report.released)} released, {len(report.buried)} buried")
-    return {"released": report.released, "buried": report.buried}
+    return Recovered(report.released, report.buried)
+
+
+def waiting_in(app: Errands, queue: str) -> list[int]:
+    """The ids of a queue's unreserved jobs, oldest first, read a keyset page at a time."""
+    check_queue_name(queue)
+    return [r.id for r in _waiting_rows(app.store, queue)]
+
+
+def _waiting_rows(store: Any, name: str) -> Iterator[Any]:
+    after = 0
+    while True:
+        rows = store.search_jobs(queue=name, after_id=after, oldest_first=True, limit=1000)
+        if not rows:
+            return
+        yield from (r for r in rows if r.reserved_by is None)
+        after = rows[-1].id
+
+
+def purge_queue(app: Errands, actor: str, queue: str, ids: list[int],
+                progress: Callable[[int], None] | None = None) -> int:
+    """Cancel the waiting jobs ``ids`` of ``queue`` (see :func:`waiting_in`), audited; returns how
+    many ended cancelled.  Each ends as ``errands job cancel`` would end it (its batch counts it, its
+    result says "purged from its queue"); a job a worker claims meanwhile is left to run."""
+    cancelled = 0
+    for job_id in ids:
+        cancelled += app.store.cancel(job_id, app.result_ttl, waiting_only=True,
+                                      message="purged from its queue") == "cancelled"
+        if progress is not None:
+            progress(1)
+    app.store.audit(actor, "purge", f"queue {queue}", f"{cancelled} waiting jobs cancelled")
+    return cancelled
 
 
 def set_paused(app: Errands, actor: str, queue: str, paused: bool) -> None:
+    """Pause or resume a queue (workers stop or start claiming from it), audited."""
     (app.pause_queue if paused else app.resume_queue)(queue)
     app.store.audit(actor, "pause" if paused else "resume", f"queue {queue}")
 
 
 def cancel_job(app: Errands, actor: str, job_id: int) -> str:
+    """Cancel a job (see ``Errands.cancel`` for the outcomes), audited."""
     _check_ids([job_id])
     outcome = app.cancel(job_id)
     app.store.audit(actor, "cancel", f"job {job_id}", outcome)
     return outcome
 
 
-def enqueue_form(app: Errands) -> list[dict[str, Any]]:
+def enqueue_form(app: Errands) -> list[EnqueueableJob]:
     """The registered jobs the enqueue form offers, with their parameters."""
     out = []
     for name, d in sorted(app.registry.items()):
-        params = [{"name": p.name, "required": p.default is inspect.Parameter.empty and
-                   p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD),
-                   "default": None if p.default is inspect.Parameter.empty else repr(p.default)}
+        params = [Parameter(p.name, p.default is inspect.Parameter.empty and
+                            p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD),
+                            None if p.default is inspect.Parameter.empty else repr(p.default))
                   for p in d._signature.parameters.values()]
-        out.append({"name": name, "queue": d.options.queue, "parameters": params,
-                    "doc": (d.__doc__ or "").strip().splitlines()[0] if d.__doc__ else ""})
+        out.append(EnqueueableJob(name, d.options.queue, params,
+                                  (d.__doc__ or "").strip().splitlines()[0] if d.__doc__ else ""))
     return out
 
 
@@ -446,7 +532,17 @@ def enqueue(app: Errands, actor: str, name: str, args: Any, kwargs: Any, *, queu
     return ids
 
 
-def periodic_view(app: Errands) -> list[dict[str, Any]]:
+def enqueue_one(app: Errands, actor: str, name: str, args: list[Any], kwargs: dict[str, Any],
+                **options: Any) -> int:
+    """Enqueue registered job ``name`` once with ``Errands.enqueue``'s options (``errands enqueue``),
+    audited as the panel's enqueue is; returns its id."""
+    handle = app.enqueue(name, args, kwargs, **options)
+    app.store.audit(actor, "enqueue", _targets([handle.id]), f"{name} x1")
+    return handle.id
+
+
+def periodic_view(app: Errands) -> list[Schedule]:
+    """The app's schedules: cron, time zone, the last slot run and the next three."""
     store = app.store
     last = store.periodic_slots()
     now = store.now()
@@ -456,8 +552,8 @@ def periodic_view(app: Errands) -> list[dict[str, Any]]:
         for _ in range(3):
             moment = schedule.cron.next_after(moment)
             nexts.append(moment.isoformat())
-        out.append({"name": name, "cron": schedule.cron.expression, "timezone": getattr(schedule.cron.tz, "key", "UTC"),
-                    "last_slot": _iso(last.get(name)), "next": nexts, "queue": schedule.job.options.queue})
+        out.append(Schedule(name, schedule.cron.expression, getattr(schedule.cron.tz, "key", "UTC"),
+                            _iso(last.get(name)), nexts, schedule.job.options.queue))
     return out
 
 
@@ -470,13 +566,15 @@ def run_periodic_now(app: Errands, actor: str, name: str) -> int:
     return handle.id
 
 
-def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
-    return [{"id": a.id, "at": _iso(a.at), "actor": a.actor, "action": a.action, "target": a.target,
-             "detail": a.detail} for a in app.store.audit_log(limit, before_id)]
+def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+    """Who did what, newest first (a keyset page below ``before_id``)."""
+    return [AuditEntry(a.id, _iso(a.at), a.actor, a.action, a.target, a.detail)
+            for a in app.store.audit_log(limit, before_id)]
 
 
 __all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "display_arguments",
            "displayable", "enqueue", "enqueue_form",
            "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view",
-           "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",
+           "purge_queue", "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",
+           "enqueue_one", "waiting_in",
            "throughput", "why_waiting", "worker_registry", "workers_view"]

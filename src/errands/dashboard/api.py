@@ -1,0 +1,252 @@
+"""The JSON API: the same service functions as the pages, answering with the same read models
+(serialised by :meth:`ReadModel.to_json`).  ``ENDPOINTS`` lists every operation with the model it
+answers with; the OpenAPI document (:mod:`.openapi`) is generated from that list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..core.errors import EnqueueError, JobNotFound, StoreUnavailable
+from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
+from ..core.payload import MAX_DEPTH, safe_text, too_deep
+from ..services import accounts
+from ..services import operator as ops
+from ..services.models import (
+    AuditLog,
+    BulkDone,
+    Cancelled,
+    DeadLetterPage,
+    Enqueued,
+    EnqueueForm,
+    JobDetail,
+    JobPage,
+    Me,
+    NeedsConfirmation,
+    Overview,
+    PeriodicRun,
+    QueueList,
+    QueueToggled,
+    ReadModel,
+    Recovered,
+    ScheduleList,
+    UserList,
+    WorkerList,
+)
+from . import params
+from .auth import Principal
+from .rendering import Dashboard, Handler, JSONResponse
+
+BODY_DEPTH = MAX_DEPTH + 2
+"""Nesting levels a JSON API body may use: the body object, the args list (or kwargs object) and a
+job's arguments' own MAX_DEPTH levels (what ``payload.encode_payload`` accepts)."""
+MAX_LIMIT = 500
+
+ApiCall = Callable[[Dashboard, Request, Principal, dict[str, Any]], ReadModel]
+"""An API operation: runs in a worker thread (the store blocks) and answers with a read model."""
+
+
+async def _body(request: Request) -> dict[str, Any] | Response:
+    """A POST's JSON object, or the 400 that refuses it (too deep, not JSON, not an object)."""
+    try:
+        text = (await request.body()).decode("utf-8") or "{}"
+        if too_deep(text, BODY_DEPTH):  # before the decoder, which recurses
+            return JSONResponse({"error": f"the body nests lists and objects more than {BODY_DEPTH} "
+                                          f"levels deep (a job's arguments may nest {MAX_DEPTH})"}, status_code=400)
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    return body
+
+
+def api(fn: ApiCall) -> Handler:
+    """``fn`` as a handler: the body read, the call in a worker thread, refusals as JSON errors."""
+    async def handler(d: Dashboard, request: Request, user: Principal) -> Response:
+        body: dict[str, Any] = {}
+        if request.method == "POST":
+            read = await _body(request)
+            if isinstance(read, Response):
+                return read
+            body = read
+        try:
+            result = await run_in_threadpool(fn, d, request, user, body)
+        except HTTPException as exc:
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        except JobNotFound as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        except (EnqueueError, ValueError, TypeError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(result.to_json())
+
+    return handler
+
+
+def _limit(request: Request) -> int:
+    return min(params.integer(request.query_params.get("limit"), "limit", 1, INT_MAX) or params.PAGE_SIZE, MAX_LIMIT)
+
+
+# ---------------------------------------------------------------------------------- reads
+def api_me(d: Dashboard, request: Request, user: Principal, body: Any) -> Me:
+    return Me(user.username, user.role, user.theme, user.csrf)
+
+
+def api_overview(d: Dashboard, request: Request, user: Principal, body: Any) -> Overview:
+    window = request.query_params.get("window", "1h")
+    if window not in ops.WINDOWS:
+        raise HTTPException(400, f"window must be one of {', '.join(ops.WINDOWS)}")
+    return ops.overview(d.app, window)
+
+
+def api_jobs(d: Dashboard, request: Request, user: Principal, body: Any) -> JobPage:
+    query = request.query_params
+    return ops.list_jobs(d.app, params.job_filter(query), params.query_int(request, "before"), _limit(request),
+                         params.sort(query), params.query_int(request, "after"))
+
+
+def api_job(d: Dashboard, request: Request, user: Principal, body: Any) -> JobDetail:
+    return ops.job_detail(d.app, params.job_id(request))
+
+
+def api_dead(d: Dashboard, request: Request, user: Principal, body: Any) -> DeadLetterPage:
+    return ops.dead_letter(d.app, params.job_filter(request.query_params), params.query_int(request, "before"),
+                           _limit(request))
+
+
+def api_workers(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkerList:
+    return WorkerList(ops.workers_view(d.app))
+
+
+def api_queues(d: Dashboard, request: Request, user: Principal, body: Any) -> QueueList:
+    return QueueList(ops.queues_view(d.app))
+
+
+def api_periodic(d: Dashboard, request: Request, user: Principal, body: Any) -> ScheduleList:
+    return ScheduleList(ops.periodic_view(d.app))
+
+
+def api_jobs_form(d: Dashboard, request: Request, user: Principal, body: Any) -> EnqueueForm:
+    return EnqueueForm(ops.enqueue_form(d.app))
+
+
+def api_audit(d: Dashboard, request: Request, user: Principal, body: Any) -> AuditLog:
+    return AuditLog(ops.audit_view(d.app, params.query_int(request, "before")))
+
+
+def api_users(d: Dashboard, request: Request, user: Principal, body: Any) -> UserList:
+    if not user.is_admin:
+        raise HTTPException(403, "this needs the admin role")
+    search = request.query_params.get("q")
+    if search is not None and len(search) > 100:
+        raise HTTPException(400, "q is at most 100 characters")
+    search = None if search is None else safe_text(search)
+    return UserList(accounts.list_users(d.app, search or None) if d.auth.own_logins else [])
+
+
+# ---------------------------------------------------------------------------------- actions
+def api_dead_action(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]
+                    ) -> BulkDone | NeedsConfirmation:
+    action = request.path_params["action"]
+    if action not in ("retry", "forget"):
+        raise HTTPException(404, "no such action")
+    ids = params.bulk_ids(body, lambda flt: ops.matching_failed(d.app, flt))
+    confirm = body.get("confirm")
+    if confirm is not None and (type(confirm) is not int or not 0 <= confirm <= ID_MAX):
+        raise HTTPException(400, "confirm must be the count the previous call reported (an integer)")
+    if confirm != len(ids):
+        return NeedsConfirmation(True, len(ids), f"send confirm={len(ids)} to {action} {len(ids)} entries")
+    return BulkDone((ops.retry_failed if action == "retry" else ops.forget_failed)(d.app, user.username, ids))
+
+
+def api_recover(d: Dashboard, request: Request, user: Principal, body: Any) -> Recovered:
+    return ops.recover_now(d.app, user.username)
+
+
+def api_queue_action(d: Dashboard, request: Request, user: Principal, body: Any) -> QueueToggled:
+    action = request.path_params["action"]
+    if action not in ("pause", "resume"):
+        raise HTTPException(404, "no such action")
+    name = params.checked_queue(request.path_params["name"])
+    ops.set_paused(d.app, user.username, name, action == "pause")
+    return QueueToggled(name, action == "pause")
+
+
+def api_periodic_run(d: Dashboard, request: Request, user: Principal, body: Any) -> PeriodicRun:
+    return PeriodicRun(ops.run_periodic_now(d.app, user.username, request.path_params["name"]))
+
+
+def api_cancel(d: Dashboard, request: Request, user: Principal, body: Any) -> Cancelled:
+    return Cancelled(ops.cancel_job(d.app, user.username, params.job_id(request)))
+
+
+def api_enqueue(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> Enqueued:
+    delay = body.get("delay")
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))
+                              or not 0 <= delay <= MAX_DELAY):  # NaN and the infinities fail this too
+        raise HTTPException(400, f"delay must be a number of seconds from 0 to {MAX_DELAY:.0f} (ten years)")
+    queue = body.get("queue")
+    if queue is not None and not isinstance(queue, str):
+        raise HTTPException(400, "queue must be a string")
+    name = body.get("job")
+    if not isinstance(name, str):
+        raise HTTPException(400, "job must be the name of a registered job")
+    return Enqueued(ops.enqueue(d.app, user.username, name, body.get("args", []), body.get("kwargs", {}),
+                                queue=queue, delay=delay, copies=body.get("copies", 1)))
+
+
+# ---------------------------------------------------------------------------------- outside the API's models
+async def metrics(d: Dashboard, request: Request, user: Principal) -> Response:
+    """Prometheus text (or OpenMetrics, as the scraper accepts) of this app's figures."""
+    from ..metrics import render
+
+    body, content_type = await run_in_threadpool(render, d.app, request.headers.get("accept"))
+    return Response(body, media_type=content_type)
+
+
+async def healthz(d: Dashboard, request: Request) -> Response:
+    """200 when the database answers, 503 when it does not (for load balancers; no login)."""
+    try:
+        await run_in_threadpool(d.app.store.now)
+    except StoreUnavailable:
+        return JSONResponse({"status": "unavailable", "database": "unreachable"}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One API operation: its method and path, its call, the model it answers with."""
+
+    method: str
+    path: str
+    call: ApiCall
+    answer: Any
+    """The read model (or union of them) the call returns: its schema is the 200 answer's."""
+
+
+ENDPOINTS = (
+    Endpoint("GET", "/api/overview", api_overview, Overview),
+    Endpoint("GET", "/api/jobs", api_jobs, JobPage),
+    Endpoint("GET", "/api/jobs/{job_id}", api_job, JobDetail),
+    Endpoint("POST", "/api/jobs/{job_id}/cancel", api_cancel, Cancelled),
+    Endpoint("GET", "/api/dead", api_dead, DeadLetterPage),
+    Endpoint("POST", "/api/dead/{action}", api_dead_action, BulkDone | NeedsConfirmation),
+    Endpoint("POST", "/api/stale/recover", api_recover, Recovered),
+    Endpoint("GET", "/api/workers", api_workers, WorkerList),
+    Endpoint("GET", "/api/queues", api_queues, QueueList),
+    Endpoint("POST", "/api/queues/{name}/{action}", api_queue_action, QueueToggled),
+    Endpoint("GET", "/api/periodic", api_periodic, ScheduleList),
+    Endpoint("POST", "/api/periodic/{name}/run", api_periodic_run, PeriodicRun),
+    Endpoint("GET", "/api/enqueue", api_jobs_form, EnqueueForm),
+    Endpoint("POST", "/api/enqueue", api_enqueue, Enqueued),
+    Endpoint("GET", "/api/audit", api_audit, AuditLog),
+    Endpoint("GET", "/api/users", api_users, UserList),
+    Endpoint("GET", "/api/me", api_me, Me),
+)

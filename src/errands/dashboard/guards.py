@@ -1,0 +1,83 @@
+"""The guards in front of every handler: who is asking, a CSRF token on every state-changing
+request (a form field or the ``X-CSRF-Token`` header, compared in constant time), the admin role
+for actions.  Refusals are JSON for the API and an error page for people."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from .auth import Principal
+from .rendering import Dashboard, Endpoint, Handler, JSONResponse, Open
+from .security import new_token, same
+
+HOST_SIGN_IN = ("Sign in required: sign in to the application that hosts this dashboard first, then come back "
+                "to this page.")
+READS = ("GET", "HEAD")
+
+
+def refuse(d: Dashboard, request: Request, api: bool, status: int, text: str) -> Response:
+    """A refusal: ``{"error": text}`` for the API, the error page for people."""
+    if api:
+        return JSONResponse({"error": text}, status_code=status)
+    return d.render(request, "error.html", None, status=status, message=text)
+
+
+def _unauthenticated(d: Dashboard, request: Request, api: bool) -> Response:
+    """Nobody signed in: 401 for the API; the login page, or the host's word when it signs people in."""
+    if api:
+        return JSONResponse({"error": "authentication required"}, status_code=401)
+    if not d.auth.own_logins:  # the host signs people in; its own login page is not ours to know
+        return d.render(request, "error.html", None, status=401, message=HOST_SIGN_IN)
+    return RedirectResponse(d.url(request, "/login", next=request.url.path), status_code=303)
+
+
+async def _refused_write(d: Dashboard, request: Request, principal: Principal, *, admin: bool, api: bool
+                         ) -> Response | None:
+    """Why a state-changing request may not go on (a wrong CSRF token, a viewer), or None."""
+    sent = request.headers.get("x-csrf-token")
+    if sent is None and not api:
+        form = await request.form()
+        sent = str(form.get("csrf") or "")
+    expected = principal.csrf or request.cookies.get("errands_csrf", "")
+    if not same(sent, expected):
+        return refuse(d, request, api, 403, "invalid or missing CSRF token")
+    if admin and not principal.is_admin:
+        return refuse(d, request, api, 403, "this needs the admin role")
+    return None
+
+
+def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = False) -> Endpoint:
+    """``handler`` behind the guards, as a Starlette endpoint."""
+    async def endpoint(request: Request) -> Response:
+        principal, cookies = await d.auth.principal(request)
+        if principal is None:
+            return _unauthenticated(d, request, api)
+        minted = ""
+        if principal.host and not principal.csrf and request.method in READS:
+            # Host-authenticated: a double-submit token, minted before the page renders its forms
+            # (and before /api/me answers), sent back as a cookie with this response.
+            minted = new_token()
+            principal = dataclasses.replace(principal, csrf=minted)
+        if request.method not in READS:
+            refused = await _refused_write(d, request, principal, admin=admin, api=api)
+            if refused is not None:
+                return refused
+        response = await handler(d, request, principal)
+        if cookies:
+            d.auth.set_cookies(response, cookies)
+        if minted:
+            d.auth.set_csrf_cookie(response, minted)
+        return response
+
+    return endpoint
+
+
+def unguarded(d: Dashboard, handler: Open) -> Endpoint:
+    """``handler`` for anyone (login, health, the OpenAPI document), as a Starlette endpoint."""
+    async def endpoint(request: Request) -> Response:
+        return await handler(d, request)
+
+    return endpoint

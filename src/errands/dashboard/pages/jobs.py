@@ -1,0 +1,53 @@
+"""Jobs waiting or running, stale jobs, one job; cancelling one and recovering stale ones."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ...core.errors import JobNotFound
+from ...services import operator as ops
+from .. import params
+from ..auth import Principal
+from ..rendering import Dashboard
+
+
+async def jobs_page(d: Dashboard, request: Request, user: Principal, stale: bool = False) -> Response:
+    """One keyset page of jobs, filtered and sorted as the query says."""
+    query = request.query_params
+    flt = params.job_filter(query)
+    if stale:
+        flt.state = "stale"
+    data = await run_in_threadpool(ops.list_jobs, d.app, flt, params.query_int(request, "before"), params.PAGE_SIZE,
+                                   params.sort(query), params.query_int(request, "after"))
+    return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES, sorts=ops.SORTS,
+                    queues=await run_in_threadpool(d.app.default_queues))
+
+
+async def stale_page(d: Dashboard, request: Request, user: Principal) -> Response:
+    """Jobs whose worker stopped heart-beating."""
+    return await jobs_page(d, request, user, stale=True)
+
+
+async def job_page(d: Dashboard, request: Request, user: Principal) -> Response:
+    """One job wherever it is, with why it waits."""
+    try:
+        job = await run_in_threadpool(ops.job_detail, d.app, params.job_id(request))
+    except JobNotFound as exc:
+        return d.render(request, "error.html", user, status=404, message=str(exc))
+    return d.render(request, "job.html", user, job=job)
+
+
+async def cancel_action(d: Dashboard, request: Request, user: Principal) -> Response:
+    """Cancel a job, then show it."""
+    job_id = params.job_id(request)
+    await run_in_threadpool(ops.cancel_job, d.app, user.username, job_id)
+    return RedirectResponse(d.url(request, f"/jobs/{job_id}"), status_code=303)
+
+
+async def recover_action(d: Dashboard, request: Request, user: Principal) -> Response:
+    """Release stale jobs now, then say how many."""
+    report = await run_in_threadpool(ops.recover_now, d.app, user.username)
+    return RedirectResponse(d.url(request, "/stale", done=f"recovered:{len(report.released)}:"
+                                                          f"{len(report.buried)}"), status_code=303)

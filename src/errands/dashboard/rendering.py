@@ -1,0 +1,137 @@
+"""The dashboard's shared state and how pages are drawn: the Jinja environment (with filters that
+print whatever a row holds), :class:`Dashboard` (the app, the authenticator, ``render`` and ``url``)
+and the JSON response every API answer and error uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2.filters import do_urlencode
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSONResponse
+
+from ..core.config import check_queue_name
+from ..core.errors import InvalidQueueName
+from ..core.limits import MAX_DELAY
+from ..core.payload import safe_text
+from ..services.operator import displayable
+from .auth import Authenticator, Principal
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+HERE = Path(__file__).parent
+
+
+class JSONResponse(_StarletteJSONResponse):
+    """Every JSON response of the dashboard: whatever a row held (text that is no UTF-8, a NaN),
+    the answer is valid JSON in UTF-8.  The usual rendering first; only when it fails, again with
+    every string passed through :func:`safe_text` and every non-finite float spelled as text."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # UnicodeEncodeError (lone surrogates), or NaN / infinity
+            return super().render(displayable(content))
+
+
+def _finalize(value: Any) -> Any:
+    """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8 (markup,
+    already escaped, stays markup)."""
+    if isinstance(value, str):
+        clean = safe_text(value)
+        return Markup(clean) if isinstance(value, Markup) else clean
+    return value
+
+
+def _urlencode(value: Any) -> str:
+    """Jinja's ``urlencode``, for text that may hold lone surrogates (which it cannot encode)."""
+    return do_urlencode(displayable(value))
+
+
+def _segment(value: Any) -> str:
+    """``value`` quoted as one segment of a URL path: "/" and "?" included."""
+    return quote(safe_text(value), safe="")
+
+
+def _valid_queue_name(name: Any) -> bool:
+    """Whether a queue name can go into a URL the dashboard serves (a pause button needs one)."""
+    try:
+        check_queue_name(name)
+    except InvalidQueueName:
+        return False
+    return True
+
+
+def _duration(seconds: float | None) -> str:
+    """Seconds for people: "—", "12 s", "3.5 min", "2.0 h", "1.2 d"."""
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def environment() -> Environment:
+    """The templates' environment: autoescaped, and every printed value safe to encode."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                      trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+    env.filters["urlencode"] = _urlencode
+    env.filters["segment"] = _segment
+    env.tests["queue_name"] = _valid_queue_name
+    env.globals["max_delay"] = int(MAX_DELAY)
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    env.filters["number"] = lambda v: f"{v:,}" if isinstance(v, int) else v
+    env.filters["duration"] = _duration
+    return env
+
+
+class Dashboard:
+    """What every handler needs: the app, who is asking (the authenticator) and how to draw a page."""
+
+    def __init__(self, app: Errands, auth: Authenticator) -> None:
+        self.app = app
+        self.auth = auth
+        self.env = environment()
+
+    def render(self, request: Request, template: str, principal: Principal | None, status: int = 200,
+               cookies: list[Any] | None = None, **context: Any) -> HTMLResponse:
+        """A page: ``template`` with the user, the mount's root path, the CSRF token and the query."""
+        root = request.scope.get("root_path", "")
+        html = self.env.get_template(template).render(
+            request=request, user=principal, root=root, path=request.url.path[len(root):] or "/",
+            csrf=principal.csrf if principal else "", query=dict(request.query_params), **context)
+        response = HTMLResponse(html, status_code=status)
+        if cookies:
+            self.auth.set_cookies(response, cookies)
+        return response
+
+    def url(self, request: Request, path: str, **params: Any) -> str:
+        """A URL of this dashboard (under its mount), with the non-empty ``params`` as its query."""
+        clean = {k: v for k, v in params.items() if v not in (None, "")}
+        return request.scope.get("root_path", "") + path + (("?" + urlencode(clean)) if clean else "")
+
+    def error(self, request: Request, status: int, text: str) -> Response:
+        """An error for any request: JSON for the API and /metrics, else the error page (no user:
+        the error may be that there is none)."""
+        if "/api/" in request.url.path or request.url.path.endswith("/metrics"):
+            return JSONResponse({"error": text}, status_code=status)
+        return HTMLResponse(self.env.get_template("error.html").render(user=None, message=text, root=request.scope.get(
+            "root_path", ""), path="", csrf="", query={}), status_code=status)
+
+
+Handler = Callable[[Dashboard, Request, Principal], Awaitable[Response]]
+"""A page or API handler behind the guards: the dashboard, the request and who sent it."""
+Open = Callable[[Dashboard, Request], Awaitable[Response]]
+"""A handler anyone may call (login, health, the OpenAPI document)."""
+Endpoint = Callable[[Request], Awaitable[Response]]
+"""A Starlette endpoint: what the guards make of a handler."""

@@ -1,0 +1,461 @@
+"""Typed read models: what the service layer answers, for pages, the JSON API and the CLI alike.
+
+Each is a dataclass whose fields are the keys of its JSON form, in order, so a page and its API twin
+render and serialise the same object, and the OpenAPI document of the dashboard is generated from
+these same classes (:meth:`ReadModel.json_schema`): the description cannot drift from the answers.
+They also read as mappings (``model["field"]``), as the dicts they replace did, for templates,
+metrics and diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints  # noqa: UP035
+
+
+class ReadModel:
+    """Base of every read model (each subclass is a dataclass)."""
+
+    schema_description: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The model as JSON-ready data: nested models become objects, tuples lists."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the same model with the same values, and to its JSON form (as the dicts these
+        models replace compared)."""
+        if isinstance(other, ReadModel):
+            return type(self) is type(other) and self.to_json() == other.to_json()
+        if isinstance(other, dict):
+            return self.to_json() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dicts were
+
+    def keys(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self.keys() else default
+
+    @classmethod
+    def json_schema(cls, components: dict[str, Any]) -> dict[str, Any]:
+        """A reference to this model's JSON schema, which is added (with every model it nests) to
+        ``components`` (the OpenAPI document's ``components.schemas``)."""
+        name = cls.__name__
+        if name not in components:
+            components[name] = {}  # a placeholder first: a model may nest itself
+            hints = get_type_hints(cls)
+            fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+            schema: dict[str, Any] = {"type": "object", "required": [f.name for f in fields],
+                                      "properties": {f.name: type_schema(hints[f.name], components) for f in fields}}
+            if cls.__doc__:
+                schema["description"] = " ".join(cls.__doc__.split())
+            components[name] = schema
+        return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, ReadModel):
+        return value.to_json()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+_SCALARS: dict[Any, dict[str, Any]] = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
+                                       bool: {"type": "boolean"}}
+
+
+def type_schema(hint: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema (OpenAPI 3.0 dialect) of a field's type hint."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(hint) if a is not type(None)]
+        nullable = len(options) < len(get_args(hint))
+        inner = type_schema(options[0], components) if len(options) == 1 else {
+            "oneOf": [type_schema(a, components) for a in options]}
+        if not nullable:
+            return inner
+        return {**inner, "nullable": True} if "$ref" not in inner else {"allOf": [inner], "nullable": True}
+    if origin in (list, tuple):
+        args = get_args(hint)
+        return {"type": "array", "items": type_schema(args[0], components) if args else {}}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": type_schema(get_args(hint)[1], components)}
+    if isinstance(hint, type) and issubclass(hint, ReadModel):
+        return hint.json_schema(components)
+    return dict(_SCALARS.get(hint, {}))  # Any: whatever a job's arguments or result hold
+
+
+# ----------------------------------------------------------------------------------- overview
+@dataclass(eq=False)
+class Throughput(ReadModel):
+    """Jobs finished per bucket over a window (succeeded and failed)."""
+
+    window: str
+    bucket_seconds: int
+    start: str
+    succeeded: list[int]
+    failed: list[int]
+    total_succeeded: int
+    total_failed: int
+
+
+@dataclass(eq=False)
+class QueueRow(ReadModel):
+    """One queue's counts per state; ``capped`` marks the counts that are lower bounds."""
+
+    name: str
+    ready: int
+    delayed: int
+    blocked: int
+    running: int
+    stale: int
+    failed: int
+    capped: dict[str, bool]
+    paused: bool
+    oldest_ready_seconds: float | None
+
+
+@dataclass(eq=False)
+class QueueView(QueueRow):
+    """A queue with the limits in force on its jobs and the registered jobs it serves."""
+
+    limits: list[str] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Overview(ReadModel):
+    """Counters per state and queue, throughput, workers."""
+
+    now: str
+    totals: dict[str, int]
+    totals_capped: dict[str, bool]
+    count_cap: int
+    queues: list[QueueRow]
+    workers_alive: int
+    workers_stale: int
+    no_worker: bool
+    throughput: Throughput
+
+
+@dataclass(eq=False)
+class WorkerRow(ReadModel):
+    """A worker process as its registry row says, and whether it still heart-beats."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    started_at: str | None
+    last_heartbeat_at: str | None
+    seconds_since_heartbeat: float
+    jobs_done: int
+    alive: bool
+
+
+@dataclass(eq=False)
+class WorkerView(WorkerRow):
+    """A worker with the ids of the jobs it holds now."""
+
+    current_jobs: list[Any] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------- jobs
+@dataclass(eq=False)
+class JobSummary(ReadModel):
+    """A waiting or running job as lists show it."""
+
+    id: int
+    name: str
+    queue: str
+    state: str
+    attempts: int
+    max_attempts: int
+    priority: int
+    created_at: str | None
+    available_at: str | None
+    arguments: Any
+    last_error: str | None
+    progress: float | None
+
+
+@dataclass(eq=False)
+class LiveJob(JobSummary):
+    """A job still in the jobs table, with why it waits."""
+
+    where: str = "jobs"
+    owner: str | None = None
+    reserved_at: str | None = None
+    lease_until: str | None = None
+    timeout: float | None = None
+    unique_key: str | None = None
+    blocked_by: int | None = None
+    batch_id: int | None = None
+    concurrency_key: str | None = None
+    progress_message: str | None = None
+    cancel_requested: bool = False
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class DeadJob(ReadModel):
+    """A job in the dead letter."""
+
+    id: int
+    name: str
+    queue: str
+    state: str
+    where: str
+    attempts: int
+    max_attempts: int
+    priority: int
+    created_at: str | None
+    failed_at: str | None
+    arguments: Any
+    error_type: str | None
+    error_message: str | None
+    why: list[str]
+
+
+@dataclass(eq=False)
+class FinishedJob(ReadModel):
+    """A job that ended with a kept result (succeeded or cancelled)."""
+
+    id: int
+    name: str
+    queue: str
+    state: str
+    where: str
+    attempts: int
+    finished_at: str | None
+    result: Any
+    message: str | None
+    batch_id: int | None
+    why: list[str]
+
+
+JobDetail = LiveJob | DeadJob | FinishedJob
+
+
+@dataclass(eq=False)
+class Searched(ReadModel):
+    """What a text or name search looked at: ``window`` rows down (or up) to id ``edge_id``."""
+
+    window: int
+    edge_id: int | None
+    complete: bool
+
+
+@dataclass(eq=False)
+class JobPage(ReadModel):
+    """One keyset page of jobs (counts capped at 10,000)."""
+
+    jobs: list[JobSummary]
+    count: int
+    sort: str
+    count_capped: bool
+    next_before_id: int | None
+    next_after_id: int | None
+    searched: Searched | None
+
+
+@dataclass(eq=False)
+class DeadEntry(ReadModel):
+    """One dead-letter entry."""
+
+    id: int
+    name: str
+    queue: str
+    attempts: int
+    failed_at: str | None
+    error_type: str | None
+    error_message: str | None
+    arguments: Any
+
+
+@dataclass(eq=False)
+class FailureGroupView(ReadModel):
+    """Dead-letter entries of one job with the same error."""
+
+    name: str
+    error_type: str
+    message: str
+    count: int
+    last_failed_at: str | None
+    example_id: int
+
+
+@dataclass(eq=False)
+class DeadLetterPage(ReadModel):
+    """One keyset page of the dead letter, with its entries grouped by job and error."""
+
+    entries: list[DeadEntry]
+    groups: list[FailureGroupView]
+    count: int
+    count_capped: bool
+    next_before_id: int | None
+    searched: Searched | None
+
+
+# ----------------------------------------------------------------------------------- other views
+@dataclass(eq=False)
+class Parameter(ReadModel):
+    """A parameter of a registered job (its default as Python text)."""
+
+    name: str
+    required: bool
+    default: str | None
+
+
+@dataclass(eq=False)
+class EnqueueableJob(ReadModel):
+    """A registered job the enqueue form offers."""
+
+    name: str
+    queue: str
+    parameters: list[Parameter]
+    doc: str
+
+
+@dataclass(eq=False)
+class Schedule(ReadModel):
+    """A periodic job: its cron, the last slot run and the next three."""
+
+    name: str
+    cron: str
+    timezone: str
+    last_slot: str | None
+    next: list[str]
+    queue: str
+
+
+@dataclass(eq=False)
+class AuditEntry(ReadModel):
+    """Who did what, when."""
+
+    id: int
+    at: str | None
+    actor: str
+    action: str
+    target: str
+    detail: str | None
+
+
+@dataclass(eq=False)
+class UserView(ReadModel):
+    """A dashboard account, without its password hash."""
+
+    username: str
+    role: str
+    disabled: bool
+    last_login_at: str | None
+
+
+@dataclass(eq=False)
+class Recovered(ReadModel):
+    """Jobs whose lease expired: given back to their queue, or buried with no attempts left."""
+
+    released: list[int]
+    buried: list[int]
+
+
+# ----------------------------------------------------------------------------------- API answers
+@dataclass(eq=False)
+class Me(ReadModel):
+    """The signed-in user and the CSRF token for writes."""
+
+    username: str
+    role: str
+    theme: str
+    csrf: str
+
+
+@dataclass(eq=False)
+class WorkerList(ReadModel):
+    workers: list[WorkerView]
+
+
+@dataclass(eq=False)
+class QueueList(ReadModel):
+    queues: list[QueueView]
+
+
+@dataclass(eq=False)
+class ScheduleList(ReadModel):
+    schedules: list[Schedule]
+
+
+@dataclass(eq=False)
+class EnqueueForm(ReadModel):
+    jobs: list[EnqueueableJob]
+
+
+@dataclass(eq=False)
+class AuditLog(ReadModel):
+    entries: list[AuditEntry]
+
+
+@dataclass(eq=False)
+class UserList(ReadModel):
+    users: list[UserView]
+
+
+@dataclass(eq=False)
+class BulkDone(ReadModel):
+    """How many dead-letter entries a bulk action moved."""
+
+    done: int
+
+
+@dataclass(eq=False)
+class NeedsConfirmation(ReadModel):
+    """The first step of a bulk action: how many entries it would touch."""
+
+    needs_confirmation: bool
+    count: int
+    hint: str
+
+
+@dataclass(eq=False)
+class QueueToggled(ReadModel):
+    queue: str
+    paused: bool
+
+
+@dataclass(eq=False)
+class PeriodicRun(ReadModel):
+    job_id: int
+
+
+@dataclass(eq=False)
+class Cancelled(ReadModel):
+    """"cancelled" (it will not run), "requested" (it is running) or "gone" (it had ended)."""
+
+    outcome: str
+
+
+@dataclass(eq=False)
+class Enqueued(ReadModel):
+    ids: list[int]
+
+
+__all__ = [name for name, value in list(globals().items())
+           if isinstance(value, type) and issubclass(value, ReadModel)] + ["JobDetail", "type_schema"]

@@ -1,0 +1,119 @@
+"""Signing in and out of the dashboard's own accounts: passwords, sessions, remember-me tokens and
+the failed-login limits.  An account matter, so it lives here and not in the web layer, which only
+turns what these functions return into cookies.
+
+A session is a random token whose SHA-256 the database keeps, with the session's CSRF token.
+"Remember me" is a second token ``selector:validator``; the database keeps the validator's digest,
+and each use replaces the token (rotation).  Failed logins are counted per account and per client
+address in the database, so every dashboard process sees the same limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..core.errors import StoreError
+from . import passwords
+from .tokens import digest, new_token, same
+
+if TYPE_CHECKING:
+    from ..app import Errands
+
+TOO_MANY = "Too many failed attempts. Wait a few minutes and try again."
+WRONG = "Wrong user name or password."
+
+
+class SessionPolicy(Protocol):
+    """The limits sessions obey (the dashboard's ``AuthSettings`` is one)."""
+
+    session_ttl: float
+    remember_ttl: float
+    max_failures_per_account: int
+    max_failures_per_address: int
+    failure_window: float
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """Who a session belongs to, and the tokens a new session hands out (empty when none is new)."""
+
+    username: str
+    role: str
+    theme: str
+    csrf: str
+    session_token: str = ""
+    """A new session's token, for the session cookie."""
+    remember_token: str = ""
+    """A new ``selector:validator``, for the remember-me cookie."""
+
+
+def current(app: Errands, token: str | None, remembered: str | None, policy: SessionPolicy) -> SignedIn | None:
+    """The account behind a session token or, failing that, a remember-me token (which is used up
+    and replaced by a new session).  A remember-me validator that does not match its live selector
+    means the token was stolen and used: every remember-me token of that account ends."""
+    store = app.store
+    if token:
+        session = store.get_session(digest(token))
+        if session is not None:
+            u = session.user
+            return SignedIn(u.username, u.role, u.theme, session.csrf)
+    if remembered and ":" in remembered:
+        selector, validator = remembered.split(":", 1)
+        taken = store.take_remember(selector)
+        if taken is not None and same(taken[0], digest(validator)):
+            return start(app, taken[1], remember=True, policy=policy)
+        if taken is not None:
+            store.forget_remember_of(taken[1].id)
+    return None
+
+
+def start(app: Errands, user: Any, *, remember: bool, policy: SessionPolicy) -> SignedIn:
+    """A new session for ``user`` (a store user row), and a remember-me token when asked."""
+    token, csrf = new_token(), new_token()
+    app.store.create_session(digest(token), user.id, csrf, policy.session_ttl)
+    remember_token = ""
+    if remember:
+        selector, validator = new_token(12), new_token()
+        app.store.create_remember(selector, digest(validator), user.id, policy.remember_ttl)
+        remember_token = f"{selector}:{validator}"
+    return SignedIn(user.username, user.role, user.theme, csrf, token, remember_token)
+
+
+def sign_in(app: Errands, username: str, password: str, address: str, remember: bool, policy: SessionPolicy
+            ) -> tuple[SignedIn | None, str]:
+    """Check a password against the limits and the account; returns (the new session or None, the
+    message for the login form).  An unknown or disabled account costs as long as a wrong password,
+    so timing tells no user name; every attempt is recorded, a success also in the audit log."""
+    store = app.store
+    if store.failed_logins(username=username, window=policy.failure_window) >= policy.max_failures_per_account or \
+            store.failed_logins(ip=address, window=policy.failure_window) >= policy.max_failures_per_address:
+        store.record_login(username, address, False)
+        return None, TOO_MANY
+    user = store.get_user(username)
+    if user is None or user.disabled:
+        passwords.burn_time(password)
+        ok = False
+    else:
+        ok = passwords.verify_password(password, user.password_hash)
+    store.record_login(username, address, ok)
+    if not ok or user is None:
+        return None, WRONG
+    signed = start(app, user, remember=remember, policy=policy)
+    store.audit(user.username, "login", f"from {address}")
+    return signed, ""
+
+
+def sign_out(app: Errands, token: str | None, remembered: str | None) -> None:
+    """End a session and its remember-me token; a database that fails meanwhile does not keep the
+    user signed in on this browser (the cookies go anyway), so errors are swallowed."""
+    if token:
+        try:
+            app.store.delete_session(digest(token))
+        except StoreError:
+            pass
+    if remembered and ":" in remembered:
+        try:
+            app.store.take_remember(remembered.split(":", 1)[0])
+        except StoreError:
+            pass
