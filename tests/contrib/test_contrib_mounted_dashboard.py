@@ -12,7 +12,7 @@ import pytest
 from contrib_helpers import BASE, USERS, Web, form_csrf, links, load_example
 from starlette.testclient import TestClient
 
-from errands.dashboard.passwords import hash_password
+from errands.services.passwords import hash_password
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 

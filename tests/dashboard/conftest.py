@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 
 from errands import Errands
 from errands.dashboard import AuthSettings, create_dashboard
-from errands.dashboard.passwords import hash_password
+from errands.services.passwords import hash_password
 
 ADMIN, VIEWER, PASSWORD = "ada", "vic", "correct horse battery"
 _HASH = hash_password(PASSWORD)  # scrypt is slow on purpose: hash once for the whole run

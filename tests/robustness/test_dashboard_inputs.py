@@ -22,8 +22,8 @@ from errands import Errands
 from errands.core.limits import ID_MAX, MAX_DELAY
 from errands.core.payload import MAX_DEPTH
 from errands.dashboard import AuthSettings, create_dashboard
-from errands.dashboard.passwords import hash_password
 from errands.services.operator import DISPLAY_DEPTH
+from errands.services.passwords import hash_password
 
 ADMIN, PASSWORD = "ada", "correct horse battery"
 _HASH = hash_password(PASSWORD)

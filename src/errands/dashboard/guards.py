@@ -9,9 +9,9 @@ import dataclasses
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ..services.tokens import new_token, same
 from .auth import Principal
 from .rendering import Dashboard, Endpoint, Handler, JSONResponse, Open
-from .security import new_token, same
 
 HOST_SIGN_IN = ("Sign in required: sign in to the application that hosts this dashboard first, then come back "
                 "to this page.")

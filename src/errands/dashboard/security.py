@@ -1,11 +1,9 @@
 """Security plumbing shared by every dashboard response: headers and safe redirects (tokens and their
-constant-time comparison live in :mod:`errands.services.tokens`, re-exported here)."""
+constant-time comparison live in :mod:`errands.services.tokens`)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from ..services.tokens import digest, new_token, same
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")

@@ -3,7 +3,7 @@ attempts and the audit log.
 
 Secrets never reach the database in the clear: session tokens and remember-me
 validators are stored as SHA-256 digests, passwords as scrypt hashes made by
-:mod:`errands.dashboard.passwords`.  Everything lives in the database so that any
+:mod:`errands.services.passwords`.  Everything lives in the database so that any
 number of dashboard processes share sessions, rate limits and the audit trail.
 """
 
