@@ -50,4 +50,4 @@ def local_path(target: str, fallback: str = "/") -> str:
     return fallback
 
 
-__all__ = ["CSP", "HEADERS", "SecurityHeaders", "digest", "local_path", "new_token", "same"]
+__all__ = ["CSP", "HEADERS", "SecurityHeaders", "local_path"]
