@@ -223,7 +223,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
     settings = settings or AuthSettings()
     auth = Authenticator(app, settings, host_auth, open_access)
     d = Dashboard(app, auth)
-    if auth.own_logins and app.store.count_users() == 0:
+    if auth.own_logins and app.store.accounts.count_users() == 0:
         raise ConfigurationError("the dashboard has no user: create the first admin with `errands users create "
                                  "NAME --role admin`, or pass open_access=True (--behind-host-auth) when the host "
                                  "already guards it")
@@ -414,7 +414,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if not user.is_admin:
             return d.render(request, "error.html", user, status=403, message="this needs the admin role")
         search = safe_text(request.query_params.get("q", ""), 100)
-        users = [] if not auth.own_logins else await run_in_threadpool(app.store.list_users, search or None)
+        users = [] if not auth.own_logins else await run_in_threadpool(app.store.accounts.list_users, search or None)
         return d.render(request, "users.html", user, users=users, search=search, roles=ROLES,
                         own_logins=auth.own_logins)
 
@@ -428,7 +428,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
             await run_in_threadpool(accounts.change_user, app, user.username, action, username,
                                     role=str(form.get("role", "viewer")), password=str(form.get("password", "")))
         except (ValueError, ErrandsError) as exc:
-            users = await run_in_threadpool(app.store.list_users)
+            users = await run_in_threadpool(app.store.accounts.list_users)
             return d.render(request, "users.html", user, status=400, users=users, search="",
                             roles=ROLES, own_logins=auth.own_logins, error=str(exc))
         return RedirectResponse(d.url(request, "/users", done=f"{action}:{username}"), status_code=303)
@@ -439,7 +439,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         if theme not in THEMES:
             raise HTTPException(400, "unknown theme")
         if not user.host:
-            await run_in_threadpool(app.store.update_user, user.username, theme=theme)
+            await run_in_threadpool(app.store.accounts.update_user, user.username, theme=theme)
         return RedirectResponse(d.url(request, local_path(str(form.get("back") or "/"))), status_code=303)
 
     # ------------------------------------------------------------------ JSON API
@@ -563,7 +563,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
         search = None if search is None else safe_text(search)
         return {"users": [{"username": u.username, "role": u.role, "disabled": u.disabled,
                            "last_login_at": u.last_login_at.isoformat() if u.last_login_at else None}
-                          for u in (app.store.list_users(search or None) if auth.own_logins else [])]}
+                          for u in (app.store.accounts.list_users(search or None) if auth.own_logins else [])]}
 
     def api_me(request: Request, user: Principal, body: Any) -> Any:
         return {"username": user.username, "role": user.role, "theme": user.theme, "csrf": user.csrf}

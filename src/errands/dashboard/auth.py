@@ -94,30 +94,30 @@ class Authenticator:
                        ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
         token = conn.cookies.get(SESSION_COOKIE)
         if token:
-            session = self.app.store.get_session(digest(token))
+            session = self.app.store.accounts.get_session(digest(token))
             if session is not None:
                 u = session.user
                 return Principal(u.username, u.role, u.theme, session.csrf), []
         remembered = conn.cookies.get(REMEMBER_COOKIE)
         if remembered and ":" in remembered:
             selector, validator = remembered.split(":", 1)
-            taken = self.app.store.take_remember(selector)
+            taken = self.app.store.accounts.take_remember(selector)
             if taken is not None and same(taken[0], digest(validator)):
                 user = taken[1]
                 return self._start(user.id, user.username, user.role, user.theme, remember=True)
             if taken is not None:
                 # A validator that does not match a live selector: the token was stolen and used. End all.
-                self.app.store.forget_remember_of(taken[1].id)
+                self.app.store.accounts.forget_remember_of(taken[1].id)
         return None, []
 
     def _start(self, user_id: int, username: str, role: str, theme: str, remember: bool
                ) -> tuple[Principal, list[tuple[str, str, dict[str, Any]]]]:
         token, csrf = new_token(), new_token()
-        self.app.store.create_session(digest(token), user_id, csrf, self.settings.session_ttl)
+        self.app.store.accounts.create_session(digest(token), user_id, csrf, self.settings.session_ttl)
         cookies = [(SESSION_COOKIE, token, {"max_age": int(self.settings.session_ttl)})]
         if remember:
             selector, validator = new_token(12), new_token()
-            self.app.store.create_remember(selector, digest(validator), user_id, self.settings.remember_ttl)
+            self.app.store.accounts.create_remember(selector, digest(validator), user_id, self.settings.remember_ttl)
             cookies.append((REMEMBER_COOKIE, f"{selector}:{validator}", {"max_age": int(self.settings.remember_ttl)}))
         return Principal(username, role, theme, csrf), cookies
 
@@ -125,34 +125,34 @@ class Authenticator:
               ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]], str]:
         """Check a password; returns (principal or None, cookies, message for the login form)."""
         store, s = self.app.store, self.settings
-        if store.failed_logins(username=username, window=s.failure_window) >= s.max_failures_per_account or \
-                store.failed_logins(ip=address, window=s.failure_window) >= s.max_failures_per_address:
-            store.record_login(username, address, False)
+        if store.accounts.failed_logins(username=username, window=s.failure_window) >= s.max_failures_per_account or \
+                store.accounts.failed_logins(ip=address, window=s.failure_window) >= s.max_failures_per_address:
+            store.accounts.record_login(username, address, False)
             return None, [], "Too many failed attempts. Wait a few minutes and try again."
-        user = store.get_user(username)
+        user = store.accounts.get_user(username)
         if user is None or user.disabled:
             passwords.burn_time(password)
             ok = False
         else:
             ok = passwords.verify_password(password, user.password_hash)
-        store.record_login(username, address, ok)
+        store.accounts.record_login(username, address, ok)
         if not ok or user is None:
             return None, [], "Wrong user name or password."
         principal, cookies = self._start(user.id, user.username, user.role, user.theme, remember)
-        store.audit(user.username, "login", f"from {address}")
+        store.accounts.audit(user.username, "login", f"from {address}")
         return principal, cookies, ""
 
     def logout(self, conn: HTTPConnection, response: Response) -> None:
         token = conn.cookies.get(SESSION_COOKIE)
         if token:
             try:
-                self.app.store.delete_session(digest(token))
+                self.app.store.accounts.delete_session(digest(token))
             except StoreError:
                 pass
         remembered = conn.cookies.get(REMEMBER_COOKIE)
         if remembered and ":" in remembered:
             try:
-                self.app.store.take_remember(remembered.split(":", 1)[0])
+                self.app.store.accounts.take_remember(remembered.split(":", 1)[0])
             except StoreError:
                 pass
         for name in (SESSION_COOKIE, REMEMBER_COOKIE):
