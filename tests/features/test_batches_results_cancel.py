@@ -318,7 +318,7 @@ def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
     finally:
         conn.close()
     assert [r.arguments for r in store.jobs.list_jobs()] == [([2], {})]
-    if store.dialect.name == "sqlite":  # the application's own connection, bound to its thread as sqlite3 does by default
+    if store.dialect.name == "sqlite":  # noqa: E501 - the application's own connection, bound to its thread as sqlite3 does by default
         import sqlite3
 
         own = sqlite3.connect(app.database_url.removeprefix("sqlite:///"), isolation_level=None)

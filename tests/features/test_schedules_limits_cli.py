@@ -31,7 +31,7 @@ def test_a_new_schedule_starts_with_its_next_slot_and_runs_a_missed_slot_once(ap
     assert store.features.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # first sight: recorded only
     first = store.features.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b"))
     assert first is not None
-    assert store.features.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b")) is None  # once
+    assert store.features.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b")) is None  # noqa: E501 - once
     assert store.features.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # never backwards
     # Down for an hour: the scheduler asks for the latest slot only, which runs once.
     late = store.features.claim_periodic_slot("report", t0 + timedelta(hours=1), schedule.prepare("c"))
@@ -51,7 +51,7 @@ def test_scheduler_enqueues_from_a_worker(app):
     scheduler.tick()  # first sight
     assert app.store.jobs.list_jobs() == []
     scheduler.seen.clear()
-    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {periodic} SET last_slot = {now_plus}"), (-10.0,)),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {periodic} SET last_slot = {now_plus}"), (-10.0,)),  # noqa: E501
                   write=True)
     scheduler.tick()
     assert [r.name for r in app.store.jobs.list_jobs()] == ["every_second"]
@@ -71,7 +71,7 @@ def test_a_dead_workers_concurrency_slot_comes_back_when_its_lease_expires(app):
     app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
         "UPDATE {jobs} SET available_at = {now}, reserved_until = {now_plus} WHERE id = {p}"),
         (-1.0, first.id)), write=True)  # the dead worker's lease ran out
-    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),  # noqa: E501
                                           (second.id,)), write=True)
     [again] = app.store.jobs.claim("live-worker", ["default"], 1, lease=30)
     assert again.id == second.id and app.store.features.admit("live-worker", [(again.id, limit)]) == ([again.id], [])
@@ -161,11 +161,11 @@ def test_a_version_1_schema_is_upgraded_in_place(db_url, monkeypatch):
     from errands.store import open_store
 
     old = open_store(db_url)
-    v1 = old.migrations()[:1]
-    monkeypatch.setattr(type(old), "migrations", lambda self: v1)
-    monkeypatch.setattr(type(old), "schema_version", 1)
+    v1 = old.dialect.migrations()[:1]
+    monkeypatch.setattr(type(old.dialect), "migrations", lambda self: v1)
+    monkeypatch.setattr(type(old.dialect), "schema_version", 1)
     old.migrate()
-    old.run(lambda cur: cur.execute(old.q(
+    old.db.run(lambda cur: cur.execute(old.dialect.q(
         "INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, available_at, created_at) "
         "VALUES ('default', 'u', {p}, 0, 0, 3, {now}, {now})"), ('{"args":[],"kwargs":{}}',)))
     old.close()

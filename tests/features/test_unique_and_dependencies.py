@@ -78,7 +78,7 @@ def test_a_dependant_waits_until_its_dependency_succeeds(app):
     assert child.status() is JobState.BLOCKED
     assert app.counts()["default"].blocked == 1
     assert drain(app) == 0  # parent is delayed, child blocked
-    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),  # noqa: E501
                                           (parent.id,)))
     drain(app)
     assert order == ["parent", "child"]

@@ -453,7 +453,7 @@ def test_a_stored_result_that_is_no_json_shows_and_is_refused_by_result(web, das
 
     handle = kept.enqueue()
     dash_app.run_until_empty()
-    dash_app.store.db.run(lambda cur: cur.execute(dash_app.store.dialect.q("UPDATE {results} SET result = {p} WHERE id = {p}"),
+    dash_app.store.db.run(lambda cur: cur.execute(dash_app.store.dialect.q("UPDATE {results} SET result = {p} WHERE id = {p}"),  # noqa: E501
                                                ('{"broken": [1,', handle.id)))
     page = web.get(f"/jobs/{handle.id}")
     assert page.status_code == 200, page.text[-1500:]

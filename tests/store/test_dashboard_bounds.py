@@ -108,4 +108,4 @@ def test_sqlite_buckets_need_no_math_functions(jobs: Errands) -> None:
     store = jobs.store
     sql = store.dialect.floor_sql("x")
     assert "FLOOR" not in sql.upper()
-    assert store.db.run(lambda cur: (cur.execute(f"SELECT {store.dialect.floor_sql('7.9')}"), cur.fetchone()[0])[1]) == 7
+    assert store.db.run(lambda cur: (cur.execute(f"SELECT {store.dialect.floor_sql('7.9')}"), cur.fetchone()[0])[1]) == 7  # noqa: E501

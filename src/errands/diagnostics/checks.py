@@ -192,7 +192,8 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
         c in live.tables.get(t, set()) for t, c in newer_columns) and all(i in live.indexes for i in newer_indexes)
     detail = f"the schema is at version {recorded}, this code needs version {code}"
     if present:
-        rows = "; ".join(f"INSERT INTO {store.dialect.t_schema} (version) VALUES ({v})" for v in range(recorded + 1, code + 1))
+        table = store.dialect.t_schema
+        rows = "; ".join(f"INSERT INTO {table} (version) VALUES ({v})" for v in range(recorded + 1, code + 1))
         return Check("schema_version", Status.FAIL, detail + f", yet the tables of version {recorded + 1}"
                      f"{'' if recorded + 1 == code else f'-{code}'} are already here: the version row was removed",
                      fix=f"record the versions that are in place: {rows} (`errands migrate` would try to create "
@@ -235,7 +236,8 @@ def schema_drift(ctx: Context) -> Check:
     extras = ([f"extra table {t} (not errands')" for t in drift.extra_tables]
               + [f"extra column {t}.{c}" for t, c in drift.extra_columns]
               + [f"extra index {i} on {t}" + (" (every enqueue and finished job pays for it)"
-                                               if t == ctx.store.dialect.t_jobs else "") for i, t in drift.extra_indexes])
+                                               if t == ctx.store.dialect.t_jobs else "")
+                 for i, t in drift.extra_indexes])
     if not drift.missing:
         detail = (f"tables, columns and indexes match errands' DDL for version {recorded} "
                   f"({len(expected.tables)} tables, {len(expected.indexes)} indexes)")
@@ -294,7 +296,8 @@ def claim_index(ctx: Context, facts: DialectFacts) -> Check:
                      "table instead, which is as quick at this size (it switches as the table grows)", data=data)
     return Check("claim_index", Status.WARN, f"{name} is in place but the claim query does not use it with "
                  f"{PLAN_MATTERS_FROM_ROWS}+ jobs: claims slow down as the queue grows",
-                 fix=f"refresh the planner's statistics ({store.dialect.q(facts.ANALYZE)}) and run `errands doctor` again",
+                 fix=f"refresh the planner's statistics ({store.dialect.q(facts.ANALYZE)}) and run "
+                     "`errands doctor` again",
                  data=data)
 
 

@@ -241,7 +241,8 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     if not full and (searching or (before is None and after is None)):
         total = len(rows)  # the page holds every match (of the window): no second pass
     elif searching:
-        total = store.insights.count_jobs(**flt.args(), before_id=before, after_id=after, edge_id=edge, oldest_first=oldest)
+        total = store.insights.count_jobs(**flt.args(), before_id=before, after_id=after, edge_id=edge,
+                                          oldest_first=oldest)
     else:
         total = store.insights.count_jobs(**flt.args())
     more = rows[-1].id if full else edge
@@ -345,7 +346,8 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
         total = len(rows)
     else:
         total = store.insights.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
-    top_edge = edge if before_id is None or not searching else store.insights.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
+    top_edge = (edge if before_id is None or not searching
+                else store.insights.scan_edge("failed", rows=DEAD_SEARCH_WINDOW))
     groups = store.insights.failure_groups(**args, edge_id=top_edge)
     return {"entries": [{"id": r.id, "name": r.name, "queue": r.queue, "attempts": r.attempts,
                          "failed_at": _iso(r.failed_at), "error_type": r.error_type,
@@ -358,7 +360,8 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
 
 
 def matching_failed(app: Errands, flt: JobFilter, limit: int = 100_000) -> list[int]:
-    return app.store.insights.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None, limit=limit)
+    return app.store.insights.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None,
+                                         limit=limit)
 
 
 BULK_CHUNK = 1000
