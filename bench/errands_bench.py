@@ -137,10 +137,10 @@ def _fill_by_copy(n: int) -> float:
         k = min(have, n - have)
 
         def copy(cur: Any, k: int = k) -> None:
-            cur.execute(f"INSERT INTO {store.t_jobs} ({cols}) SELECT {cols} FROM {store.t_jobs} "
+            cur.execute(f"INSERT INTO {store.dialect.t_jobs} ({cols}) SELECT {cols} FROM {store.dialect.t_jobs} "
                         f"ORDER BY id LIMIT {int(k)}")
 
-        store.run(copy, write=True)
+        store.db.run(copy, write=True)
         have += k
     return time.perf_counter() - t0
 
