@@ -272,7 +272,7 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     rounds = max(1, total // 10_000)
     dead_cols = "id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, failed_at, " \
                 "error_type, error_message"
-    dead_sql = store.q("INSERT INTO {failed} (" + dead_cols + ") VALUES (" + ", ".join(["{p}"] * 12) + ")")
+    dead_sql = store.dialect.q("INSERT INTO {failed} (" + dead_cols + ") VALUES (" + ", ".join(["{p}"] * 12) + ")")
     made = 0
     dead_made = 0
     for r in range(rounds):
@@ -308,17 +308,17 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
             etype, emsg = _error(rng, variant)
             failed_at = failed_at_base + timedelta(seconds=k * 600 / max(len(picks), 1))
             rows.append((ids[i], job.queue, job.name, job.payload, job.priority, job.max_attempts, job.max_attempts,
-                         job.timeout, store.from_datetime(failed_at - timedelta(minutes=rng.uniform(1, 90))),
-                         store.from_datetime(failed_at), etype, emsg))
+                         job.timeout, store.dialect.from_datetime(failed_at - timedelta(minutes=rng.uniform(1, 90))),
+                         store.dialect.from_datetime(failed_at), etype, emsg))
         if rows:
             gone = [row[0] for row in rows]
 
             def move(cur: Any, rows: list[tuple[Any, ...]] = rows, gone: list[int] = gone) -> None:
                 cur.executemany(dead_sql, rows)
                 for part in _chunks(gone, 1000):
-                    cur.execute(store.q("DELETE FROM {jobs} WHERE id IN (") + store._in(part) + ")", part)
+                    cur.execute(store.dialect.q("DELETE FROM {jobs} WHERE id IN (") + store.dialect.marks(part) + ")", part)
 
-            store.run(move, write=True)
+            store.db.run(move, write=True)
             dead_made += len(rows)
             out.dead += gone
         dead_set = set(picks)
@@ -335,8 +335,8 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     out.retrying = rng.sample(out.delayed, min(2_000, len(out.delayed) // 4))
     for part in _chunks(sorted(out.retrying), 500):
         etype, emsg = _error(rng, rng.randrange(36))
-        store.run(lambda cur, part=part, e=f"{etype}: {emsg}": cur.execute(store.q(
-            "UPDATE {jobs} SET attempts = 1, last_error = {p} WHERE id IN (") + store._in(part) + ")", [e, *part]),
+        store.db.run(lambda cur, part=part, e=f"{etype}: {emsg}": cur.execute(store.dialect.q(
+            "UPDATE {jobs} SET attempts = 1, last_error = {p} WHERE id IN (") + store.dialect.marks(part) + ")", [e, *part]),
             write=True)
     # Blocked jobs: each waits for a delayed job (so it stays blocked), through the public API.
     if out.delayed:
@@ -352,7 +352,7 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     ready_pool = rng.sample(out.ready, min(len(out.ready), 1_100))
     for i, host in enumerate(hosts):
         wid = f"{host}:{4000 + i}:{rng.getrandbits(24):06x}"
-        store.register_worker(wid, host, 4000 + i, queues_of[i], 16)
+        store.workers.register(wid, host, 4000 + i, queues_of[i], 16)
         alive = i < 6
         held = [ready_pool.pop() for _ in range(16 if alive else 200) if ready_pool]
         for part in _chunks(held, 500):
@@ -364,14 +364,14 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
                 sql = ("UPDATE {jobs} SET reserved_by = {p}, reserved_at = {now_plus}, reserved_until = {now_plus}, "
                        "attempts = attempts + 1 WHERE id IN (")
                 params = [wid, -1800.0, -1800.0 + LEASE]
-            store.run(lambda cur, sql=sql, params=params, part=part: cur.execute(
-                store.q(sql) + store._in(part) + ")", [*params, *part]), write=True)
+            store.db.run(lambda cur, sql=sql, params=params, part=part: cur.execute(
+                store.dialect.q(sql) + store.dialect.marks(part) + ")", [*params, *part]), write=True)
         if alive:
             out.running[wid] = held
             out.workers_alive.append(wid)
         else:
             out.stale += held
-            store.run(lambda cur, wid=wid: cur.execute(store.q(
+            store.db.run(lambda cur, wid=wid: cur.execute(store.dialect.q(
                 "UPDATE {workers} SET started_at = {now_plus}, heartbeat_at = {now_plus} WHERE id = {p}"),
                 (-86400.0, -1800.0, wid)), write=True)
     taken = {j for ids in out.running.values() for j in ids} | set(out.stale)
@@ -383,14 +383,14 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     minute0 = now.replace(second=0, microsecond=0)
     stats = []
     for m in range(1, 7 * 1440 + 1):
-        at = store.from_datetime(minute0 - timedelta(minutes=m))
+        at = store.dialect.from_datetime(minute0 - timedelta(minutes=m))
         daily = 1.0 + 0.8 * ((m // 60) % 24 in range(8, 20))
         for q in QUEUES:
             ok = int(rng.expovariate(1 / (40 * daily)))
             stats.append((at, q, ok, int(ok * rng.uniform(0, 0.04))))
-    stats_sql = store.q("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES ({p}, {p}, {p}, {p})")
+    stats_sql = store.dialect.q("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES ({p}, {p}, {p}, {p})")
     for part in _chunks(stats, 5_000):
-        store.run(lambda cur, part=part: cur.executemany(stats_sql, part), write=True)
+        store.db.run(lambda cur, part=part: cur.executemany(stats_sql, part), write=True)
     # An audit log of a busy month.
     actions = (("retry", "dead-letter entries retried"), ("forget", "dead-letter entries forgotten"),
                ("pause", None), ("resume", None), ("enqueue", "send_email x1"), ("recover", None),
@@ -400,15 +400,15 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
         action, detail = rng.choice(actions)
         at = now - timedelta(days=30) + timedelta(seconds=k * 30 * 86400 / 20_000)
         target = f"queue {rng.choice(QUEUES)}" if action in ("pause", "resume") else f"jobs {rng.randrange(10**6)}"
-        audit.append((store.from_datetime(at), rng.choice(("ops-anna", "ops-bert", "oncall", USER)), action, target,
+        audit.append((store.dialect.from_datetime(at), rng.choice(("ops-anna", "ops-bert", "oncall", USER)), action, target,
                       detail))
-    audit_sql = store.q("INSERT INTO {audit} (at, actor, action, target, detail) VALUES ({p}, {p}, {p}, {p}, {p})")
+    audit_sql = store.dialect.q("INSERT INTO {audit} (at, actor, action, target, detail) VALUES ({p}, {p}, {p}, {p}, {p})")
     for part in _chunks(audit, 5_000):
-        store.run(lambda cur, part=part: cur.executemany(audit_sql, part), write=True)
+        store.db.run(lambda cur, part=part: cur.executemany(audit_sql, part), write=True)
     # The schedules have run before; one queue is paused.
     for schedule in app.schedules.values():
         slot = now - timedelta(hours=1)
-        store.claim_periodic_slot(schedule.name, slot, schedule.prepare(slot.isoformat()))
+        store.features.claim_periodic_slot(schedule.name, slot, schedule.prepare(slot.isoformat()))
     app.pause_queue(PAUSED_QUEUE)
     out.seconds["history"] = time.perf_counter() - t2
     return out
@@ -419,7 +419,7 @@ def analyze(app: Errands, backend: str) -> float:
     t0 = time.perf_counter()
     store = app.store
     if backend == "postgres":
-        store.run(lambda cur: cur.execute("VACUUM (ANALYZE)"))
+        store.db.run(lambda cur: cur.execute("VACUUM (ANALYZE)"))
     elif backend == "mariadb":
         def run(cur: Any) -> None:
             cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
@@ -427,7 +427,7 @@ def analyze(app: Errands, backend: str) -> float:
                 cur.execute(f"ANALYZE TABLE `{table}`")
                 cur.fetchall()
 
-        store.run(run)
+        store.db.run(run)
     return time.perf_counter() - t0
 
 
@@ -447,9 +447,9 @@ class LiveWorkers(threading.Thread):
         store = self.app.store
         for wid, ids in self.running.items():
             self.done += 3
-            store.heartbeat(wid, self.done)
-            store.extend_leases(wid, ids, LEASE)
-        store.add_stats({(q, True): 7 for q in QUEUES} | {("webhooks", False): 1})
+            store.workers.heartbeat(wid, self.done)
+            store.jobs.extend_leases(wid, ids, LEASE)
+        store.insights.add_stats({(q, True): 7 for q in QUEUES} | {("webhooks", False): 1})
 
     def run(self) -> None:
         while not self.stopping.wait(self.period):
@@ -565,7 +565,7 @@ def select_one_timer(url: str) -> Any:
 
     def once() -> float:
         t0 = time.perf_counter()
-        store.run(lambda cur: (cur.execute("SELECT 1"), cur.fetchall()))
+        store.db.run(lambda cur: (cur.execute("SELECT 1"), cur.fetchall()))
         return time.perf_counter() - t0
 
     return once, store
@@ -696,7 +696,7 @@ def _server_version(app: Errands, backend: str) -> str:
         import sqlite3
 
         return f"SQLite {sqlite3.sqlite_version}"
-    row = app.store.run(lambda cur: (cur.execute("SELECT version()"), cur.fetchone())[1])
+    row = app.store.db.run(lambda cur: (cur.execute("SELECT version()"), cur.fetchone())[1])
     text = str(row[0])
     return text.split(" on ")[0] if backend == "postgres" else f"MariaDB/MySQL {text}"
 
@@ -708,11 +708,11 @@ def _count_rows(app: Errands) -> dict[str, int]:
         out = {}
         for key, table in (("jobs", "{jobs}"), ("dead", "{failed}"), ("stats", "{stats}"), ("audit", "{audit}"),
                            ("workers", "{workers}")):
-            cur.execute(store.q(f"SELECT COUNT(*) FROM {table}"))
+            cur.execute(store.dialect.q(f"SELECT COUNT(*) FROM {table}"))
             out[key] = int(cur.fetchone()[0])
         return out
 
-    return store.run(read)
+    return store.db.run(read)
 
 
 def _probe_ids(app: Errands, filled: Filled | None) -> dict[str, Any]:
@@ -721,7 +721,7 @@ def _probe_ids(app: Errands, filled: Filled | None) -> dict[str, Any]:
 
     def read(cur: Any) -> dict[str, Any]:
         def one(sql: str, *params: Any) -> int:
-            cur.execute(store.q(sql), params)
+            cur.execute(store.dialect.q(sql), params)
             row = cur.fetchone()
             return int(row[0]) if row and row[0] is not None else 0
 
@@ -736,7 +736,7 @@ def _probe_ids(app: Errands, filled: Filled | None) -> dict[str, Any]:
             "dead_id": dhi,
         }
 
-    return store.run(read)
+    return store.db.run(read)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -760,16 +760,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.reuse is None:
             print(f"filling {url}: {args.jobs:,} jobs, {args.dead:,} dead ...", file=sys.stderr)
             filled = fill(app, args.jobs, args.dead, log=lambda m: print(m, file=sys.stderr))
-            app.store.create_user(USER, hash_password(PASSWORD), "admin")
+            app.store.accounts.create_user(USER, hash_password(PASSWORD), "admin")
             filled.seconds["analyze"] = analyze(app, args.backend)
             fill_report = {"seconds": {k: round(v, 1) for k, v in filled.seconds.items()},
                            "counts": _count_rows(app)}
             print(f"  filled: {fill_report}", file=sys.stderr)
             running = filled.running
         else:  # the live workers of the filling run are those that beat last
-            workers = app.store.list_workers()
+            workers = app.store.workers.list_workers()
             newest = max(w.heartbeat_at for w in workers)
-            running = {w.id: app.store.reserved_by(w.id) for w in workers
+            running = {w.id: app.store.jobs.reserved_by(w.id) for w in workers
                        if (newest - w.heartbeat_at).total_seconds() < 600}
         live = LiveWorkers(build_app(url), running)
         live.beat()

@@ -125,7 +125,7 @@ def _fill_by_copy(n: int) -> float:
     The copies are ordinary ready rows (same queue, job name and payload), so
     the worker cannot tell them from enqueued ones; only the filling is faster.
     """
-    from errands.store.base import JOB_COLUMNS
+    from errands.store.dialects.base import JOB_COLUMNS
 
     t0 = time.perf_counter()
     seed = min(n, PREFILL_BATCH)
@@ -137,10 +137,10 @@ def _fill_by_copy(n: int) -> float:
         k = min(have, n - have)
 
         def copy(cur: Any, k: int = k) -> None:
-            cur.execute(f"INSERT INTO {store.t_jobs} ({cols}) SELECT {cols} FROM {store.t_jobs} "
+            cur.execute(f"INSERT INTO {store.dialect.t_jobs} ({cols}) SELECT {cols} FROM {store.dialect.t_jobs} "
                         f"ORDER BY id LIMIT {int(k)}")
 
-        store.run(copy, write=True)
+        store.db.run(copy, write=True)
         have += k
     return time.perf_counter() - t0
 

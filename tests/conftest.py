@@ -121,9 +121,9 @@ class _MySQL:
     def admin(self):  # type: ignore[no-untyped-def]
         import pymysql
 
-        from errands.store.mysql import MySQLStore
+        from errands.store.dialects.mysql import MySQLDialect
 
-        params = dict(MySQLStore(MYSQL_ADMIN_URL)._params)
+        params = dict(MySQLDialect(MYSQL_ADMIN_URL)._params)
         params["connect_timeout"] = CONNECT_TIMEOUT
         return pymysql.connect(**params)
 

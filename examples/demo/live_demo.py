@@ -83,7 +83,7 @@ def main() -> int:
     shutil.rmtree(OUTPUT, ignore_errors=True)
     OUTPUT.mkdir(parents=True)
     app.migrate()
-    app.store.create_user(USER, hash_password(PASSWORD), "admin")
+    app.store.accounts.create_user(USER, hash_password(PASSWORD), "admin")
     port = free_port(int(os.environ.get("DEMO_PORT", "8080")))
     worker = start("worker", "-c", "4", log=OUTPUT / "worker.log")
     web = start("dashboard", "--port", str(port), "--insecure-cookies", log=OUTPUT / "dashboard.log")

@@ -119,7 +119,7 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
 
         def look() -> dict[str, Any]:
             state = errands.job_state(job_id)
-            found = errands.store.get_result(job_id) if state is JobState.SUCCEEDED else None
+            found = errands.store.features.get_result(job_id) if state is JobState.SUCCEEDED else None
             return {"id": job_id, "state": state.value, "result": found.result if found else None}
 
         return await asyncio.to_thread(look)

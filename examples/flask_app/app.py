@@ -107,7 +107,7 @@ def create_app(database_url: str | None = None, *, users: dict[str, tuple[str, s
         if signed_in() is None:
             return {"error": "sign in first"}, 401
         state = errands.job_state(job_id)
-        found = errands.store.get_result(job_id) if state is JobState.SUCCEEDED else None
+        found = errands.store.features.get_result(job_id) if state is JobState.SUCCEEDED else None
         return {"id": job_id, "state": state.value, "result": found.result if found else None}
 
     @app.get("/login")

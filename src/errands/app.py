@@ -17,7 +17,7 @@ from .core.limits import ID_MAX, RateLimit, parse_rate_limit
 from .core.retry import BackoffSpec, make_backoff
 from .core.rows import BatchRow
 from .core.settings import DEFAULTS, AppSettings
-from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, SQLStore, open_store
+from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,7 +51,7 @@ class BatchHandle:
 
     def status(self) -> BatchRow:
         """Total, done, failed, percentage and whether it finished, read from the database."""
-        row = self._app.store.get_batch(self.id)
+        row = self._app.store.features.get_batch(self.id)
         if row is None:
             raise ConfigurationError(f"batch {self.id} does not exist (or was pruned)")
         return row
@@ -106,7 +106,7 @@ class Errands:
         self.table_prefix = table_prefix
         self.default_queue = check_queue_name(default_queue)
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
-        self._store: SQLStore | None = None
+        self._store: Store | None = None
         self._store_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -116,7 +116,7 @@ class Errands:
 
     # ------------------------------------------------------------------ store
     @property
-    def store(self) -> SQLStore:
+    def store(self) -> Store:
         if self._store is None:
             with self._store_lock:
                 if self._store is None:
@@ -258,9 +258,9 @@ class Errands:
             return [self.run_eagerly(self.get_job(new.name), new) for new in batch]
         if self.hooks.enqueuing:
             with enqueuing(self.hooks, Enqueue("enqueue_many", batch)) as call:
-                ids = call.ids = self.store.enqueue(call.stamp(batch), cursor=cursor)
+                ids = call.ids = self.store.jobs.enqueue(call.stamp(batch), cursor=cursor)
         else:
-            ids = self.store.enqueue(batch, cursor=cursor)
+            ids = self.store.jobs.enqueue(batch, cursor=cursor)
         return [JobHandle(self, job_id, new.name) for job_id, new in zip(ids, batch, strict=True)]
 
     def _checked(self, jobs: Iterable[NewJob]) -> list[NewJob]:
@@ -302,14 +302,14 @@ class Errands:
         if self.hooks.enqueuing:
             with enqueuing(self.hooks, Enqueue(kind, members)) as call:
                 complete, fail = (None if c is None else call.stamped(c) for c in (on_complete, on_failure))
-                batch_id, ids = self.store.create_batch(kind, call.stamp(members), complete, fail)
+                batch_id, ids = self.store.features.create_batch(kind, call.stamp(members), complete, fail)
                 call.batch_id, call.ids = batch_id, ids
         else:
-            batch_id, ids = self.store.create_batch(kind, members, on_complete, on_failure)
+            batch_id, ids = self.store.features.create_batch(kind, members, on_complete, on_failure)
         return BatchHandle(self, batch_id, [JobHandle(self, i, new.name) for i, new in zip(ids, members, strict=True)])
 
     def batch_status(self, batch_id: int) -> BatchRow | None:
-        return self.store.get_batch(batch_id)
+        return self.store.features.get_batch(batch_id)
 
     # ------------------------------------------------------------------ eager mode (for tests)
     @contextlib.contextmanager
@@ -347,19 +347,19 @@ class Errands:
         if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id <= ID_MAX:
             return JobState.UNKNOWN
         store = self.store
-        row = store.get_job(job_id)
+        row = store.jobs.get_job(job_id)
         if row is not None:
             _same_job(job_id, row.name, name)
             return row.state(store.now())
-        failed = store.get_failed(job_id)
+        failed = store.jobs.get_failed(job_id)
         if failed is not None:
             _same_job(job_id, failed.name, name)
             return JobState.FAILED
-        result = store.get_result(job_id)
+        result = store.features.get_result(job_id)
         if result is not None:
             _same_job(job_id, result.name, name)
             return result.state
-        highest = store.highest_job_id()
+        highest = store.jobs.highest_job_id()
         if highest is not None and job_id > highest:
             return JobState.UNKNOWN
         return JobState.FINISHED
@@ -372,39 +372,39 @@ class Errands:
         their next await), or "gone" when it had already ended.  Cancellations are recorded
         with the results.
         """
-        return self.store.cancel(job_id_of(job), self.result_ttl)
+        return self.store.features.cancel(job_id_of(job), self.result_ttl)
 
     def pause_queue(self, queue: str) -> None:
         """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed."""
-        self.store.set_paused(check_queue_name(queue), True)
+        self.store.features.set_paused(check_queue_name(queue), True)
 
     def resume_queue(self, queue: str) -> None:
-        self.store.set_paused(check_queue_name(queue), False)
+        self.store.features.set_paused(check_queue_name(queue), False)
 
     def paused_queues(self) -> list[str]:
-        return self.store.paused_queues()
+        return self.store.features.paused_queues()
 
     def counts(self) -> dict[str, QueueCounts]:
-        return self.store.counts()
+        return self.store.jobs.counts()
 
     def failed(self, queue: str | None = None, limit: int = 100, offset: int = 0) -> list[FailedJobRow]:
-        return self.store.list_failed(queue, limit, offset)
+        return self.store.jobs.list_failed(queue, limit, offset)
 
     def retry_failed(self, job_id: int | None = None, *, queue: str | None = None) -> list[int]:
         """Move one dead-letter entry (or all, or all of a queue) back to the jobs table."""
-        moved = self.store.retry_failed(None if job_id is None else [job_id], queue=queue)
+        moved = self.store.jobs.retry_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not moved:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
         return moved
 
     def forget_failed(self, job_id: int | None = None, *, queue: str | None = None) -> int:
-        count = self.store.forget_failed(None if job_id is None else [job_id], queue=queue)
+        count = self.store.jobs.forget_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not count:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
         return count
 
     def recover_stale(self) -> RecoveryReport:
-        return self.store.recover_stale()
+        return self.store.jobs.recover_stale()
 
     def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = 1, burst: bool = False,
                    max_jobs: int | None = None, sleep: float = 1.0) -> int:

@@ -17,16 +17,16 @@ TYPES = {"sqlite": ("INTEGER", "REAL"), "postgresql": ("BIGINT", "DOUBLE PRECISI
 
 
 def ensure_events_table() -> None:
-    integer, real = TYPES[app.store.dialect]
-    app.store.run(lambda cur: cur.execute(
+    integer, real = TYPES[app.store.dialect.name]
+    app.store.db.run(lambda cur: cur.execute(
         f"CREATE TABLE IF NOT EXISTS feature_events (job_id {integer} PRIMARY KEY, name VARCHAR(100) NOT NULL, "
         f"grp VARCHAR(100), started_at {real} NOT NULL, ended_at {real}, pid INTEGER NOT NULL)"))
 
 
 def _record(started: float, group: str | None = None) -> None:
     ctx = current_job()
-    p = app.store.placeholder
-    app.store.run(lambda cur: cur.execute(
+    p = app.store.dialect.placeholder
+    app.store.db.run(lambda cur: cur.execute(
         f"INSERT INTO feature_events (job_id, name, grp, started_at, ended_at, pid) VALUES ({p}, {p}, {p}, {p}, "
         f"{p}, {p})", (ctx.id, ctx.name, group, started, time.time(), os.getpid())))
 

@@ -14,7 +14,7 @@ app = Errands()
 def tick() -> float:
     """Returns the run's slot, named by its unique key (``periodic:tick:<ISO time>``); not when the row was
     created, which is the slot only to within the scheduler's reaction time, longer on a busy machine."""
-    row = app.store.get_job(current_job().id)
+    row = app.store.jobs.get_job(current_job().id)
     if row is None or row.unique_key is None:
         return time.time()
     return datetime.fromisoformat(row.unique_key.split(":", 2)[2]).timestamp()

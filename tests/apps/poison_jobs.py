@@ -18,9 +18,9 @@ RUNS_DDL = "CREATE TABLE IF NOT EXISTS poison_runs (job_id BIGINT PRIMARY KEY, n
 
 @app.job(max_attempts=3)
 def good(n: int, text: str = "") -> None:
-    p = app.store.placeholder
+    p = app.store.dialect.placeholder
     job_id = current_job().id
-    app.store.run(lambda cur: cur.execute(f"INSERT INTO poison_runs (job_id, note) VALUES ({p}, {p})",
+    app.store.db.run(lambda cur: cur.execute(f"INSERT INTO poison_runs (job_id, note) VALUES ({p}, {p})",
                                           (job_id, f"good {n}")))
 
 

@@ -20,13 +20,13 @@ RUNS_DDL = "CREATE TABLE IF NOT EXISTS test_runs (job_id BIGINT PRIMARY KEY, att
 
 
 def ensure_runs_table() -> None:
-    app.store.run(lambda cur: cur.execute(RUNS_DDL))
+    app.store.db.run(lambda cur: cur.execute(RUNS_DDL))
 
 
 def _record(note: str = "", key: int | None = None) -> None:
     ctx = current_job()
-    p = app.store.placeholder
-    app.store.run(lambda cur: cur.execute(
+    p = app.store.dialect.placeholder
+    app.store.db.run(lambda cur: cur.execute(
         f"INSERT INTO test_runs (job_id, attempt, pid, note) VALUES ({p}, {p}, {p}, {p})",
         (ctx.id if key is None else key, ctx.attempt, os.getpid(), note)))
 

@@ -33,7 +33,7 @@ def test_enqueue_prints_the_id_and_stores_the_job(migrated):
                    "--queue", "mails", "--priority", "3", "--delay", "60")
     assert done.returncode == 0, done.stderr
     job_id = int(done.stdout.strip())
-    row = opened(migrated).store.get_job(job_id)
+    row = opened(migrated).store.jobs.get_job(job_id)
     assert (row.name, row.queue, row.priority, row.payload) == (
         "sample_jobs.sleep_then_record", "mails", 3, '{"args":[0.5],"kwargs":{}}')
 
@@ -49,13 +49,13 @@ def test_enqueue_refuses_bad_input_and_stores_nothing(migrated, args, code, mess
     done = run_cli(migrated, *args)
     assert done.returncode == code
     assert message in done.stderr
-    assert opened(migrated).store.list_jobs() == []
+    assert opened(migrated).store.jobs.list_jobs() == []
 
 
 def test_enqueue_payload_too_large(migrated):
     done = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", json.dumps(["x" * 70000]))
     assert done.returncode == 1 and "over the limit of 65536 bytes" in done.stderr
-    assert opened(migrated).store.list_jobs() == []
+    assert opened(migrated).store.jobs.list_jobs() == []
 
 
 def test_worker_and_enqueue_need_an_app(migrated):
@@ -65,9 +65,9 @@ def test_worker_and_enqueue_need_an_app(migrated):
 
 def test_status_json_shape(migrated):
     app = opened(migrated)
-    app.store.enqueue([NewJob("x", "a", "{}"), NewJob("x", "a", "{}", delay=600), NewJob("x", "b", "{}")])
-    app.store.claim("w", ["b"], 1, 30)
-    app.store.register_worker("h:1:x", "h", 1, ["a"], 2)
+    app.store.jobs.enqueue([NewJob("x", "a", "{}"), NewJob("x", "a", "{}", delay=600), NewJob("x", "b", "{}")])
+    app.store.jobs.claim("w", ["b"], 1, 30)
+    app.store.workers.register("h:1:x", "h", 1, ["a"], 2)
     done = run_cli(migrated, "status", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -88,9 +88,9 @@ def test_status_warns_when_no_worker_runs(migrated):
 
 def test_failed_list_retry_forget(migrated):
     app = opened(migrated)
-    ids = app.store.enqueue([NewJob("x", "a", "{}"), NewJob("x", "b", "{}"), NewJob("x", "b", "{}")])
+    ids = app.store.jobs.enqueue([NewJob("x", "a", "{}"), NewJob("x", "b", "{}"), NewJob("x", "b", "{}")])
     for job_id in ids:
-        assert app.store.bury(None, job_id, "ValueError", f"broken {job_id}")
+        assert app.store.jobs.bury(None, job_id, "ValueError", f"broken {job_id}")
     listing = run_cli(migrated, "failed", "list")
     assert listing.returncode == 0 and f"broken {ids[0]}" in listing.stdout
     as_json = json.loads(run_cli(migrated, "failed", "list", "--json").stdout)
@@ -102,11 +102,11 @@ def test_failed_list_retry_forget(migrated):
     assert missing.returncode == 1 and "no dead-letter entry with id 999999" in missing.stderr
     assert run_cli(migrated, "failed", "retry").returncode == 2
     for job_id in ids:
-        app.store.claim("w", ["a", "b"], 5, 30)
-        app.store.bury(None, job_id, "E", "m")
+        app.store.jobs.claim("w", ["a", "b"], 5, 30)
+        app.store.jobs.bury(None, job_id, "E", "m")
     assert run_cli(migrated, "failed", "forget", str(ids[1])).stdout.strip() == "forgot 1 job(s)"
     assert run_cli(migrated, "failed", "forget", "--all", "--yes").stdout.strip() == "forgot 2 job(s)"
-    assert app.failed() == [] and app.store.list_jobs() == []
+    assert app.failed() == [] and app.store.jobs.list_jobs() == []
 
 
 def test_migrate_and_sql(db_url):
@@ -120,8 +120,8 @@ def test_migrate_and_sql(db_url):
 
 def test_recover_command(migrated):
     app = opened(migrated)
-    app.store.enqueue([NewJob("x", "a", "{}")])
-    app.store.claim("gone", ["a"], 1, 1)
+    app.store.jobs.enqueue([NewJob("x", "a", "{}")])
+    app.store.jobs.claim("gone", ["a"], 1, 1)
     wait_for(lambda: app.counts()["a"].stale == 1, message="the 1 s lease to lapse")
     done = run_cli(migrated, "recover")
     assert done.returncode == 0 and "released 1 stale job(s)" in done.stdout
@@ -147,5 +147,5 @@ def test_users_commands_create_disable_enable_and_change_passwords(migrated):
     assert run_cli(migrated, "users", "passwd", "ada", "--password", "another long secret").returncode == 0
     missing = run_cli(migrated, "users", "disable", "nobody")
     assert missing.returncode == 1 and "no user 'nobody'" in missing.stderr
-    actions = [e.action for e in opened(migrated).store.audit_log()]
+    actions = [e.action for e in opened(migrated).store.accounts.audit_log()]
     assert {"user-create", "user-disable", "user-enable", "user-password"} <= set(actions)

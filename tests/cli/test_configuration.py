@@ -164,7 +164,7 @@ def _bury(app: Errands, n: int, queue: str = "default") -> list[int]:
 
     ids = [h.id for h in app.enqueue_many([always_fails.prepare(i) for i in range(n)])]
     app.run_worker([queue], burst=True, concurrency=4)
-    assert len(app.store.failed_ids()) == n
+    assert len(app.store.insights.failed_ids()) == n
     return ids
 
 
@@ -178,12 +178,12 @@ def test_bulk_retry_and_forget_go_in_chunks_with_a_progress_bar(app, db_url, mon
     done = runner.invoke(main, ["failed", "retry", "--all"], env=env)
     assert done.exit_code == 0, done.output
     assert "retried 20 job(s)" in done.output and "retrying" in done.output
-    assert app.store.failed_ids() == [] and sorted(j.id for j in app.store.list_jobs(limit=100)) == ids
+    assert app.store.insights.failed_ids() == [] and sorted(j.id for j in app.store.jobs.list_jobs(limit=100)) == ids
     app.run_worker(["default"], burst=True, concurrency=4)
     done = runner.invoke(main, ["failed", "forget", "--all", "--yes"], env=env)
     assert done.exit_code == 0 and "forgot 20 job(s)" in done.output and "forgetting" in done.output
-    assert app.store.failed_ids() == []
-    actions = [e.action for e in app.store.audit_log()]
+    assert app.store.insights.failed_ids() == []
+    actions = [e.action for e in app.store.accounts.audit_log()]
     assert "retry" in actions and "forget" in actions
 
 
@@ -201,11 +201,11 @@ def test_purge_cancels_the_waiting_jobs_of_one_queue(app, db_url):
     assert asked.exit_code == 1 and "cancel 12 waiting job(s) of queue mails?" in asked.output
     done = CliRunner().invoke(main, ["queue", "purge", "mails", "--yes"], env=env)
     assert done.exit_code == 0 and "cancelled 12 waiting job(s) of queue mails" in done.output, done.output
-    assert [j.id for j in app.store.list_jobs(limit=100)] == [kept.id]
+    assert [j.id for j in app.store.jobs.list_jobs(limit=100)] == [kept.id]
     assert app.job_state(handles[0].id).value == "cancelled"
     bad = CliRunner().invoke(main, ["queue", "purge", "no such queue!", "--yes"], env=env)
     assert bad.exit_code == 1 and "invalid queue name" in bad.output
-    assert app.store.get_result(handles[0].id).message == "purged from its queue"
+    assert app.store.features.get_result(handles[0].id).message == "purged from its queue"
 
 
 def test_purge_leaves_a_job_a_worker_claimed_meanwhile(app):
@@ -215,11 +215,11 @@ def test_purge_leaves_a_job_a_worker_claimed_meanwhile(app):
     def mail(to: str) -> None: ...
 
     job = mail.enqueue("a@example.com")
-    assert [c.id for c in app.store.claim("w:1:x", ["mails"], 1, 60.0)] == [job.id]
-    assert app.store.cancel(job.id, 60.0, waiting_only=True) == "running"
-    row = app.store.get_job(job.id)
+    assert [c.id for c in app.store.jobs.claim("w:1:x", ["mails"], 1, 60.0)] == [job.id]
+    assert app.store.features.cancel(job.id, 60.0, waiting_only=True) == "running"
+    row = app.store.jobs.get_job(job.id)
     assert row.reserved_by == "w:1:x" and row.cancel_requested_at is None
-    assert app.store.cancel(job.id, 60.0) == "requested"
+    assert app.store.features.cancel(job.id, 60.0) == "requested"
 
 
 def test_migrate_reports_each_step(db_url):

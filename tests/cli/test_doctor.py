@@ -25,8 +25,8 @@ from errands.diagnostics.context import Context
 from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
 from errands.services.status import forget_worker_after
 from errands.store import open_store
-from errands.store.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
-from errands.store.sqlite import BUSY_TIMEOUT_MS
+from errands.store.dialects.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
+from errands.store.dialects.sqlite import BUSY_TIMEOUT_MS
 
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
           "jobs_table", "workers"]
@@ -53,7 +53,7 @@ def check(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def execute(app: Errands, sql: str, *params: Any) -> None:
-    app.store.run(lambda cur: cur.execute(app.store.q(sql), params))
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(sql), params))
 
 
 # ---------------------------------------------------------------------- healthy
@@ -62,7 +62,7 @@ def test_healthy_database_passes_and_reports_every_check(app, db_url):
     assert code == 0, report
     assert report["needs_action"] == [] and report["exit_code"] == 0
     names = [c["name"] for c in report["checks"]]
-    assert set(COMMON + PER_DIALECT[app.store.dialect]) <= set(names), names
+    assert set(COMMON + PER_DIALECT[app.store.dialect.name]) <= set(names), names
     assert all(c["status"] != "fail" for c in report["checks"])
     for name in ("connectivity", "schema_version", "schema_drift", "claim_index", "clock_skew"):
         assert check(report, name)["status"] == "ok", check(report, name)
@@ -84,7 +84,7 @@ def test_healthy_database_passes_and_reports_every_check(app, db_url):
 
 # ---------------------------------------------------------------------- drift
 def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_url):
-    execute(app, DROP_CLAIM_INDEX[app.store.dialect])
+    execute(app, DROP_CLAIM_INDEX[app.store.dialect.name])
     code, report = doctor(db_url)
     assert code == 1
     assert {"schema_drift", "claim_index"} <= set(report["needs_action"])
@@ -92,7 +92,7 @@ def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_u
     assert drift["data"]["missing_indexes"] == ["errands_jobs_claim"]
     assert "index errands_jobs_claim on errands_jobs is missing" in drift["items"]
     restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, id)" \
-        if app.store.dialect == "mysql" else \
+        if app.store.dialect.name == "mysql" else \
         "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, priority DESC, id) WHERE reserved_by IS NULL " \
         "AND blocked_by IS NULL"
     assert restore in drift["fix"] and restore in check(report, "claim_index")["fix"]
@@ -103,7 +103,7 @@ def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_u
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
 def test_a_claim_index_of_other_columns_is_named_by_the_drift_check_and_the_claim_check(app, db_url):
-    dialect = app.store.dialect
+    dialect = app.store.dialect.name
     if dialect != "mysql":
         execute(app, DROP_CLAIM_INDEX[dialect])
     execute(app, NARROW_CLAIM_INDEX[dialect])
@@ -227,7 +227,7 @@ def test_sqlite_short_busy_timeout_and_free_pages(app, db_url):
     busy = check(report, "sqlite_busy_timeout")
     assert busy["status"] == "warn" and busy["data"]["busy_timeout_ms"] == 100 and "busy_timeout" in busy["fix"]
     assert f"errands' default is {BUSY_TIMEOUT_MS} ms" in busy["fix"]
-    app.store.enqueue([NewJob("x", "default", json.dumps({"args": ["x" * 2000], "kwargs": {}}))
+    app.store.jobs.enqueue([NewJob("x", "default", json.dumps({"args": ["x" * 2000], "kwargs": {}}))
                        for _ in range(500)])
     execute(app, "DELETE FROM {jobs}")
     ctx = Context(app, app.store, expected_schema(app.store))
@@ -270,9 +270,8 @@ def test_mysql_session_settings_undone_by_something_else_fail(app):
 
 @pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
 def test_claim_mode_follows_a_claim_argument_given_to_the_store(app, db_url):
-    from errands.store.mysql import MySQLStore
 
-    store = MySQLStore(db_url, claim="update")
+    store = open_store(db_url, claim="update")
     try:
         mode = mysql_facts.claim_mode(Context(app, store, expected_schema(store)))
     finally:
@@ -327,11 +326,11 @@ def test_mysql_checks_catch_driver_errors_after_install_as_mysqldb(app, db_url):
 # ---------------------------------------------------------------------- PostgreSQL
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_postgres_dead_rows_after_deletes(app, db_url):
-    app.store.enqueue([NewJob("x", "default", "{}") for _ in range(300)])
+    app.store.jobs.enqueue([NewJob("x", "default", "{}") for _ in range(300)])
     execute(app, "DELETE FROM {jobs}")
     # Statistics reach the shared counters when a session goes idle, at most once a second:
     # ask for the next flush now instead of waiting.
-    app.store.run(lambda cur: cur.execute("SELECT pg_stat_force_next_flush()"))
+    app.store.db.run(lambda cur: cur.execute("SELECT pg_stat_force_next_flush()"))
     ctx = Context(app, app.store, expected_schema(app.store))
     facts = postgres_facts
     table = wait_for(lambda: (c := facts.jobs_table(ctx)).data["dead_rows"] >= 300 and c, timeout=15,
@@ -347,10 +346,10 @@ def test_postgres_dead_rows_after_deletes(app, db_url):
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
 def test_workers_live_stale_and_unserved(app, db_url):
     store = app.store
-    store.register_worker("gone-host:1:dead", "gone-host", 1, ["default"], 1)
-    long_ago = store.from_datetime(datetime.now(timezone.utc) - timedelta(hours=1))
+    store.workers.register("gone-host:1:dead", "gone-host", 1, ["default"], 1)
+    long_ago = store.dialect.from_datetime(datetime.now(timezone.utc) - timedelta(hours=1))
     execute(app, "UPDATE {workers} SET heartbeat_at = {p}", long_ago)
-    store.enqueue([NewJob("sample_jobs.record", "orphan", "{}")])
+    store.jobs.enqueue([NewJob("sample_jobs.record", "orphan", "{}")])
 
     code, report = doctor(db_url)
     workers = check(report, "workers")
@@ -360,7 +359,7 @@ def test_workers_live_stale_and_unserved(app, db_url):
 
     proc = start_worker(db_url, "--no-scheduler")
     try:
-        live = wait_for(lambda: [w for w in store.list_workers() if w.id != "gone-host:1:dead"], timeout=30,
+        live = wait_for(lambda: [w for w in store.workers.list_workers() if w.id != "gone-host:1:dead"], timeout=30,
                         message="the worker's registry row")
         worker_id = live[0].id
         code, report = doctor(db_url)
@@ -392,7 +391,7 @@ def test_expected_schema_is_read_from_every_dialects_ddl(url):
     assert {c.strip() for c in WORKER_COLUMNS.split(",")} <= columns["errands_workers"]
     assert "errands_schema" in expected.tables and "errands_stats" in expected.tables
     claim = expected.indexes["errands_jobs_claim"].spec
-    if store.dialect == "mysql":
+    if store.dialect.name == "mysql":
         assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "id")
     else:
         assert claim.columns == ("queue", "priority", "id")

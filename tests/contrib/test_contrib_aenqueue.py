@@ -52,9 +52,9 @@ def jobs_table_locked(db_url: str) -> Iterator[Lock]:
     else:
         import pymysql
 
-        from errands.store.mysql import MySQLStore
+        from errands.store.dialects.mysql import MySQLDialect
 
-        conn = pymysql.connect(**MySQLStore(db_url)._params)
+        conn = pymysql.connect(**MySQLDialect(db_url)._params)
         cur = conn.cursor()
         cur.execute("LOCK TABLES errands_jobs WRITE")
 
@@ -138,7 +138,7 @@ def test_aenqueue_leaves_the_loop_free_while_the_insert_waits_for_a_lock(app: Er
 
     ticked, worst_gap, job_id = asyncio.run(scenario())
     assert ticked >= 50
-    assert app.store.get_job(job_id) is not None  # stored once the lock was gone
+    assert app.store.jobs.get_job(job_id) is not None  # stored once the lock was gone
     print(f"loop ticked {ticked} times while the enqueue waited; longest gap {worst_gap * 1000:.1f} ms")
 
 
@@ -187,13 +187,13 @@ def test_the_fastapi_example_answers_other_requests_while_an_enqueue_waits(db_ur
                 r = await asyncio.wait_for(pending, scaled(60))
             assert r.status_code == 202
             job_id = r.json()["id"]
-            await until(lambda: errands.store.get_result(job_id) is not None, "the worker to run the job")
+            await until(lambda: errands.store.features.get_result(job_id) is not None, "the worker to run the job")
             return answered, job_id
 
     try:
         answered, job_id = asyncio.run(scenario())
         assert answered == 20
-        found = errands.store.get_result(job_id)
+        found = errands.store.features.get_result(job_id)
         assert found is not None and found.result == 2
     finally:
         errands.store.close()

@@ -136,7 +136,7 @@ def test_fastapi_example_under_uvicorn(db_url: str, tmp_path: Path) -> None:
     assert "Application shutdown complete" in text, text
     check = Errands(db_url)
     try:
-        assert check.store.list_workers() == []  # unregistered on the way out
+        assert check.store.workers.list_workers() == []  # unregistered on the way out
     finally:
         check.store.close()
 

@@ -60,7 +60,7 @@ def test_a_job_running_at_shutdown_finishes_and_is_recorded(app: Errands) -> Non
     stopper.join(scaled(60))
     assert not stopper.is_alive()  # ...which finishes, and is recorded before the server goes
     assert handle.status() is JobState.SUCCEEDED and handle.result(timeout=0) == 42
-    assert app.store.list_workers() == []
+    assert app.store.workers.list_workers() == []
 
 
 @THREE
@@ -72,14 +72,14 @@ def test_a_job_outlasting_the_shutdown_timeout_goes_back_to_the_queue(app: Erran
         wait_for(started.is_set, message="the job to start")
     # The server's shutdown returned although the handler is still blocked: it did not hang.
     assert not release.is_set()
-    row = app.store.get_job(handle.id)
+    row = app.store.jobs.get_job(handle.id)
     assert row is not None and row.reserved_by is None and row.attempts == 0  # given back, attempt refunded
     assert handle.status() is JobState.READY
-    assert app.store.list_workers() == []
+    assert app.store.workers.list_workers() == []
     release.set()  # the abandoned run ends; its outcome is no longer the old worker's to record
     assert drain(app) == 1
     assert handle.result(timeout=0) == 42
-    assert app.store.get_job(handle.id) is None and app.store.get_failed(handle.id) is None
+    assert app.store.jobs.get_job(handle.id) is None and app.store.jobs.get_failed(handle.id) is None
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
@@ -178,6 +178,6 @@ def test_start_worker_gives_running_jobs_back_when_the_process_exits(app: Errand
                           timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     job_id = int(done.stdout.split()[0])
-    row = app.store.get_job(job_id)
+    row = app.store.jobs.get_job(job_id)
     assert row is not None and row.reserved_by is None and row.attempts == 0  # back in the queue, not lost
-    assert app.store.list_workers() == []
+    assert app.store.workers.list_workers() == []

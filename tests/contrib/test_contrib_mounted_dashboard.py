@@ -79,7 +79,7 @@ def test_spoofed_headers_and_cookies_grant_nothing(web_factory: Any) -> None:
     web.default_headers.update(SPOOF_HEADERS)
     assert_refused(web)
     # An account of the dashboard's own logins is no way around the host's authentication either.
-    web_factory.errands.store.create_user("ada", hash_password(USERS["ada"][1]), "admin")
+    web_factory.errands.store.accounts.create_user("ada", hash_password(USERS["ada"][1]), "admin")
     assert web.post("/errands/login", data={"username": "ada", "password": USERS["ada"][1]}).status == 401
     assert web.get("/errands/api/me").status == 401
     assert web_factory.errands.paused_queues() == []

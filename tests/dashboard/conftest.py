@@ -17,8 +17,8 @@ _HASH = hash_password(PASSWORD)  # scrypt is slow on purpose: hash once for the 
 
 @pytest.fixture
 def dash_app(app: Errands) -> Errands:
-    app.store.create_user(ADMIN, _HASH, "admin")
-    app.store.create_user(VIEWER, _HASH, "viewer")
+    app.store.accounts.create_user(ADMIN, _HASH, "admin")
+    app.store.accounts.create_user(VIEWER, _HASH, "viewer")
 
     @app.job(name="mail", queue="mails")
     def mail(to: str, subject: str = "hi") -> None: ...

@@ -25,9 +25,9 @@ def test_overview_windows_and_bad_window(web, dash_app):
 
 def test_workers_show_host_pid_queues_concurrency_and_current_jobs(web, dash_app):
     store = dash_app.store
-    store.register_worker("web-1:4242:abc", socket.gethostname(), 4242, ["mails", "default"], 8)
+    store.workers.register("web-1:4242:abc", socket.gethostname(), 4242, ["mails", "default"], 8)
     job = dash_app.registry["mail"].enqueue("a@b.c")
-    assert [c.id for c in store.claim("web-1:4242:abc", ["mails"], 1, 30.0)] == [job.id]
+    assert [c.id for c in store.jobs.claim("web-1:4242:abc", ["mails"], 1, 30.0)] == [job.id]
     login(web)
     [worker] = web.get("/api/workers").json()["workers"]
     assert (worker["hostname"], worker["pid"], worker["queues"], worker["concurrency"]) == (
@@ -72,7 +72,7 @@ def test_periodic_jobs_list_and_run_now(web, dash_app):
 
 def test_stale_jobs_are_explained_listed_and_recovered(web, dash_app):
     job = dash_app.registry["mail"].enqueue("a@b.c")
-    dash_app.store.claim("ghost:1:x", ["mails"], 1, 1.0)  # a worker that dies right after claiming
+    dash_app.store.jobs.claim("ghost:1:x", ["mails"], 1, 1.0)  # a worker that dies right after claiming
     wait_for(lambda: dash_app.counts()["mails"].stale == 1, message="the 1 s lease to lapse")
     login(web)
     stale = web.get("/api/jobs?state=stale").json()["jobs"]
@@ -109,7 +109,7 @@ def test_why_a_job_waits_for_a_rate_limit_or_an_unknown_name(web, dash_app):
     report.enqueue(1)
     drain(dash_app, ("reports",))  # the one start of this hour
     second = report.enqueue(2)
-    ghost = dash_app.store.enqueue([dash_app.registry["mail"].prepare("x")._replace(name="retired_job")])[0]
+    ghost = dash_app.store.jobs.enqueue([dash_app.registry["mail"].prepare("x")._replace(name="retired_job")])[0]
     login(web)
     assert "rate limit is used up (1 of 1 starts" in " ".join(web.get(f"/api/jobs/{second.id}").json()["why"])
     assert "no job named 'retired_job' is registered" in " ".join(web.get(f"/api/jobs/{ghost}").json()["why"])
@@ -123,7 +123,7 @@ def test_users_are_created_disabled_and_given_new_passwords(web, dash_app):
     made = web.post("/users", follow_redirects=False,
                     data={"csrf": token, "username": "bob", "role": "viewer", "password": "bob's long secret"})
     assert made.status_code == 303
-    stored = dash_app.store.get_user("bob").password_hash
+    stored = dash_app.store.accounts.get_user("bob").password_hash
     assert stored.startswith("scrypt$") and "bob's long secret" not in stored
     assert [u["username"] for u in web.get("/api/users?q=bo").json()["users"]] == ["bob"]
     assert web.post("/users/disable", data={"csrf": token, "username": ADMIN}).status_code == 400  # not yourself

@@ -140,7 +140,7 @@ def test_enqueue_form_validates_and_caps(web, dash_app):
         assert web.post("/api/enqueue", json=bad, headers={"X-CSRF-Token": token}).status_code == 400, bad
     form = web.post("/enqueue", data={"csrf": token, "job": "mail", "args": "[1,", "kwargs": "{}"})
     assert form.status_code == 400 and "Expecting" in form.text
-    assert len(dash_app.store.list_jobs()) == 2
+    assert len(dash_app.store.jobs.list_jobs()) == 2
 
 
 def test_remember_me_rotates_and_a_reused_token_ends_everything(web, dash_app):

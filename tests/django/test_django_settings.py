@@ -39,16 +39,16 @@ def test_postgres_url_keeps_libpq_options_and_quotes_credentials() -> None:
 
 
 def test_mysql_url_and_what_it_cannot_carry() -> None:
-    from errands.store.mysql import MySQLStore
+    from errands.store.dialects.mysql import MySQLDialect
 
     url = url_for_connection(connection(ENGINE="django.db.backends.mysql", NAME="shop", USER="app",
                                         PASSWORD="s3cr:t@", HOST="db", PORT=3307,
                                         OPTIONS={"charset": "utf8mb4",
                                                  "init_command": "SET sql_mode='STRICT_ALL_TABLES'"}))
-    params = MySQLStore(url)._params
+    params = MySQLDialect(url)._params
     assert (params["host"], params["port"], params["user"], params["password"], params["database"]) == \
         ("db", 3307, "app", "s3cr:t@", "shop")
-    socket = MySQLStore(url_for_connection(connection(ENGINE="django.db.backends.mysql", NAME="shop",
+    socket = MySQLDialect(url_for_connection(connection(ENGINE="django.db.backends.mysql", NAME="shop",
                                                       HOST="/run/mysqld/mysqld.sock")))._params
     assert socket["unix_socket"] == "/run/mysqld/mysqld.sock"
     with pytest.raises(ImproperlyConfigured, match="'ssl'.*database_url"):

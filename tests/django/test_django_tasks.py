@@ -24,7 +24,7 @@ def tasks() -> Any:
 
 
 def errands_row(backend: Any, result_id: str) -> Any:
-    return backend.errands.store.get_job(int(result_id))
+    return backend.errands.store.jobs.get_job(int(result_id))
 
 
 def test_enqueue_run_and_successful_result(tasks_backend: Any) -> None:
@@ -189,7 +189,7 @@ def test_clear_errors_for_bad_input(tasks_backend: Any) -> None:
     for bad in ("abc", "-1", "999999"):
         with pytest.raises(TaskResultDoesNotExist):
             tasks_backend.get_result(bad)
-    assert tasks_backend.errands.store.get_job(1) is None  # nothing was written by the refused calls
+    assert tasks_backend.errands.store.jobs.get_job(1) is None  # nothing was written by the refused calls
 
 
 def test_retries_with_max_attempts(project_db: str) -> None:
@@ -213,11 +213,11 @@ def test_retries_with_max_attempts(project_db: str) -> None:
 def test_enqueue_uses_djangos_connection(tasks_backend: Any) -> None:
     """No errands connection is opened to enqueue: the row goes through Django's."""
     tasks_backend.close()
-    before = len(tasks_backend.errands.store._open)
+    before = len(tasks_backend.errands.store.db._open)
     with transaction.atomic():
         tasks().add.enqueue(1, 2)
         assert connections["default"].in_atomic_block
-    assert len(tasks_backend.errands.store._open) == before
+    assert len(tasks_backend.errands.store.db._open) == before
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)

@@ -48,7 +48,7 @@ def scalar(app: Errands, sql: str) -> Any:
         cur.execute(sql)
         return cur.fetchone()[0]
 
-    return app.store.run(read)
+    return app.store.db.run(read)
 
 
 def scalar_or_none(app: Errands, sql: str) -> Any:
@@ -80,7 +80,7 @@ def app(private_server: PrivateServer) -> Iterator[Errands]:  # noqa: F811
     app.migrate()
     sample_jobs.ensure_runs_table()
     for table in ("errands_jobs", "errands_failed_jobs", "errands_workers", "test_runs"):
-        app.store.run(lambda cur, table=table: cur.execute(f"DELETE FROM {table}"))
+        app.store.db.run(lambda cur, table=table: cur.execute(f"DELETE FROM {table}"))
     try:
         yield app
     finally:
@@ -203,4 +203,4 @@ def test_enqueue_while_the_database_is_down_and_after_it_is_back(
     private_server.stop()
     private_server.start()
     third = sample_jobs.record.enqueue()
-    assert [row.id for row in app.store.list_jobs()] == [first.id, second.id, third.id]
+    assert [row.id for row in app.store.jobs.list_jobs()] == [first.id, second.id, third.id]

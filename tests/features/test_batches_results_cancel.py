@@ -91,7 +91,7 @@ def test_results_expire_and_old_dead_letter_entries_are_pruned(db_url):
     drain(app)
     assert ok.status() is JobState.SUCCEEDED and dead.status() is JobState.FAILED
     time.sleep(0.2)  # lets both 0.05 s TTLs pass: prune() is the check itself, so it cannot be polled
-    pruned = app.store.prune(app.failed_ttl)
+    pruned = app.store.features.prune(app.failed_ttl)
     assert pruned["results"] == 1 and pruned["failed"] == 1
     assert ok.status() is JobState.FINISHED and dead.status() is JobState.FINISHED
     app.store.close()
@@ -164,7 +164,7 @@ def test_progress_is_visible_while_the_job_runs(app):
     worker = threading.Thread(target=drain, args=(app,))
     worker.start()
     assert reported.wait(scaled(10))
-    row = app.store.get_job(handle.id)
+    row = app.store.jobs.get_job(handle.id)
     assert (row.progress, row.progress_message) == (0.4, "page 4 of 10")
     release.set()
     worker.join(scaled(10))
@@ -203,12 +203,12 @@ def test_retry_asks_for_its_own_delay_and_discard_skips_the_attempts(app):
     a, b, c = later.enqueue(), never.enqueue(), typed.enqueue()
     before = app.store.now()
     drain(app)
-    row = app.store.get_job(a.id)
+    row = app.store.jobs.get_job(a.id)
     assert row.attempts == 1 and (row.available_at - before).total_seconds() >= 499
     assert b.status() is JobState.FAILED and c.status() is JobState.FAILED
-    entry = app.store.get_failed(b.id)
+    entry = app.store.jobs.get_failed(b.id)
     assert entry.attempts == 1 and entry.error_type == "errands.Discard"
-    assert app.store.get_failed(c.id).attempts == 1
+    assert app.store.jobs.get_failed(c.id).attempts == 1
 
 
 def test_hooks_run_in_order_and_on_dead_reports_the_error(app):
@@ -269,7 +269,7 @@ def test_eager_mode_runs_inline_and_run_until_empty_drains(app):
         assert calls == [1] and handle.result() == 2 and handle.status() is JobState.SUCCEEDED
         with pytest.raises(RuntimeError, match="inline"):
             boom.enqueue()
-    assert app.store.list_jobs() == []  # nothing was stored
+    assert app.store.jobs.list_jobs() == []  # nothing was stored
     e.enqueue(5)
     e.enqueue(6)
     assert app.run_until_empty() == 2 and calls == [1, 5, 6]
@@ -280,19 +280,19 @@ def test_transactional_enqueue_with_using_cursor(app):
     def t(n): ...
 
     store = app.store
-    conn = store._connect()
+    conn = store.dialect.connect()
     try:
-        store._begin(conn)
+        store.dialect.begin(conn)
         t.using(cursor=conn.cursor()).enqueue(1)
         conn.rollback()
-        assert store.list_jobs() == []  # rolled back with the caller's transaction: no job
-        store._begin(conn)
+        assert store.jobs.list_jobs() == []  # rolled back with the caller's transaction: no job
+        store.dialect.begin(conn)
         kept = t.using(cursor=conn.cursor()).enqueue(2)
-        assert store.list_jobs() == [] or store.dialect == "sqlite"  # not visible before the commit
+        assert store.jobs.list_jobs() == [] or store.dialect.name == "sqlite"  # not visible before the commit
         conn.commit()
     finally:
         conn.close()
-    assert [r.arguments for r in store.list_jobs()] == [([2], {})] and store.get_job(kept.id) is not None
+    assert [r.arguments for r in store.jobs.list_jobs()] == [([2], {})] and store.jobs.get_job(kept.id) is not None
 
 
 def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
@@ -302,14 +302,14 @@ def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
     def t(n): ...
 
     store = app.store
-    conn = store._connect()
+    conn = store.dialect.connect()
 
     async def scenario() -> None:
-        store._begin(conn)
+        store.dialect.begin(conn)
         await t.using(cursor=conn.cursor()).aenqueue(1)
         conn.rollback()
-        assert store.list_jobs() == []
-        store._begin(conn)
+        assert store.jobs.list_jobs() == []
+        store.dialect.begin(conn)
         await t.using(cursor=conn.cursor()).aenqueue(2)
         conn.commit()
 
@@ -317,8 +317,8 @@ def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
         asyncio.run(scenario())
     finally:
         conn.close()
-    assert [r.arguments for r in store.list_jobs()] == [([2], {})]
-    if store.dialect == "sqlite":  # the application's own connection, bound to its thread as sqlite3 does by default
+    assert [r.arguments for r in store.jobs.list_jobs()] == [([2], {})]
+    if store.dialect.name == "sqlite":  # noqa: E501 - the application's own connection, bound to its thread as sqlite3 does by default
         import sqlite3
 
         own = sqlite3.connect(app.database_url.removeprefix("sqlite:///"), isolation_level=None)
@@ -328,4 +328,4 @@ def test_async_enqueue_on_the_callers_cursor_joins_its_transaction(app):
             own.execute("COMMIT")
         finally:
             own.close()
-        assert [r.arguments for r in store.list_jobs()] == [([2], {}), ([3], {})]
+        assert [r.arguments for r in store.jobs.list_jobs()] == [([2], {}), ([3], {})]

@@ -66,10 +66,10 @@ def spawn(db_url: str, tmp_path: Path) -> Iterator[Any]:
 def events(app: Errands, name: str) -> list[tuple[int, str | None, float, float]]:
     def read(cur: Any) -> list[tuple[int, str | None, float, float]]:
         cur.execute("SELECT job_id, grp, started_at, ended_at FROM feature_events "
-                    f"WHERE name = {app.store.placeholder} ORDER BY started_at", (name,))
+                    f"WHERE name = {app.store.dialect.placeholder} ORDER BY started_at", (name,))
         return [(int(r[0]), r[1], float(r[2]), float(r[3])) for r in cur.fetchall()]
 
-    return app.store.run(read)
+    return app.store.db.run(read)
 
 
 def most_in_any_window(times: list[float], width: float) -> int:
@@ -110,7 +110,7 @@ def test_eight_processes_enqueueing_one_unique_key_make_one_job(db_url, tmp_path
     ids = {out.strip() for out, _ in outputs}
     assert len(ids) == 1 and len(ids.pop().split()) == 1  # every process got the same single id back
     app = Errands(db_url)
-    assert len(app.store.list_jobs()) == 1
+    assert len(app.store.jobs.list_jobs()) == 1
     app.store.close()
 
 
@@ -138,7 +138,7 @@ def test_rate_limit_holds_across_four_worker_processes(fapp, spawn):
     wait_for(lambda: len(events(fapp, "limited")) == 15, timeout=120, message="every limited job to run")
     starts = [s for _, _, s, _ in events(fapp, "limited")]
     # What the database granted, by its own clock: never more than 5 in any second.
-    granted = [fapp.store.to_datetime(t).timestamp()
+    granted = [fapp.store.dialect.to_datetime(t).timestamp()
                for (t,) in _rows(fapp, "SELECT started_at FROM {rate_starts} WHERE name = 'limited'")]
     assert len(granted) == 15 and most_in_any_window(granted, 1.0) <= 5
     # What the handlers saw: the same, up to the few milliseconds between admission and start.
@@ -183,7 +183,7 @@ def test_three_schedulers_enqueue_each_slot_once(db_url, spawn):
 
 def _rows(app: Errands, sql: str) -> list[tuple[Any, ...]]:
     def read(cur: Any) -> list[tuple[Any, ...]]:
-        cur.execute(app.store.q(sql))
+        cur.execute(app.store.dialect.q(sql))
         return [tuple(r) for r in cur.fetchall()]
 
-    return app.store.run(read)
+    return app.store.db.run(read)

@@ -28,15 +28,15 @@ def test_a_new_schedule_starts_with_its_next_slot_and_runs_a_missed_slot_once(ap
     schedule = app.schedules["report"]
     t0 = datetime(2026, 12, 2, 10, 0, tzinfo=timezone.utc)
     store = app.store
-    assert store.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # first sight: recorded only
-    first = store.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b"))
+    assert store.features.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # first sight: recorded only
+    first = store.features.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b"))
     assert first is not None
-    assert store.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b")) is None  # once
-    assert store.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # never backwards
+    assert store.features.claim_periodic_slot("report", t0 + timedelta(minutes=5), schedule.prepare("b")) is None  # noqa: E501 - once
+    assert store.features.claim_periodic_slot("report", t0, schedule.prepare("a")) is None  # never backwards
     # Down for an hour: the scheduler asks for the latest slot only, which runs once.
-    late = store.claim_periodic_slot("report", t0 + timedelta(hours=1), schedule.prepare("c"))
-    assert late is not None and store.periodic_slots()["report"] == t0 + timedelta(hours=1)
-    assert len(store.list_jobs()) == 2
+    late = store.features.claim_periodic_slot("report", t0 + timedelta(hours=1), schedule.prepare("c"))
+    assert late is not None and store.features.periodic_slots()["report"] == t0 + timedelta(hours=1)
+    assert len(store.jobs.list_jobs()) == 2
 
 
 def test_scheduler_enqueues_from_a_worker(app):
@@ -49,12 +49,12 @@ def test_scheduler_enqueues_from_a_worker(app):
 
     scheduler = Scheduler(app, threading.Event())
     scheduler.tick()  # first sight
-    assert app.store.list_jobs() == []
+    assert app.store.jobs.list_jobs() == []
     scheduler.seen.clear()
-    app.store.run(lambda cur: cur.execute(app.store.q("UPDATE {periodic} SET last_slot = {now_plus}"), (-10.0,)),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {periodic} SET last_slot = {now_plus}"), (-10.0,)),  # noqa: E501
                   write=True)
     scheduler.tick()
-    assert [r.name for r in app.store.list_jobs()] == ["every_second"]
+    assert [r.name for r in app.store.jobs.list_jobs()] == ["every_second"]
 
 
 def test_a_dead_workers_concurrency_slot_comes_back_when_its_lease_expires(app):
@@ -64,17 +64,17 @@ def test_a_dead_workers_concurrency_slot_comes_back_when_its_lease_expires(app):
     g.enqueue()
     g.enqueue()
     limit = [Limit("concurrency", "g", 1)]
-    [first] = app.store.claim("dead-worker", ["default"], 1, lease=1)
-    assert app.store.admit("dead-worker", [(first.id, limit)]) == ([first.id], [])
-    [second] = app.store.claim("live-worker", ["default"], 1, lease=30)
-    assert app.store.admit("live-worker", [(second.id, limit)]) == ([], [second.id])  # the slot is taken
-    app.store.run(lambda cur: cur.execute(app.store.q(
+    [first] = app.store.jobs.claim("dead-worker", ["default"], 1, lease=1)
+    assert app.store.features.admit("dead-worker", [(first.id, limit)]) == ([first.id], [])
+    [second] = app.store.jobs.claim("live-worker", ["default"], 1, lease=30)
+    assert app.store.features.admit("live-worker", [(second.id, limit)]) == ([], [second.id])  # the slot is taken
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
         "UPDATE {jobs} SET available_at = {now}, reserved_until = {now_plus} WHERE id = {p}"),
         (-1.0, first.id)), write=True)  # the dead worker's lease ran out
-    app.store.run(lambda cur: cur.execute(app.store.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),  # noqa: E501
                                           (second.id,)), write=True)
-    [again] = app.store.claim("live-worker", ["default"], 1, lease=30)
-    assert again.id == second.id and app.store.admit("live-worker", [(again.id, limit)]) == ([again.id], [])
+    [again] = app.store.jobs.claim("live-worker", ["default"], 1, lease=30)
+    assert again.id == second.id and app.store.features.admit("live-worker", [(again.id, limit)]) == ([again.id], [])
 
 
 def test_refused_runs_get_their_attempt_back(app):
@@ -83,7 +83,7 @@ def test_refused_runs_get_their_attempt_back(app):
 
     a, b = r.enqueue(), r.enqueue()
     drain(app)
-    row = app.store.get_job(b.id)
+    row = app.store.jobs.get_job(b.id)
     assert a.status() is JobState.FINISHED and row.attempts == 0 and row.reserved_by is None
     assert (row.available_at - app.store.now()).total_seconds() > 3000  # due when the window frees a start
 
@@ -138,7 +138,7 @@ def test_queue_and_job_commands(migrated):
     app = Errands(migrated)
     from errands.core.rows import NewJob
 
-    [waiting, other] = app.store.enqueue([NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}'),
+    [waiting, other] = app.store.jobs.enqueue([NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}'),
                                           NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}')])
     assert run_cli(migrated, "queue", "pause", "mails").returncode == 0
     listing = run_cli(migrated, "queue", "list")
@@ -161,11 +161,11 @@ def test_a_version_1_schema_is_upgraded_in_place(db_url, monkeypatch):
     from errands.store import open_store
 
     old = open_store(db_url)
-    v1 = old.migrations()[:1]
-    monkeypatch.setattr(type(old), "migrations", lambda self: v1)
-    monkeypatch.setattr(type(old), "schema_version", 1)
+    v1 = old.dialect.migrations()[:1]
+    monkeypatch.setattr(type(old.dialect), "migrations", lambda self: v1)
+    monkeypatch.setattr(type(old.dialect), "schema_version", 1)
     old.migrate()
-    old.run(lambda cur: cur.execute(old.q(
+    old.db.run(lambda cur: cur.execute(old.dialect.q(
         "INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, available_at, created_at) "
         "VALUES ('default', 'u', {p}, 0, 0, 3, {now}, {now})"), ('{"args":[],"kwargs":{}}',)))
     old.close()
@@ -176,8 +176,8 @@ def test_a_version_1_schema_is_upgraded_in_place(db_url, monkeypatch):
     def u(): ...
 
     assert app.migrate() == [2, 3]
-    assert app.store.current_version() == app.store.schema_version == 3
+    assert app.store.current_version() == app.store.dialect.schema_version == 3
     assert drain(app) == 1
     u.using(unique_key="k").enqueue()
-    assert u.using(unique_key="k").enqueue().id == app.store.list_jobs()[0].id
+    assert u.using(unique_key="k").enqueue().id == app.store.jobs.list_jobs()[0].id
     app.store.close()

@@ -16,7 +16,7 @@ def test_unique_key_returns_the_waiting_job(app):
     again = mail.using(unique_key="welcome:42").enqueue("b@example.com")
     other = mail.using(unique_key="welcome:43").enqueue("c@example.com")
     assert again.id == first.id and other.id != first.id
-    assert len(app.store.list_jobs()) == 2
+    assert len(app.store.jobs.list_jobs()) == 2
     drain(app)
     later = mail.using(unique_key="welcome:42").enqueue("d@example.com")  # the key is free once it finished
     assert later.id not in (first.id, other.id)
@@ -38,7 +38,7 @@ def test_unique_inside_enqueue_many(app):
     handles = app.enqueue_many([sync.prepare(7), sync.prepare(8), sync.prepare(8), sync.prepare(9)])
     ids = [h.id for h in handles]
     assert ids[0] == existing.id and ids[1] == ids[2] and len(set(ids)) == 3
-    assert len(app.store.list_jobs()) == 3
+    assert len(app.store.jobs.list_jobs()) == 3
 
 
 def test_dead_letter_frees_the_key_and_a_retry_does_not_collide(app):
@@ -52,7 +52,7 @@ def test_dead_letter_frees_the_key_and_a_retry_does_not_collide(app):
     fresh = flaky.enqueue(1)  # the key is free while the first one is in the dead letter
     assert fresh.id != dead.id
     assert app.retry_failed(dead.id) == [dead.id]  # retried without its key, not refused
-    assert {r.id for r in app.store.list_jobs()} == {dead.id, fresh.id}
+    assert {r.id for r in app.store.jobs.list_jobs()} == {dead.id, fresh.id}
 
 
 def test_bad_unique_key_is_refused(app):
@@ -63,7 +63,7 @@ def test_bad_unique_key_is_refused(app):
         x.using(unique_key="").enqueue()
     with pytest.raises(InvalidOption):
         x.using(unique_key="k" * 300).enqueue()
-    assert app.store.list_jobs() == []
+    assert app.store.jobs.list_jobs() == []
 
 
 def test_a_dependant_waits_until_its_dependency_succeeds(app):
@@ -78,7 +78,7 @@ def test_a_dependant_waits_until_its_dependency_succeeds(app):
     assert child.status() is JobState.BLOCKED
     assert app.counts()["default"].blocked == 1
     assert drain(app) == 0  # parent is delayed, child blocked
-    app.store.run(lambda cur: cur.execute(app.store.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("UPDATE {jobs} SET available_at = {now} WHERE id = {p}"),  # noqa: E501
                                           (parent.id,)))
     drain(app)
     assert order == ["parent", "child"]
@@ -151,7 +151,7 @@ def test_sweep_unblocks_dependants_of_a_dependency_that_vanished(app):
 
     parent = step.using(delay=3600).enqueue()
     child = step.using(after=parent).enqueue()
-    app.store.run(lambda cur: cur.execute(app.store.q("DELETE FROM {jobs} WHERE id = {p}"), (parent.id,)))
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q("DELETE FROM {jobs} WHERE id = {p}"), (parent.id,)))
     assert child.status() is JobState.BLOCKED
-    assert app.store.sweep_blocked() == 1
+    assert app.store.features.sweep_blocked() == 1
     assert child.status() is JobState.READY

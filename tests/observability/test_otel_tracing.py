@@ -93,7 +93,7 @@ def test_a_failing_run_records_the_exception_on_every_attempt(app: Errands, span
         [event] = run.events
         assert event.name == "exception" and event.attributes["exception.type"] == "ValueError"
         assert event.attributes["exception.message"] == "bad input 7"
-    assert app.store.get_failed(int(runs[0].attributes["messaging.message.id"])) is not None
+    assert app.store.jobs.get_failed(int(runs[0].attributes["messaging.message.id"])) is not None
     failed_lines = [r.getMessage() for r in caplog.records if "failed after" in r.getMessage()]
     assert len(failed_lines) == 2 and all('flaky({"args":[7],"kwargs":{}})' in m for m in failed_lines)
 
@@ -174,7 +174,7 @@ def test_without_instrumentation_nothing_changes(app: Errands, db_url: str, span
         each.job(name="echo")(lambda *args, **kwargs: got.append((args, kwargs)))
 
     untraced = plain.enqueue("echo", ["x", 1], {"k": [1, 2]})
-    assert plain.store.get_job(untraced.id).payload == encode_payload("echo", ["x", 1], {"k": [1, 2]}, 1 << 20) \
+    assert plain.store.jobs.get_job(untraced.id).payload == encode_payload("echo", ["x", 1], {"k": [1, 2]}, 1 << 20) \
         == '{"args":["x",1],"kwargs":{"k":[1,2]}}'
     assert spans.all() == []
     drain(traced)
@@ -182,7 +182,7 @@ def test_without_instrumentation_nothing_changes(app: Errands, db_url: str, span
     assert root.parent is None and not root.links and got == [(("x", 1), {"k": [1, 2]})]
 
     stamped = traced.enqueue("echo", ["y"])
-    payload = json.loads(traced.store.get_job(stamped.id).payload)
+    payload = json.loads(traced.store.jobs.get_job(stamped.id).payload)
     assert sorted(payload) == ["args", "headers", "kwargs"] and set(payload["headers"]) == {"traceparent"}
     drain(plain)
     assert got[-1] == (("y",), {})
@@ -282,7 +282,7 @@ def test_a_large_enqueue_carries_the_context_in_every_row(app: Errands, spans: S
     producer = _one(spans.producers)
     assert producer.attributes["messaging.batch.message_count"] == 250
     assert "errands.job.ids" not in producer.attributes  # too many to list
-    payloads = [json.loads(app.store.get_job(h.id).payload) for h in (handles[0], handles[199], handles[-1])]
+    payloads = [json.loads(app.store.jobs.get_job(h.id).payload) for h in (handles[0], handles[199], handles[-1])]
     assert {p["headers"]["traceparent"] for p in payloads} == {job_headers_of(producer)}
     drain(app)
     assert sorted(total) == list(range(250))

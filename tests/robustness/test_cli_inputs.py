@@ -43,14 +43,14 @@ def insert_row(app: Errands, table: str, **columns: Any) -> int:
         else:
             marks.append("{p}")
             params.append(value)
-    statement = store.q(f"INSERT INTO {{{table}}} ({', '.join(names)}) VALUES ({', '.join(marks)})")
+    statement = store.dialect.q(f"INSERT INTO {{{table}}} ({', '.join(names)}) VALUES ({', '.join(marks)})")
 
     def insert(cur: Any) -> int:
         cur.execute(statement, params)
-        cur.execute(store.q(f"SELECT MAX(id) FROM {{{table}}}"))
+        cur.execute(store.dialect.q(f"SELECT MAX(id) FROM {{{table}}}"))
         return int(cur.fetchone()[0])
 
-    return store.run(insert, write=True)
+    return store.db.run(insert, write=True)
 
 
 def insert_job(app: Errands, **columns: Any) -> int:
@@ -176,8 +176,8 @@ def test_enqueue_refuses_deep_arguments_and_far_delays_as_usage_errors(migrated)
         assert done.returncode == 2 and "--delay" in done.stderr, (delay, done.returncode, done.stderr[-2000:])
     done = run_cli(url, "enqueue", "sample_jobs.sleep_then_record", "--args", "[1]", "--delay", "nan")
     assert done.returncode in (1, 2) and "Traceback" not in done.stderr and "delay" in done.stderr
-    assert app.store.list_jobs() == []
+    assert app.store.jobs.list_jobs() == []
     deepest = ok(run_cli(url, "enqueue", "sample_jobs.sleep_then_record", "--args", f"[{_nested(MAX_DEPTH)}]",
                          "--delay", str(MAX_DELAY)))
-    row = app.store.get_job(int(deepest.strip()))
+    row = app.store.jobs.get_job(int(deepest.strip()))
     assert row is not None and row.arguments[0] == [json.loads(_nested(MAX_DEPTH))]

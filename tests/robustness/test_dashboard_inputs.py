@@ -37,7 +37,7 @@ class Sql(str):
 
 @pytest.fixture
 def dash_app(app: Errands) -> Errands:
-    app.store.create_user(ADMIN, _HASH, "admin")
+    app.store.accounts.create_user(ADMIN, _HASH, "admin")
 
     @app.job(name="mail", queue="mails")
     def mail(to: Any, subject: str = "hi") -> None: ...
@@ -70,14 +70,14 @@ def insert_row(app: Errands, table: str, **columns: Any) -> int:
         else:
             marks.append("{p}")
             params.append(value)
-    statement = store.q(f"INSERT INTO {{{table}}} ({', '.join(names)}) VALUES ({', '.join(marks)})")
+    statement = store.dialect.q(f"INSERT INTO {{{table}}} ({', '.join(names)}) VALUES ({', '.join(marks)})")
 
     def insert(cur: Any) -> int:
         cur.execute(statement, params)
-        cur.execute(store.q(f"SELECT MAX(id) FROM {{{table}}}"))
+        cur.execute(store.dialect.q(f"SELECT MAX(id) FROM {{{table}}}"))
         return int(cur.fetchone()[0])
 
-    return store.run(insert, write=True)
+    return store.db.run(insert, write=True)
 
 
 def insert_job(app: Errands, **columns: Any) -> int:
@@ -124,7 +124,7 @@ def form_error(response: Any) -> str:
 
 
 def jobs_stored(app: Errands) -> int:
-    return len(app.store.list_jobs(limit=1000))
+    return len(app.store.jobs.list_jobs(limit=1000))
 
 
 # ---------------------------------------------------------------------------------- case 5: far-future delays
@@ -453,7 +453,7 @@ def test_a_stored_result_that_is_no_json_shows_and_is_refused_by_result(web, das
 
     handle = kept.enqueue()
     dash_app.run_until_empty()
-    dash_app.store.run(lambda cur: cur.execute(dash_app.store.q("UPDATE {results} SET result = {p} WHERE id = {p}"),
+    dash_app.store.db.run(lambda cur: cur.execute(dash_app.store.dialect.q("UPDATE {results} SET result = {p} WHERE id = {p}"),  # noqa: E501
                                                ('{"broken": [1,', handle.id)))
     page = web.get(f"/jobs/{handle.id}")
     assert page.status_code == 200, page.text[-1500:]

@@ -41,22 +41,22 @@ def test_a_job_claimed_again_while_held_is_not_run_twice(app: Errands) -> None:
     try:
         wait_for(lambda: started, message="the job to start")
         # The crash: the database forgets the claim while the run goes on.
-        app.store.run(lambda cur: cur.execute(app.store.q(
+        app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
             "UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL WHERE id = {p}"),
             (handle.id,)))
         # The same worker claims it again (its idle runner asks for work): attempts counts the claim.
         wait_for(lambda: _attempts(app, handle.id) == 2, message="the second claim of the job")
         assert worker.held_ids == [handle.id]
         release.set()
-        wait_for(lambda: app.store.get_job(handle.id) is None, message="the run to be recorded")
+        wait_for(lambda: app.store.jobs.get_job(handle.id) is None, message="the run to be recorded")
     finally:
         release.set()
         worker.request_stop()
         thread.join(scaled(30))
     assert len(started) == 1 and most[0] == 1
-    assert app.store.list_failed() == []
+    assert app.store.jobs.list_failed() == []
 
 
 def _attempts(app: Errands, job_id: int) -> Any:
-    row = app.store.get_job(job_id)
+    row = app.store.jobs.get_job(job_id)
     return None if row is None else row.attempts

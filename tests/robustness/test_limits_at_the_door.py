@@ -37,12 +37,12 @@ def lite(tmp_path) -> Errands:  # type: ignore[no-untyped-def]
 def test_out_of_range_options_are_refused(lite: Errands, options: dict[str, object]) -> None:
     with pytest.raises(InvalidOption):
         lite.get_job("echo").using(**options).enqueue()
-    assert lite.store.list_jobs() == []
+    assert lite.store.jobs.list_jobs() == []
 
 
 def test_the_longest_delay_is_accepted_and_stored(lite: Errands) -> None:
     handle = lite.get_job("echo").using(delay=MAX_DELAY).enqueue()
-    row = lite.store.get_job(handle.id)
+    row = lite.store.jobs.get_job(handle.id)
     assert row is not None and row.available_at.year >= datetime.now(timezone.utc).year + 9
 
 
@@ -75,7 +75,7 @@ def test_nesting_is_bounded_at_enqueue(lite: Errands) -> None:
 def test_text_with_surrogates_comes_back_intact(lite: Errands) -> None:
     value = {"k" + SURROGATE: [SURROGATE, "\x00", "\u202egnp.exe", "\U0001F600"]}
     handle = lite.get_job("echo").enqueue(value, s=SURROGATE)
-    stored = lite.store.get_job(handle.id)
+    stored = lite.store.jobs.get_job(handle.id)
     assert stored is not None and stored.payload.isascii()  # escaped, so every driver stores it
     lite.run_until_empty()
     assert handle.result(timeout=5) == [[value], {"s": SURROGATE}]

@@ -34,7 +34,7 @@ def poison_app(db_url: str) -> Iterator[Errands]:
     migrator.store.close()
     app = poison_jobs.app
     app.use_database(db_url)
-    app.store.run(lambda cur: cur.execute(poison_jobs.RUNS_DDL))
+    app.store.db.run(lambda cur: cur.execute(poison_jobs.RUNS_DDL))
     try:
         yield app
     finally:
@@ -54,11 +54,11 @@ def insert_raw(app: Errands, name: str, payload: Any, *, max_attempts: int = 3, 
         params.append(extra_value)
 
     def insert(cur: Any) -> int:
-        cur.execute(store.q(f"INSERT INTO {{jobs}} ({columns}) VALUES ({values})"), params)
-        cur.execute(store.q("SELECT MAX(id) FROM {jobs}"))
+        cur.execute(store.dialect.q(f"INSERT INTO {{jobs}} ({columns}) VALUES ({values})"), params)
+        cur.execute(store.dialect.q("SELECT MAX(id) FROM {jobs}"))
         return int(cur.fetchone()[0])
 
-    return store.run(insert, write=True)
+    return store.db.run(insert, write=True)
 
 
 def test_poison_rows_and_handlers_cost_only_themselves(poison_app: Errands, backend: str, tmp_path: Path) -> None:
@@ -100,10 +100,10 @@ def test_poison_rows_and_handlers_cost_only_themselves(poison_app: Errands, back
     assert "died while running" not in text and "crashed" not in text, text[-3000:]
 
     store = app.store
-    runs = store.run(lambda cur: (cur.execute("SELECT job_id FROM poison_runs"), cur.fetchall())[1])
+    runs = store.db.run(lambda cur: (cur.execute("SELECT job_id FROM poison_runs"), cur.fetchall())[1])
     assert sorted(int(r[0]) for r in runs) == sorted(h.id for h in good)  # each good job once (primary key)
-    assert store.list_jobs(limit=1000) == []  # nothing waits, nothing is held
-    dead = {row.id: row for row in store.list_failed(limit=1000)}
+    assert store.jobs.list_jobs(limit=1000) == []  # nothing waits, nothing is held
+    dead = {row.id: row for row in store.jobs.list_failed(limit=1000)}
     assert set(dead) == set(expected), (set(dead) ^ set(expected), text[-3000:])
     for job_id, error_type in expected.items():
         entry = dead[job_id]
@@ -113,5 +113,5 @@ def test_poison_rows_and_handlers_cost_only_themselves(poison_app: Errands, back
     surrogate = dead[next(i for i, e in expected.items() if e == "ValueError")]
     assert surrogate.error_message == "caf\ufffd \ufffd au lait"  # replacement characters, type kept
     assert surrogate.attempts == 2  # retried, then buried: never refunded in a loop
-    result = store.get_result(deep.id)
+    result = store.features.get_result(deep.id)
     assert result is not None and result.result is None  # ran once; its unstorable value is kept as null

@@ -116,9 +116,9 @@ def through_a_job(probe: Probe, value: Any) -> EnqueueError | None:
     except EnqueueError as exc:
         assert str(exc), "a refusal says why"
         return exc
-    wait_for(lambda: app.store.get_failed(handle.id), timeout=20, interval=0.01,
+    wait_for(lambda: app.store.jobs.get_failed(handle.id), timeout=20, interval=0.01,
              message="the first run to reach the dead letter")
-    entry = app.store.get_failed(handle.id)
+    entry = app.store.jobs.get_failed(handle.id)
     assert entry is not None and entry.error_type == "ValueError"
     entry.error_message.encode("utf-8")  # stored as valid text, whatever the value held
     assert app.retry_failed(handle.id) == [handle.id]

@@ -24,7 +24,7 @@ def jobs_app(db_url: str) -> Iterator[Errands]:
     migrator.store.close()
     app = poison_jobs.app
     app.use_database(db_url)
-    app.store.run(lambda cur: cur.execute(poison_jobs.RUNS_DDL))
+    app.store.db.run(lambda cur: cur.execute(poison_jobs.RUNS_DDL))
     try:
         yield app
     finally:
@@ -32,7 +32,7 @@ def jobs_app(db_url: str) -> Iterator[Errands]:
 
 
 def refuse_retries_of(app: Errands, backend: str, job_id: int) -> None:
-    jobs = app.store.t_jobs
+    jobs = app.store.dialect.t_jobs
     when = f"NEW.last_error IS NOT NULL AND NEW.id = {int(job_id)}"
     if backend == "sqlite":
         statements = [f"CREATE TRIGGER refuse_retry BEFORE UPDATE ON {jobs} WHEN {when} "
@@ -46,7 +46,7 @@ def refuse_retries_of(app: Errands, backend: str, job_id: int) -> None:
         statements = [f"CREATE TRIGGER refuse_retry BEFORE UPDATE ON {jobs} FOR EACH ROW BEGIN IF {when} THEN "
                       "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by a trigger'; END IF; END"]
     for sql in statements:
-        app.store.run(lambda cur, sql=sql: cur.execute(sql))
+        app.store.db.run(lambda cur, sql=sql: cur.execute(sql))
 
 
 def test_a_refused_retry_costs_its_job_only(jobs_app: Errands, backend: str, tmp_path: Path) -> None:
@@ -64,9 +64,9 @@ def test_a_refused_retry_costs_its_job_only(jobs_app: Errands, backend: str, tmp
     text = log.read_text(errors="replace")
     assert proc.returncode == 0, text[-3000:]
 
-    runs = app.store.run(lambda cur: (cur.execute("SELECT job_id FROM poison_runs"), cur.fetchall())[1])
+    runs = app.store.db.run(lambda cur: (cur.execute("SELECT job_id FROM poison_runs"), cur.fetchall())[1])
     assert sorted(int(r[0]) for r in runs) == sorted(h.id for h in before + after)
-    assert app.store.list_jobs() == []
-    [entry] = app.store.list_failed()
+    assert app.store.jobs.list_jobs() == []
+    [entry] = app.store.jobs.list_failed()
     assert entry.id == victim.id and entry.error_type == "errands.SettleError"
     assert "refused by a trigger" in entry.error_message

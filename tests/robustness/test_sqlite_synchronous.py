@@ -18,7 +18,7 @@ from helpers import run_cli
 
 from errands import Errands
 from errands.core.errors import ConfigurationError
-from errands.store.sqlite import SYNCHRONOUS_ENV, SQLiteStore, synchronous_setting
+from errands.store.dialects.sqlite import SYNCHRONOUS_ENV, SQLiteDialect, synchronous_setting
 
 NORMAL, FULL = 1, 2
 
@@ -31,9 +31,9 @@ def in_force(app: Errands) -> set[int]:
     """``PRAGMA synchronous`` on every kind of connection the store opens: this thread's, another
     thread's, and the idle worker's listener."""
     store = app.store
-    seen = {store.run(lambda cur: int(cur.execute("PRAGMA synchronous").fetchone()[0]))}
+    seen = {store.db.run(lambda cur: int(cur.execute("PRAGMA synchronous").fetchone()[0]))}
     other: list[int] = []
-    thread = threading.Thread(target=lambda: other.append(store.run(
+    thread = threading.Thread(target=lambda: other.append(store.db.run(
         lambda cur: int(cur.execute("PRAGMA synchronous").fetchone()[0]))))
     thread.start()
     thread.join()
@@ -78,17 +78,17 @@ def test_the_url_option_sets_the_pragma_on_every_connection(url, opened, query, 
     app = opened(url + query)
     assert in_force(app) == {expected}
     store = app.store
-    assert isinstance(store, SQLiteStore) and store.synchronous == name
+    assert isinstance(store.dialect, SQLiteDialect) and store.dialect.synchronous == name
 
 
 def test_the_variable_sets_it_and_the_url_wins(url, opened, monkeypatch):
     monkeypatch.setenv(SYNCHRONOUS_ENV, "full")
     assert in_force(opened(url)) == {FULL}
-    assert opened(url).store.synchronous_from == SYNCHRONOUS_ENV
+    assert opened(url).store.dialect.synchronous_from == SYNCHRONOUS_ENV
     assert in_force(opened(url + "?synchronous=normal")) == {NORMAL}  # one database's URL beats the process's
     monkeypatch.setenv(SYNCHRONOUS_ENV, " ")  # empty counts as unset, as for every ERRANDS_* variable
     assert in_force(opened(url)) == {NORMAL}
-    assert opened(url).store.synchronous_from == "errands' default"
+    assert opened(url).store.dialect.synchronous_from == "errands' default"
 
 
 @pytest.mark.parametrize("value", ["off", "0", "extra", "fast", "2"])
@@ -103,7 +103,7 @@ def test_an_unknown_value_is_refused_naming_the_allowed_ones(url, monkeypatch, v
 
 def test_off_is_refused_with_the_reason(url):
     with pytest.raises(ConfigurationError, match="off is refused: a power loss or OS crash could corrupt"):
-        SQLiteStore(url + "?synchronous=off")
+        SQLiteDialect(url + "?synchronous=off")
 
 
 def test_the_cli_refuses_a_bad_value_in_one_line_with_exit_78(url):

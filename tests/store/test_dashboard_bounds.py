@@ -26,19 +26,19 @@ def test_counts_exact_under_the_cap_and_lower_bounds_over_it(jobs: Errands) -> N
     mail = jobs.get_job("mail")
     jobs.enqueue_many([mail.prepare(f"r{i}@example.com") for i in range(3)]
                       + [mail.using(delay=3600).prepare(f"d{i}@example.com") for i in range(2)])
-    exact = jobs.store.capped_counts(["mails", "default"], cap=10, sample=10)
+    exact = jobs.store.insights.capped_counts(["mails", "default"], cap=10, sample=10)
     assert exact["mails"][:2] == StateCounts({"ready": 3, "delayed": 2, "blocked": 0, "running": 0, "stale": 0,
                                               "failed": 0}, frozenset())[:2]
     # Every waiting job was seen, so the oldest ready one is known; the sampled count does not know it.
     assert exact["mails"].oldest_due is not None and exact["mails"].oldest_due <= jobs.store.now()
     assert exact["default"].counts["ready"] == 0 and not exact["default"].at_least
 
-    bounded = jobs.store.capped_counts(["mails"], cap=10, sample=3)["mails"]
+    bounded = jobs.store.insights.capped_counts(["mails"], cap=10, sample=3)["mails"]
     # Four of the five waiting jobs were looked at: neither number is known, each is at least what was seen.
     assert bounded.counts["ready"] + bounded.counts["delayed"] == 4
     assert bounded.counts["ready"] <= 3 and bounded.counts["delayed"] <= 2
     assert bounded.at_least == {"ready", "delayed"} and bounded.oldest_due is None
-    assert set(jobs.store.oldest_ready(["mails"])) == {"mails"}
+    assert set(jobs.store.insights.oldest_ready(["mails"])) == {"mails"}
 
     data = ops.overview(jobs)
     mails = next(q for q in data["queues"] if q["name"] == "mails")
@@ -50,22 +50,22 @@ def test_held_jobs_are_read_for_every_worker_at_once(jobs: Errands) -> None:
     mail = jobs.get_job("mail")
     jobs.enqueue_many([mail.prepare(f"r{i}@example.com") for i in range(4)])
     store = jobs.store
-    first = [c.id for c in store.claim("w1", ["mails"], 2, 30)]
-    second = [c.id for c in store.claim("w2", ["mails"], 1, 30)]
-    assert store.held_jobs() == {"w1": sorted(first), "w2": second}
-    assert sum(len(v) for v in store.held_jobs(limit=2).values()) == 2
+    first = [c.id for c in store.jobs.claim("w1", ["mails"], 2, 30)]
+    second = [c.id for c in store.jobs.claim("w2", ["mails"], 1, 30)]
+    assert store.insights.held_jobs() == {"w1": sorted(first), "w2": second}
+    assert sum(len(v) for v in store.insights.held_jobs(limit=2).values()) == 2
 
 
 def test_throughput_buckets_sum_what_the_minutes_hold(jobs: Errands) -> None:
     store = jobs.store
-    store.add_stats({("mails", True): 5, ("mails", False): 2, ("default", True): 1})
+    store.insights.add_stats({("mails", True): 5, ("mails", False): 2, ("default", True): 1})
     now = store.now()
     start = now - timedelta(hours=1)
-    buckets = store.throughput_buckets(start, 60)
+    buckets = store.insights.throughput_buckets(start, 60)
     assert sum(ok for _, ok, _ in buckets) == 6 and sum(bad for _, _, bad in buckets) == 2
     # The same bucket as the minute rows give in Python.
-    rows = store.run(lambda cur: (cur.execute(store.q("SELECT minute FROM {stats}")), cur.fetchall())[1])
-    minutes = [store.to_datetime(r[0]) for r in rows]
+    rows = store.db.run(lambda cur: (cur.execute(store.dialect.q("SELECT minute FROM {stats}")), cur.fetchall())[1])
+    minutes = [store.dialect.to_datetime(r[0]) for r in rows]
     assert {int((m - start).total_seconds() // 60) for m in minutes} == {b for b, _, _ in buckets}
     t = ops.throughput(jobs, "1h")
     assert (t["total_succeeded"], t["total_failed"]) == (6, 2)
@@ -76,12 +76,12 @@ def test_text_search_looks_at_a_window_and_pages_on_past_it(jobs: Errands, monke
     ids = [h.id for h in jobs.enqueue_many([mail.prepare("needle@example.com")]
                                            + [mail.prepare(f"hay{i}@example.com") for i in range(9)])]
     store = jobs.store
-    assert store.scan_edge("jobs", rows=4) == ids[-4]
-    assert store.scan_edge("jobs", rows=10) == ids[0]
-    assert store.scan_edge("jobs", rows=11) is None
-    assert store.scan_edge("jobs", after_id=ids[0], rows=2) == ids[2]
+    assert store.insights.scan_edge("jobs", rows=4) == ids[-4]
+    assert store.insights.scan_edge("jobs", rows=10) == ids[0]
+    assert store.insights.scan_edge("jobs", rows=11) is None
+    assert store.insights.scan_edge("jobs", after_id=ids[0], rows=2) == ids[2]
     with pytest.raises(ValueError):
-        store.scan_edge("users", rows=4)
+        store.insights.scan_edge("users", rows=4)
 
     monkeypatch.setattr(ops, "SEARCH_WINDOW", 4)
     first = ops.list_jobs(jobs, ops.JobFilter(text="needle"))
@@ -106,6 +106,6 @@ def test_text_search_looks_at_a_window_and_pages_on_past_it(jobs: Errands, monke
 def test_sqlite_buckets_need_no_math_functions(jobs: Errands) -> None:
     """SQLite has FLOOR only when compiled with its math functions (CPython's Windows build is not)."""
     store = jobs.store
-    sql = store.floor_sql("x")
+    sql = store.dialect.floor_sql("x")
     assert "FLOOR" not in sql.upper()
-    assert store.run(lambda cur: (cur.execute(f"SELECT {store.floor_sql('7.9')}"), cur.fetchone()[0])[1]) == 7
+    assert store.db.run(lambda cur: (cur.execute(f"SELECT {store.dialect.floor_sql('7.9')}"), cur.fetchone()[0])[1]) == 7  # noqa: E501

@@ -31,8 +31,8 @@ def test_success_deletes_the_row(app):
     assert handle.status() is JobState.READY
     assert run_jobs(app) == 1
     assert ran == [41]
-    assert app.store.get_job(handle.id) is None
-    assert app.store.list_jobs() == []
+    assert app.store.jobs.get_job(handle.id) is None
+    assert app.store.jobs.list_jobs() == []
     assert handle.status() is JobState.FINISHED
 
 
@@ -45,12 +45,12 @@ def test_failure_retries_after_exactly_the_backoff_delay(app):
     before = app.store.now()
     run_jobs(app, max_jobs=1)
     after = app.store.now()
-    row = app.store.get_job(handle.id)
+    row = app.store.jobs.get_job(handle.id)
     assert row is not None and row.reserved_by is None and row.attempts == 1
     assert before + timedelta(seconds=100) <= row.available_at <= after + timedelta(seconds=100)
     assert row.last_error == "RuntimeError: kaput"
     assert handle.status() is JobState.DELAYED
-    assert app.store.claim("someone", ["default"], 10, 30) == []  # not before the delay
+    assert app.store.jobs.claim("someone", ["default"], 10, 30) == []  # not before the delay
 
 
 def test_backoff_grows_with_attempts(app):
@@ -62,7 +62,7 @@ def test_backoff_grows_with_attempts(app):
     run_jobs(app, max_jobs=2)  # attempts 1 and 2 retry immediately
     before = app.store.now()
     run_jobs(app, max_jobs=1)  # attempt 3 waits 500 s
-    row = app.store.get_job(handle.id)
+    row = app.store.jobs.get_job(handle.id)
     assert row.attempts == 3
     assert row.available_at >= before + timedelta(seconds=500)
 
@@ -74,7 +74,7 @@ def test_exhausted_job_lands_in_the_dead_letter_without_traceback(app):
 
     handle = boom.enqueue(7)
     run_jobs(app)
-    assert app.store.get_job(handle.id) is None
+    assert app.store.jobs.get_job(handle.id) is None
     [entry] = app.failed()
     assert entry.id == handle.id and entry.name == "boom" and entry.attempts == 2
     assert entry.error_type == "ValueError"
@@ -100,10 +100,10 @@ def test_retry_from_the_dead_letter_gives_fresh_attempts(app):
     assert [f.id for f in app.failed()] == [handle.id]
     assert app.retry_failed(handle.id) == [handle.id]
     assert app.failed() == []
-    row = app.store.get_job(handle.id)
+    row = app.store.jobs.get_job(handle.id)
     assert row.attempts == 0 and row.reserved_by is None
     run_jobs(app)
-    assert len(calls) == 2 and app.store.list_jobs() == [] and app.failed() == []
+    assert len(calls) == 2 and app.store.jobs.list_jobs() == [] and app.failed() == []
 
 
 def test_retry_all_and_by_queue_and_forget(app):
@@ -123,7 +123,7 @@ def test_retry_all_and_by_queue_and_forget(app):
     assert {f.id for f in app.failed()} == {b.id, c.id}
     assert sorted(app.retry_failed()) == sorted([b.id, c.id])
     assert app.failed() == []
-    assert app.store.forget_failed() == 0
+    assert app.store.jobs.forget_failed() == 0
     with pytest.raises(JobNotFound):
         app.retry_failed(a.id)
     with pytest.raises(JobNotFound):
@@ -131,7 +131,7 @@ def test_retry_all_and_by_queue_and_forget(app):
 
 
 def test_unknown_job_name_goes_to_the_dead_letter(app):
-    [job_id] = app.store.enqueue([NewJob("nobody.registered.this", "default", '{"args":[],"kwargs":{}}')])
+    [job_id] = app.store.jobs.enqueue([NewJob("nobody.registered.this", "default", '{"args":[],"kwargs":{}}')])
 
     @app.job(name="known")
     def known(): ...
@@ -146,7 +146,7 @@ def test_unknown_job_name_goes_to_the_dead_letter(app):
 
 
 def test_undecodable_payload_goes_to_the_dead_letter(app):
-    [job_id] = app.store.enqueue([NewJob("known", "default", "{not json")])
+    [job_id] = app.store.jobs.enqueue([NewJob("known", "default", "{not json")])
 
     @app.job(name="known")
     def known(): ...
@@ -175,7 +175,7 @@ def test_aenqueue(app):
     async def aj(x): ...
 
     handle = asyncio.run(aj.aenqueue(5))
-    assert app.store.get_job(handle.id).name == "aj"
+    assert app.store.jobs.get_job(handle.id).name == "aj"
 
 
 def test_async_job_timeout_is_enforced_in_process(app):
@@ -229,15 +229,15 @@ def test_a_delayed_job_is_never_claimed_early(app):
     soon = later.using(delay=1.5).enqueue()
     far = later.using(delay=3600).enqueue()
     assert app.counts()["default"].delayed == 2
-    assert app.store.claim("w", ["default"], 10, 30) == []
+    assert app.store.jobs.claim("w", ["default"], 10, 30) == []
     # By the database's clock, not ours: claims come back empty until one takes the job, and that one
     # ran at or after the job fell due (reserved_at and available_at are both the database's times).
-    due = app.store.get_job(soon.id).available_at
-    claimed = wait_for(lambda: app.store.claim("w", ["default"], 10, 30), interval=0.1,
+    due = app.store.jobs.get_job(soon.id).available_at
+    claimed = wait_for(lambda: app.store.jobs.claim("w", ["default"], 10, 30), interval=0.1,
                        message="the job to fall due and be claimed")
     assert [r.id for r in claimed] == [soon.id]
-    assert app.store.get_job(soon.id).reserved_at >= due
-    assert app.store.get_job(far.id).state(app.store.now()) is JobState.DELAYED
+    assert app.store.jobs.get_job(soon.id).reserved_at >= due
+    assert app.store.jobs.get_job(far.id).state(app.store.now()) is JobState.DELAYED
 
 
 def test_run_at_absolute_time(app):
@@ -246,9 +246,9 @@ def test_run_at_absolute_time(app):
 
     past = at.using(run_at=datetime.now(timezone.utc) - timedelta(seconds=5)).enqueue()
     future = at.using(run_at=datetime.now(timezone.utc) + timedelta(hours=1)).enqueue()
-    claimed = app.store.claim("w", ["default"], 10, 30)
+    claimed = app.store.jobs.claim("w", ["default"], 10, 30)
     assert [r.id for r in claimed] == [past.id]
-    assert app.store.get_job(future.id).reserved_by is None
+    assert app.store.jobs.get_job(future.id).reserved_by is None
 
 
 def test_enqueue_many_is_one_batch_with_ids_in_order(app):
@@ -258,7 +258,7 @@ def test_enqueue_many_is_one_batch_with_ids_in_order(app):
     handles = app.enqueue_many([m.prepare(i) for i in range(1200)])
     assert len(handles) == 1200 and len({h.id for h in handles}) == 1200
     assert [h.id for h in handles] == sorted(h.id for h in handles)
-    assert app.store.get_job(handles[700].id).payload == '{"args":[700],"kwargs":{}}'
+    assert app.store.jobs.get_job(handles[700].id).payload == '{"args":[700],"kwargs":{}}'
     assert app.counts()["default"].ready == 1200
 
 
@@ -268,13 +268,13 @@ def test_claim_counts_the_attempt_and_sets_a_lease(app):
 
     h = c.enqueue()
     before = app.store.now()
-    [row] = app.store.claim("me", ["default"], 5, 30)
+    [row] = app.store.jobs.claim("me", ["default"], 5, 30)
     assert row.id == h.id and row.attempts == 1 and row.reserved_by == "me"
-    stored = app.store.get_job(h.id)
+    stored = app.store.jobs.get_job(h.id)
     assert stored.reserved_by == "me" and stored.attempts == 1
     assert stored.reserved_until >= before + timedelta(seconds=29)
     assert h.status() is JobState.RUNNING
-    assert app.store.claim("other", ["default"], 5, 30) == []
+    assert app.store.jobs.claim("other", ["default"], 5, 30) == []
 
 
 def test_settling_requires_holding_the_lease(app):
@@ -282,13 +282,13 @@ def test_settling_requires_holding_the_lease(app):
     def c(): ...
 
     h = c.enqueue()
-    app.store.claim("me", ["default"], 1, 30)
-    assert app.store.complete("someone-else", [h.id]) == 0
-    assert not app.store.retry_later("someone-else", h.id, 0, "x")
-    assert not app.store.bury("someone-else", h.id, "X", "y")
-    assert app.store.extend_leases("someone-else", [h.id], 30) == 0
-    assert app.store.get_job(h.id).reserved_by == "me"
-    assert app.store.complete("me", [h.id]) == 1
+    app.store.jobs.claim("me", ["default"], 1, 30)
+    assert app.store.jobs.complete("someone-else", [h.id]) == 0
+    assert not app.store.jobs.retry_later("someone-else", h.id, 0, "x")
+    assert not app.store.jobs.bury("someone-else", h.id, "X", "y")
+    assert app.store.jobs.extend_leases("someone-else", [h.id], 30) == 0
+    assert app.store.jobs.get_job(h.id).reserved_by == "me"
+    assert app.store.jobs.complete("me", [h.id]) == 1
 
 
 def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
@@ -296,16 +296,16 @@ def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
     def c(): ...
 
     h = c.enqueue()
-    [row] = app.store.claim("dead-worker", ["default"], 1, 1)  # lease of 1 s, never extended
-    assert app.store.recover_stale().released == []
+    [row] = app.store.jobs.claim("dead-worker", ["default"], 1, 1)  # lease of 1 s, never extended
+    assert app.store.jobs.recover_stale().released == []
     # The lease lapses by the database's clock, which counts() and recover_stale() both read.
     wait_for(lambda: app.counts()["default"].stale == 1, message="the 1 s lease to lapse")
-    report = app.store.recover_stale()
+    report = app.store.jobs.recover_stale()
     assert report.released == [h.id] and report.buried == []
-    [row] = app.store.claim("second", ["default"], 1, 1)
+    [row] = app.store.jobs.claim("second", ["default"], 1, 1)
     assert row.attempts == 2
     wait_for(lambda: app.counts()["default"].stale == 1, message="the second 1 s lease to lapse")
-    report = app.store.recover_stale()
+    report = app.store.jobs.recover_stale()
     assert report.buried == [h.id]
     [entry] = app.failed()
     assert entry.error_type == "errands.LeaseExpired" and entry.attempts == 2
@@ -316,26 +316,26 @@ def test_release_on_shutdown_refunds_the_attempt(app):
     def c(): ...
 
     h = c.enqueue()
-    app.store.claim("me", ["default"], 1, 30)
-    assert app.store.release("me", [h.id]) == 1
-    row = app.store.get_job(h.id)
+    app.store.jobs.claim("me", ["default"], 1, 30)
+    assert app.store.jobs.release("me", [h.id]) == 1
+    row = app.store.jobs.get_job(h.id)
     assert row.reserved_by is None and row.attempts == 0
 
 
 def test_worker_registry(app):
-    app.store.register_worker("host:1:abc", "host", 1, ["a", "b"], 4)
-    [w] = app.store.list_workers()
+    app.store.workers.register("host:1:abc", "host", 1, ["a", "b"], 4)
+    [w] = app.store.workers.list_workers()
     assert (w.id, w.queues, w.concurrency, w.jobs_done) == ("host:1:abc", "a,b", 4, 0)
-    app.store.heartbeat("host:1:abc", 12)
-    assert app.store.list_workers()[0].jobs_done == 12
-    assert app.store.prune_workers(older_than=3600) == 0
-    app.store.unregister_worker("host:1:abc")
-    assert app.store.list_workers() == []
+    app.store.workers.heartbeat("host:1:abc", 12)
+    assert app.store.workers.list_workers()[0].jobs_done == 12
+    assert app.store.workers.prune(older_than=3600) == 0
+    app.store.workers.unregister("host:1:abc")
+    assert app.store.workers.list_workers() == []
 
 
 def test_migrate_is_idempotent_and_versioned(app):
     assert app.migrate() == []
-    assert app.store.current_version() == app.store.schema_version
+    assert app.store.current_version() == app.store.dialect.schema_version
     assert "CREATE TABLE" in app.store.migration_sql()
 
 
@@ -343,17 +343,17 @@ def test_transactional_enqueue_on_the_callers_cursor(app):
     @app.job(name="t")
     def t(): ...
 
-    conn = app.store._connect()
+    conn = app.store.dialect.connect()
     try:
-        app.store._begin(conn)
+        app.store.dialect.begin(conn)
         cur = conn.cursor()
         [h] = app.enqueue_many([t.prepare()], cursor=cur)
         conn.rollback()
-        assert app.store.get_job(h.id) is None
-        app.store._begin(conn)
+        assert app.store.jobs.get_job(h.id) is None
+        app.store.dialect.begin(conn)
         [h] = app.enqueue_many([t.prepare()], cursor=cur)
         conn.commit()
-        assert app.store.get_job(h.id) is not None
+        assert app.store.jobs.get_job(h.id) is not None
     finally:
         conn.close()
 
@@ -371,7 +371,7 @@ def test_transactional_enqueue_on_a_fresh_sqlite_database_creates_the_tables(tmp
         conn.execute("BEGIN IMMEDIATE")
         [h] = app.enqueue_many([t.prepare()], cursor=conn.cursor())
         conn.execute("COMMIT")
-        assert app.store.get_job(h.id) is not None
+        assert app.store.jobs.get_job(h.id) is not None
     finally:
         conn.close()
         app.store.close()
@@ -404,12 +404,12 @@ def test_large_batches_keep_order_delays_and_run_at(app):
     awkward = 'tab\t newline\n backslash\\ quote" é ✓ \u0000'
     prepared[7] = big.prepare(awkward)
     handles = app.enqueue_many(prepared)
-    assert app.store.get_job(handles[7].id).arguments == ([awkward], {})
+    assert app.store.jobs.get_job(handles[7].id).arguments == ([awkward], {})
     assert [h.id for h in handles] == sorted(h.id for h in handles) and len(set(handles)) == 2600
-    assert app.store.get_job(handles[1234].id).payload == '{"args":[1234],"kwargs":{}}'
-    five = app.store.get_job(handles[5].id)
+    assert app.store.jobs.get_job(handles[1234].id).payload == '{"args":[1234],"kwargs":{}}'
+    five = app.store.jobs.get_job(handles[5].id)
     assert five.priority == 7 and abs((five.available_at - later).total_seconds()) < 0.01
     counts = app.counts()["default"]
     assert (counts.ready, counts.delayed) == (2600 - 261, 261)
-    first = app.store.claim("w", ["default"], 3, 30)
+    first = app.store.jobs.claim("w", ["default"], 3, 30)
     assert [r.id for r in first] == [handles[1].id, handles[2].id, handles[3].id]

@@ -18,7 +18,7 @@ def test_listener_wakes_on_enqueue_and_times_out_otherwise(app):
 
         def enqueue_soon():
             time.sleep(0.1)  # on purpose: the wake-up must cut short a wait already under way
-            app.store.enqueue([NewJob("x", "default", "{}")])
+            app.store.jobs.enqueue([NewJob("x", "default", "{}")])
 
         thread = threading.Thread(target=enqueue_soon)
         thread.start()

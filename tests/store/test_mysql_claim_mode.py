@@ -7,7 +7,7 @@ import pytest
 
 from errands.core.errors import ConfigurationError
 from errands.core.rows import NewJob
-from errands.store.mysql import MySQLStore
+from errands.store import open_store
 
 pytestmark = pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
 
@@ -17,21 +17,22 @@ def test_the_setting_and_where_it_came_from(db_url):
                                            ("?claim=update", {}, "update", "url"),
                                            ("?claim=update", {"claim": "skip_locked"}, "skip_locked", "argument"),
                                            ("", {"claim": "update"}, "update", "argument")]:
-        store = MySQLStore(db_url + extra, **kwargs)
-        assert (store.claim_setting, store.claim_set_by, store.claim_mode) == (setting, set_by, setting)
+        store = open_store(db_url + extra, **kwargs)
+        d = store.dialect
+        assert (d.claim_setting, d.claim_set_by, d.claim_mode) == (setting, set_by, setting)
         store.close()
     with pytest.raises(ConfigurationError, match="claim mode must be one of auto, skip_locked, update"):
-        MySQLStore(db_url + "?claim=fast")
+        open_store(db_url + "?claim=fast")
 
 
 def test_auto_settles_at_the_first_claim_and_keeps_its_setting(app, db_url):
-    store = MySQLStore(db_url)
+    store = open_store(db_url)
     try:
-        assert store.run(store.supports_skip_locked) is True  # MariaDB 10.6+, MySQL 8
-        store.enqueue([NewJob("x", "default", "{}")])
-        claimed = store.claim("w1", ["default"], 5, 30.0)
-        assert [job.id for job in claimed] == [job.id for job in store.list_jobs()]
-        assert store.claim_mode == "skip_locked" and store.claim_setting == "auto"
+        assert store.db.run(store.dialect.supports_skip_locked) is True  # MariaDB 10.6+, MySQL 8
+        store.jobs.enqueue([NewJob("x", "default", "{}")])
+        claimed = store.jobs.claim("w1", ["default"], 5, 30.0)
+        assert [job.id for job in claimed] == [job.id for job in store.jobs.list_jobs()]
+        assert store.dialect.claim_mode == "skip_locked" and store.dialect.claim_setting == "auto"
     finally:
         store.close()
 
@@ -40,20 +41,20 @@ def test_auto_probes_even_when_the_first_claim_finds_its_queue_paused(app, db_ur
     """The probe runs before the paused check, so a first claim that takes nothing still settles
     the mode (the old first claim returned early on a paused queue yet recorded ``skip_locked``,
     which on a server without it made every later claim fail instead of falling back)."""
-    store = MySQLStore(db_url)
+    store = open_store(db_url)
     try:
-        store.set_paused("default", True)
-        assert store.claim("w1", ["default"], 5, 30.0) == []
-        assert store.claim_mode == "skip_locked"
+        store.features.set_paused("default", True)
+        assert store.jobs.claim("w1", ["default"], 5, 30.0) == []
+        assert store.dialect.claim_mode == "skip_locked"
     finally:
         store.close()
 
 
 def test_forced_update_never_probes(app, db_url):
-    store = MySQLStore(db_url, claim="update")
+    store = open_store(db_url, claim="update")
     try:
-        store.enqueue([NewJob("x", "default", "{}")])
-        assert len(store.claim("w1", ["default"], 5, 30.0)) == 1
-        assert store.claim_mode == "update" and store.lock_rows_skip == store.lock_rows
+        store.jobs.enqueue([NewJob("x", "default", "{}")])
+        assert len(store.jobs.claim("w1", ["default"], 5, 30.0)) == 1
+        assert store.dialect.claim_mode == "update" and store.dialect.lock_rows_skip == store.dialect.lock_rows
     finally:
         store.close()

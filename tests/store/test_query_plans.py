@@ -12,24 +12,24 @@ from errands.core.rows import NewJob
 def fill(app, n: int = 3000) -> None:
     jobs = [NewJob("x", "default" if i % 3 else "other", "{}", priority=i % 5, delay=0 if i % 4 else 600)
             for i in range(n)]
-    app.store.enqueue(jobs)
-    app.store.claim("w", ["default"], 50, 30)  # some reserved rows too
+    app.store.jobs.enqueue(jobs)
+    app.store.jobs.claim("w", ["default"], 50, 30)  # some reserved rows too
     stats = {"sqlite": "ANALYZE", "postgresql": "ANALYZE {jobs}", "mysql": "ANALYZE TABLE {jobs}"}
 
     def analyze(cur):
-        cur.execute(app.store.q(stats[app.store.dialect]))
+        cur.execute(app.store.dialect.q(stats[app.store.dialect.name]))
         if cur.description:
             cur.fetchall()
 
-    app.store.run(analyze)
+    app.store.db.run(analyze)
 
 
 def test_claim_uses_the_claim_index_without_sorting(app):
     fill(app)
-    plan = app.store.explain_claim("default", 10)
-    index = f"{app.store.t_jobs}_claim"
+    plan = app.store.jobs.explain_claim("default", 10)
+    index = f"{app.store.dialect.t_jobs}_claim"
     assert index in plan, plan
-    dialect = app.store.dialect
+    dialect = app.store.dialect.name
     if dialect == "sqlite":
         assert "SEARCH" in plan and "TEMP B-TREE" not in plan, plan
     elif dialect == "postgresql":

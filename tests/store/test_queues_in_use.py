@@ -18,12 +18,12 @@ def test_queues_with_jobs_or_dead_entries_show_up_without_any_definition(app):
     parent = mail.using(queue="first").enqueue("c@example.com")
     mail.using(queue="blocked-q", after=parent).enqueue("d@example.com")
     held = mail.using(queue="held").enqueue("e@example.com")
-    assert [c.id for c in app.store.claim("someone:1:x", ["held"], 1, 60.0)] == [held.id]
+    assert [c.id for c in app.store.jobs.claim("someone:1:x", ["held"], 1, 60.0)] == [held.id]
     fail.enqueue()
     app.run_worker(["doomed"], burst=True)
     del app.registry["fail"]  # the dead letter outlives the code that filled it
-    found = set(app.store.active_queues())
+    found = set(app.store.insights.active_queues())
     assert {"adhoc", "later", "first", "blocked-q", "held", "doomed"} <= found
     names = {q["name"] for q in ops.overview(app)["queues"]}
     assert {"adhoc", "later", "blocked-q", "held", "doomed"} <= names
-    assert app.store.active_queues() == sorted(found)
+    assert app.store.insights.active_queues() == sorted(found)

@@ -117,10 +117,10 @@ def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
 # ---------------------------------------------------------------------- reading the database
 def query(app: Errands, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     def read(cur: Any) -> list[tuple[Any, ...]]:
-        cur.execute(app.store.q(sql), params)
+        cur.execute(app.store.dialect.q(sql), params)
         return [tuple(r) for r in cur.fetchall()]
 
-    return app.store.run(read)
+    return app.store.db.run(read)
 
 
 def runs(app: Errands) -> dict[int, tuple[int, int, str | None]]:
@@ -182,7 +182,7 @@ def test_killed_worker_job_is_run_again_after_its_lease_expires(jobs_app, worker
     first.send_signal(signal.SIGKILL)  # the supervisor; PR_SET_PDEATHSIG takes its worker process along
     assert first.wait(timeout=scaled(10)) == -signal.SIGKILL
     wait_for(lambda: not pid_alive(first_child), timeout=10, message="the worker process to die with its parent")
-    row = jobs_app.store.get_job(job.id)
+    row = jobs_app.store.jobs.get_job(job.id)
     assert row is not None and row.reserved_by is not None and row.attempts == 1
 
     second = workers.start("--lease", LEASE)
@@ -191,7 +191,7 @@ def test_killed_worker_job_is_run_again_after_its_lease_expires(jobs_app, worker
 
     done = runs(jobs_app)
     assert done == {job.id * 100 + 1: (1, first_child, ""), job.id * 100 + 2: (2, second_child, "")}
-    row = jobs_app.store.get_job(job.id)
+    row = jobs_app.store.jobs.get_job(job.id)
     assert row is not None and row.attempts == 2 and row.reserved_by is not None
     assert row.reserved_by.split(":")[1] == str(second_child)
     assert row.last_error is not None and row.last_error.startswith("errands.LeaseExpired")
@@ -208,7 +208,7 @@ def test_job_that_kills_its_worker_ends_in_the_dead_letter(jobs_app, workers):
     elapsed = time.monotonic() - started
 
     assert jobs_and_failed(jobs_app) == (0, 1)
-    failed = jobs_app.store.get_failed(job.id)
+    failed = jobs_app.store.jobs.get_failed(job.id)
     assert failed is not None
     assert failed.error_type == "errands.WorkerDied"
     assert "signal 9" in failed.error_message
@@ -220,14 +220,14 @@ def test_job_that_kills_its_worker_ends_in_the_dead_letter(jobs_app, workers):
 def test_job_longer_than_its_lease_is_never_taken_twice(jobs_app, workers):
     a = workers.start("--lease", LEASE)
     b = workers.start("--lease", LEASE)
-    wait_for(lambda: len(jobs_app.store.list_workers()) == 2, timeout=20, message="both workers to register")
+    wait_for(lambda: len(jobs_app.store.workers.list_workers()) == 2, timeout=20, message="both workers to register")
 
     job = sample_jobs.sleep_then_record.enqueue(3 * LEASE_SECONDS)
-    row = wait_for(lambda: (r := jobs_app.store.get_job(job.id)) is not None and r.reserved_by and r,
+    row = wait_for(lambda: (r := jobs_app.store.jobs.get_job(job.id)) is not None and r.reserved_by and r,
                    message="the job to be claimed")
     owner = row.reserved_by
     longest_hold = 0.0
-    while (row := jobs_app.store.get_job(job.id)) is not None:
+    while (row := jobs_app.store.jobs.get_job(job.id)) is not None:
         # Still the first claim, and the lease keeps being pushed forward by the heartbeat.
         assert (row.reserved_by, row.attempts) == (owner, 1), "the running job was claimed again"
         assert row.reserved_until is not None and row.reserved_until >= jobs_app.store.now()
@@ -262,7 +262,7 @@ def test_paused_worker_that_lost_its_lease_cannot_settle(jobs_app, workers, tmp_
     rescuer_child = workers.child(rescuer)
     keys = {ok.id * 100 + 2, bad.id * 100 + 2}
     wait_for(lambda: keys <= set(runs(jobs_app)), timeout=30, message="the second worker to take both jobs")
-    rescuer_ids = {jobs_app.store.get_job(j.id).reserved_by for j in (ok, bad)}
+    rescuer_ids = {jobs_app.store.jobs.get_job(j.id).reserved_by for j in (ok, bad)}
     assert len(rescuer_ids) == 1 and rescuer_ids.pop().split(":")[1] == str(rescuer_child)
 
     # Wake the zombie with both first attempts free to end: it settles one success (DELETE) and one
@@ -276,7 +276,7 @@ def test_paused_worker_that_lost_its_lease_cannot_settle(jobs_app, workers, tmp_
     log = workers.logs[0].read_text()
     assert "late failure of a worker that lost its lease" in log, "the zombie never finished its runs"
     for job in (ok, bad):
-        row = jobs_app.store.get_job(job.id)
+        row = jobs_app.store.jobs.get_job(job.id)
         assert row is not None, f"job {job.id} left the jobs table while the rescuer still ran it"
         assert row.reserved_by is not None and row.reserved_by.split(":")[1] == str(rescuer_child)
         assert row.attempts == 2
@@ -306,8 +306,8 @@ def test_sigterm_lets_the_running_job_finish(jobs_app, workers):
     child = runs(jobs_app)[-running.id][1]
     assert runs(jobs_app) == {-running.id: (1, child, "start"), running.id: (1, child, "done")}
     assert count(jobs_app, "failed") == 0
-    assert jobs_app.store.get_job(running.id) is None
-    left = jobs_app.store.list_jobs()
+    assert jobs_app.store.jobs.get_job(running.id) is None
+    left = jobs_app.store.jobs.list_jobs()
     assert [(r.id, r.reserved_by, r.attempts) for r in left] == [(waiting.id, None, 0)]
 
 
@@ -322,7 +322,7 @@ def test_sigterm_to_every_process_at_once_still_lets_running_jobs_finish(jobs_ap
     signal_tree(proc.pid, child, signal.SIGTERM)
     assert workers.wait_exit([proc], timeout=30) == [0], workers.tail()
     assert runs(jobs_app)[running.id][2] == "done"  # it finished instead of being given back
-    assert jobs_app.store.get_job(running.id) is None and count(jobs_app, "failed") == 0
+    assert jobs_app.store.jobs.get_job(running.id) is None and count(jobs_app, "failed") == 0
 
 
 def test_sigterm_while_worker_processes_are_starting_stops_them_all(jobs_app, workers):
@@ -332,7 +332,7 @@ def test_sigterm_while_worker_processes_are_starting_stops_them_all(jobs_app, wo
         wait_for(lambda pid=proc.pid: child_pids(pid), timeout=20, interval=0.001, message="a worker process")
         proc.send_signal(signal.SIGTERM)
         assert workers.wait_exit([proc], timeout=15) == [0], workers.tail()
-    assert jobs_app.store.list_workers() == [], "every worker process unregistered on its way out"
+    assert jobs_app.store.workers.list_workers() == [], "every worker process unregistered on its way out"
 
 
 # ---------------------------------------------------------------------- 6. hard timeout
@@ -343,7 +343,7 @@ def test_overrunning_job_is_stopped_retried_and_buried(jobs_app, workers):
     first_child = workers.child(proc)
     wait_for(lambda: job.id * 100 + 1 in runs(jobs_app), message="the first attempt")
     # The supervisor kills the process after 1 s and puts the job back with the failure noted.
-    retried = wait_for(lambda: (r := jobs_app.store.get_job(job.id)) is not None and r.attempts == 2 and r,
+    retried = wait_for(lambda: (r := jobs_app.store.jobs.get_job(job.id)) is not None and r.attempts == 2 and r,
                        timeout=15, message="the second attempt to be claimed")
     assert retried.last_error is not None and retried.last_error.startswith("errands.JobTimeout")
     assert workers.wait_exit([proc], timeout=20) == [0], workers.tail()
@@ -354,7 +354,7 @@ def test_overrunning_job_is_stopped_retried_and_buried(jobs_app, workers):
     assert sorted(done) == [job.id * 100 + 1, job.id * 100 + 2]
     assert done[job.id * 100 + 1][1] != done[job.id * 100 + 2][1], "the retry ran in a replacement process"
     assert jobs_and_failed(jobs_app) == (0, 1)
-    failed = jobs_app.store.get_failed(job.id)
+    failed = jobs_app.store.jobs.get_failed(job.id)
     assert failed is not None and failed.error_type == "errands.JobTimeout" and failed.attempts == 2
     assert "timeout of 1s" in failed.error_message
     assert elapsed < scaled(15), f"two 1 s timeouts took {elapsed:.1f}s"
@@ -372,7 +372,7 @@ def test_second_sigterm_gives_the_running_job_back_at_once(jobs_app, workers):
     proc.send_signal(signal.SIGTERM)
     assert workers.wait_exit([proc], timeout=20) == [0], workers.tail()
     assert time.monotonic() - started < scaled(15)  # not the 60 s job, not the 60 s shutdown timeout
-    row = jobs_app.store.get_job(job.id)
+    row = jobs_app.store.jobs.get_job(job.id)
     # Released for another worker at once, attempt refunded: it did not fail, it was interrupted.
     assert row is not None and row.reserved_by is None and row.attempts == 0
     assert count(jobs_app, "failed") == 0
@@ -386,5 +386,5 @@ def test_once_runs_one_job_and_max_stops_after_n(jobs_app, workers):
     limited = workers.start("--max", "3", "-c", "2")
     assert workers.wait_exit([limited], timeout=30) == [0], workers.tail()
     assert len(runs(jobs_app)) == 4 and count(jobs_app, "jobs") == 1
-    left = jobs_app.store.list_jobs()
+    left = jobs_app.store.jobs.list_jobs()
     assert [(r.id, r.reserved_by, r.attempts) for r in left] == [(jobs[-1].id, None, 0)]

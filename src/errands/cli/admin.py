@@ -23,7 +23,7 @@ def migrate(ctx: Context, print_sql: bool) -> None:
     with click.progressbar(length=steps, label="migrating", file=sys.stderr) as bar:
         applied = store.migrate(progress=bar.update)
     click.echo(f"applied schema version(s) {', '.join(map(str, applied))}" if applied
-               else f"schema already at version {store.schema_version}")
+               else f"schema already at version {store.dialect.schema_version}")
 
 
 @click.command()

@@ -86,7 +86,7 @@ def job() -> None:
 def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
     app = ctx.app()
     store = app.store
-    row = store.get_job(job_id)
+    row = store.jobs.get_job(job_id)
     if row is not None:
         return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(store.now()).value,
                 "arguments": display_arguments(row.payload), "attempts": row.attempts, "max_attempts": row.max_attempts,
@@ -96,12 +96,12 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
                 "blocked_by": row.blocked_by, "batch_id": row.batch_id, "last_error": row.last_error,
                 "progress": row.progress, "progress_message": row.progress_message,
                 "cancel_requested": row.cancel_requested_at is not None}
-    dead = store.get_failed(job_id)
+    dead = store.jobs.get_failed(job_id)
     if dead is not None:
         return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": "failed",
                 "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
                 "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
-    result = store.get_result(job_id)
+    result = store.features.get_result(job_id)
     if result is not None:
         return {"id": result.id, "name": result.name, "queue": result.queue, "state": result.state.value,
                 "result": result.result, "attempts": result.attempts, "finished_at": result.finished_at.isoformat(),
@@ -156,7 +156,7 @@ def batch(ctx: Context, batch_id: int) -> None:
 def periodic(ctx: Context) -> None:
     """The app's schedules: cron expression, last slot run and the next ones."""
     app = ctx.app(required=True)
-    last = app.store.periodic_slots()
+    last = app.store.features.periodic_slots()
     now = app.store.now()
     if not app.schedules:
         click.echo("this app has no periodic jobs")

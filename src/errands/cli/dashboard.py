@@ -44,7 +44,7 @@ def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_au
     from ..dashboard import AuthSettings, create_dashboard
 
     app = ctx.app()
-    app.migrate() if app.store.auto_migrate else app.store.run(lambda cur: None)
+    app.migrate() if app.store.dialect.auto_migrate else app.store.db.run(lambda cur: None)
     web = create_dashboard(app, open_access=behind_host_auth, settings=AuthSettings(
         secure_cookies=not insecure_cookies))
     click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"

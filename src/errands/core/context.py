@@ -40,7 +40,7 @@ class JobContext:
         """Whether someone asked to cancel this job (one indexed read of its row)."""
         if self._app is None or self.id < 0:  # eager runs (negative ids) have no row to ask
             return False
-        return self._app.store.cancel_requested(self.id)
+        return self._app.store.features.cancel_requested(self.id)
 
     def check_cancelled(self) -> None:
         """A checkpoint: raise :class:`~errands.core.errors.JobCancelled` if cancellation was requested.
@@ -58,7 +58,7 @@ class JobContext:
             raise ValueError(f"progress must be between 0 and 1, got {fraction!r}")
         if self._app is None or self.id < 0:
             return
-        self._app.store.set_progress(self.worker_id, self.id, float(fraction), message)
+        self._app.store.features.set_progress(self.worker_id, self.id, float(fraction), message)
 
     def __repr__(self) -> str:
         return (f"<JobContext id={self.id} name={self.name!r} queue={self.queue!r} "

@@ -15,18 +15,32 @@ if TYPE_CHECKING:
     from .rows import FailedJobRow, JobState, NewJob, ResultRow
 
 
-class CoreStore(Protocol):
-    """The store verbs job handles and job contexts call."""
+class CoreJobs(Protocol):
+    """The job verbs handles call (``store.jobs``)."""
 
     def enqueue(self, jobs: Sequence[NewJob], cursor: Any = None) -> list[int]: ...
 
-    def get_result(self, job_id: int) -> ResultRow | None: ...
-
     def get_failed(self, job_id: int) -> FailedJobRow | None: ...
+
+
+class CoreFeatures(Protocol):
+    """The feature verbs handles and job contexts call (``store.features``)."""
+
+    def get_result(self, job_id: int) -> ResultRow | None: ...
 
     def cancel_requested(self, job_id: int) -> bool: ...
 
     def set_progress(self, owner: str, job_id: int, fraction: float, message: str | None) -> bool: ...
+
+
+class CoreStore(Protocol):
+    """The parts of the store job handles and job contexts call through."""
+
+    @property
+    def jobs(self) -> CoreJobs: ...
+
+    @property
+    def features(self) -> CoreFeatures: ...
 
 
 class AppHost(Protocol):

@@ -187,7 +187,7 @@ class JobHandle:
     def _outcome(self) -> tuple[bool, Any]:
         """(ended, return value), raising for the ways a job can end without a value."""
         app = self._app
-        result = app.store.get_result(self.id) if 0 < self.id <= ID_MAX else None
+        result = app.store.features.get_result(self.id) if 0 < self.id <= ID_MAX else None
         if result is not None:
             if result.name != self.name:
                 raise JobNotFound(f"job {self.id} is a {result.name!r} job, not {self.name!r}")
@@ -200,7 +200,7 @@ class JobHandle:
         if state is JobState.UNKNOWN:
             raise JobNotFound(f"no job with id {self.id} was ever enqueued in this database")
         if state is JobState.FAILED:
-            entry = app.store.get_failed(self.id)
+            entry = app.store.jobs.get_failed(self.id)
             kind, text = (entry.error_type, entry.error_message) if entry else ("", "")
             raise JobFailed(f"job {self.id} ({self.name}) ended in the dead letter: {kind}: {text}", kind, text)
         if state is JobState.FINISHED:
@@ -323,14 +323,14 @@ class JobDefinition(Generic[P, R]):
         app = self.app
         if app.hooks.enqueuing and not app.eager_mode:
             with enqueuing(app.hooks, Enqueue("enqueue", name=self.name, queue=self.options.queue)) as call:
-                call.ids = app.store.enqueue(call.stamp([self.prepare(*args, **kwargs)]), cursor=self._cursor)
+                call.ids = app.store.jobs.enqueue(call.stamp([self.prepare(*args, **kwargs)]), cursor=self._cursor)
             return JobHandle(app, call.ids[0], self.name)
         new = self.prepare(*args, **kwargs)
         if app.eager_mode:
             handle: JobHandle = app.run_eagerly(self, new, args, kwargs)
             return handle
         # prepare() already checked everything enqueue_many would (this definition is registered).
-        [job_id] = app.store.enqueue((new,), cursor=self._cursor)
+        [job_id] = app.store.jobs.enqueue((new,), cursor=self._cursor)
         return JobHandle(app, job_id, self.name)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
@@ -344,12 +344,12 @@ class JobDefinition(Generic[P, R]):
         if app.hooks.enqueuing and not app.eager_mode:
             with enqueuing(app.hooks, Enqueue("enqueue", name=self.name, queue=self.options.queue)) as call:
                 jobs = call.stamp([self.prepare(*args, **kwargs)])
-                call.ids = await asyncio.to_thread(app.store.enqueue, jobs, self._cursor)
+                call.ids = await asyncio.to_thread(app.store.jobs.enqueue, jobs, self._cursor)
             return JobHandle(app, call.ids[0], self.name)
         new = self.prepare(*args, **kwargs)
         if self.app.eager_mode:
             handle: JobHandle = self.app.run_eagerly(self, new, args, kwargs)
             return handle
-        [job_id] = await asyncio.to_thread(self.app.store.enqueue, (new,), self._cursor)
+        [job_id] = await asyncio.to_thread(self.app.store.jobs.enqueue, (new,), self._cursor)
         return JobHandle(self.app, job_id, self.name)
 

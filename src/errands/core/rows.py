@@ -108,7 +108,7 @@ class ClaimedJob(NamedTuple):
     """What a claim hands a worker: only the columns needed to run and settle the job.
 
     Leaving timestamps out keeps a claim of hundreds of rows cheap to transfer and
-    decode; the full row is one ``store.get_job(id)`` away.  A named tuple rather
+    decode; the full row is one ``store.jobs.get_job(id)`` away.  A named tuple rather
     than a frozen dataclass: a claim builds hundreds at once, and tuples build in C.
     """
 

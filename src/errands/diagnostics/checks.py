@@ -1,7 +1,7 @@
 """The checks that read the same way on every database, and the order a diagnosis runs in.
 
 Dialect facts (versions, settings, catalogs, table sizes) come from the dialect's own
-module (``sqlite.py``, ``postgres.py``, ``mysql.py``), chosen by ``store.dialect``; this
+module (``sqlite.py``, ``postgres.py``, ``mysql.py``), chosen by ``store.dialect.name``; this
 module compares, measures and words what they report.
 """
 
@@ -17,6 +17,7 @@ from ..core.errors import ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..services.status import ALIVE_AFTER_LEASES, forget_worker_after
+from ..store.registry import by_name
 from .context import Context
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
@@ -28,7 +29,6 @@ SKEW_WARN_SECONDS = 2.0
 """Clock differences below this are within what NTP-synchronised hosts show."""
 PLAN_MATTERS_FROM_ROWS = 10_000
 """Below this many jobs a planner may rightly prefer reading the table to using the claim index."""
-_DIALECT_MODULES = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}
 
 
 class DialectFacts(Protocol):
@@ -46,7 +46,7 @@ class DialectFacts(Protocol):
 
 def dialect_facts(dialect: str) -> DialectFacts:
     """The module for ``dialect``, imported on demand (each imports its own driver)."""
-    return cast(DialectFacts, importlib.import_module(f".{_DIALECT_MODULES[dialect]}", __package__))
+    return cast(DialectFacts, importlib.import_module(f".{by_name(dialect).diagnostics}", __package__))
 
 
 class _Stop(Exception):
@@ -67,8 +67,8 @@ def diagnose(app: Errands) -> Report:
         report.add(Check("connectivity", Status.FAIL, f"the database URL is unusable: {exc}",
                          fix="fix the URL (--database-url, ERRANDS_DATABASE_URL or your app's database_url)"))
         return report
-    report.dialect = store.dialect
-    facts = dialect_facts(store.dialect)
+    report.dialect = store.dialect.name
+    facts = dialect_facts(store.dialect.name)
     ctx = Context(app, store, expected_schema(store))
     try:
         blocked = facts.before_connect(ctx)
@@ -90,19 +90,19 @@ def _steps(ctx: Context, facts: DialectFacts) -> Iterable[tuple[str, Callable[[]
     yield "server", lambda: facts.server(ctx)
     yield "schema_version", lambda: schema_version(ctx, facts)
     yield "schema_drift", lambda: schema_drift(ctx)
-    has_jobs = ctx.live is not None and ctx.store.t_jobs in ctx.live.tables
+    has_jobs = ctx.live is not None and ctx.store.dialect.t_jobs in ctx.live.tables
     if has_jobs:
         yield "claim_index", lambda: claim_index(ctx, facts)
         yield "claim_mode", lambda: facts.claim_mode(ctx)
     else:
-        yield "claim_index", lambda: _not_checked("claim_index", f"{ctx.store.t_jobs} does not exist")
-        yield "claim_mode", lambda: _not_checked("claim_mode", f"{ctx.store.t_jobs} does not exist")
+        yield "claim_index", lambda: _not_checked("claim_index", f"{ctx.store.dialect.t_jobs} does not exist")
+        yield "claim_mode", lambda: _not_checked("claim_mode", f"{ctx.store.dialect.t_jobs} does not exist")
     yield "settings", lambda: facts.settings(ctx)
     yield "clock_skew", lambda: clock_skew(ctx)
     if has_jobs:
         yield "jobs_table", lambda: facts.jobs_table(ctx)
     else:
-        yield "jobs_table", lambda: _not_checked("jobs_table", f"{ctx.store.t_jobs} does not exist")
+        yield "jobs_table", lambda: _not_checked("jobs_table", f"{ctx.store.dialect.t_jobs} does not exist")
     if ctx.schema_current:
         yield "workers", lambda: workers(ctx)
     else:
@@ -160,15 +160,15 @@ def schema_version(ctx: Context, facts: DialectFacts) -> Check:
     store = ctx.store
     ctx.live = facts.live_schema(ctx)
     recorded = ctx.recorded_version = store.current_version()
-    code = store.schema_version
+    code = store.dialect.schema_version
     data = {"recorded": recorded, "code": code}
     migrate = "run `errands migrate` (with the same --app / --database-url as this command)"
     if recorded is None:
-        auto = " (SQLite: errands would also create them on first use)" if store.auto_migrate else ""
-        return Check("schema_version", Status.FAIL, f"errands' tables do not exist here ({store.t_schema} is "
+        auto = " (SQLite: errands would also create them on first use)" if store.dialect.auto_migrate else ""
+        return Check("schema_version", Status.FAIL, f"errands' tables do not exist here ({store.dialect.t_schema} is "
                      f"missing){auto}", fix=migrate, data=data)
     if recorded == 0:
-        return Check("schema_version", Status.FAIL, f"{store.t_schema} exists but records no version",
+        return Check("schema_version", Status.FAIL, f"{store.dialect.t_schema} exists but records no version",
                      fix=migrate, data=data)
     if recorded > code:
         return Check("schema_version", Status.FAIL, f"the schema is at version {recorded}, newer than this code "
@@ -192,7 +192,8 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
         c in live.tables.get(t, set()) for t, c in newer_columns) and all(i in live.indexes for i in newer_indexes)
     detail = f"the schema is at version {recorded}, this code needs version {code}"
     if present:
-        rows = "; ".join(f"INSERT INTO {store.t_schema} (version) VALUES ({v})" for v in range(recorded + 1, code + 1))
+        table = store.dialect.t_schema
+        rows = "; ".join(f"INSERT INTO {table} (version) VALUES ({v})" for v in range(recorded + 1, code + 1))
         return Check("schema_version", Status.FAIL, detail + f", yet the tables of version {recorded + 1}"
                      f"{'' if recorded + 1 == code else f'-{code}'} are already here: the version row was removed",
                      fix=f"record the versions that are in place: {rows} (`errands migrate` would try to create "
@@ -204,7 +205,7 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
 
 def _expected_now(ctx: Context) -> ExpectedSchema:
     """What the recorded version should have put in place (the code's schema if it is current)."""
-    if ctx.recorded_version is None or ctx.recorded_version >= ctx.store.schema_version:
+    if ctx.recorded_version is None or ctx.recorded_version >= ctx.store.dialect.schema_version:
         return ctx.expected
     return expected_schema(ctx.store, ctx.recorded_version)
 
@@ -222,7 +223,7 @@ def schema_drift(ctx: Context) -> Check:
     live, recorded = ctx.live, ctx.recorded_version
     if live is None or not recorded:
         return _not_checked("schema_drift", "no schema version is recorded")
-    if recorded > ctx.store.schema_version:
+    if recorded > ctx.store.dialect.schema_version:
         return _not_checked("schema_drift", "the schema is newer than this code knows")
     expected = _expected_now(ctx)
     drift = _drift(ctx)
@@ -235,7 +236,8 @@ def schema_drift(ctx: Context) -> Check:
     extras = ([f"extra table {t} (not errands')" for t in drift.extra_tables]
               + [f"extra column {t}.{c}" for t, c in drift.extra_columns]
               + [f"extra index {i} on {t}" + (" (every enqueue and finished job pays for it)"
-                                               if t == ctx.store.t_jobs else "") for i, t in drift.extra_indexes])
+                                               if t == ctx.store.dialect.t_jobs else "")
+                 for i, t in drift.extra_indexes])
     if not drift.missing:
         detail = (f"tables, columns and indexes match errands' DDL for version {recorded} "
                   f"({len(expected.tables)} tables, {len(expected.indexes)} indexes)")
@@ -266,7 +268,7 @@ def schema_drift(ctx: Context) -> Check:
 def claim_index(ctx: Context, facts: DialectFacts) -> Check:
     """The index the claim query needs, as errands defines it, and whether the planner uses it."""
     store = ctx.store
-    name = store.claim_index_name
+    name = store.dialect.claim_index_name
     expected = _expected_now(ctx).indexes[name]
     drift = _drift(ctx)
     data: dict[str, Any] = {"index": name, "present": name not in drift.missing_indexes}
@@ -280,8 +282,8 @@ def claim_index(ctx: Context, facts: DialectFacts) -> Check:
     queue = ctx.app.default_queue
 
     def read(cur: Any) -> tuple[str, int]:
-        plan = store.explain_claim_in(cur, queue, 10)
-        cur.execute(store.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} LIMIT {p}) AS capped"),
+        plan = store.jobs.explain_claim_in(cur, queue, 10)
+        cur.execute(store.dialect.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} LIMIT {p}) AS capped"),
                     (PLAN_MATTERS_FROM_ROWS,))
         return plan, int(cur.fetchone()[0])
 
@@ -294,7 +296,8 @@ def claim_index(ctx: Context, facts: DialectFacts) -> Check:
                      "table instead, which is as quick at this size (it switches as the table grows)", data=data)
     return Check("claim_index", Status.WARN, f"{name} is in place but the claim query does not use it with "
                  f"{PLAN_MATTERS_FROM_ROWS}+ jobs: claims slow down as the queue grows",
-                 fix=f"refresh the planner's statistics ({store.q(facts.ANALYZE)}) and run `errands doctor` again",
+                 fix=f"refresh the planner's statistics ({store.dialect.q(facts.ANALYZE)}) and run "
+                     "`errands doctor` again",
                  data=data)
 
 
@@ -306,7 +309,7 @@ def clock_skew(ctx: Context, samples: int = 3) -> Check:
 
     def read(cur: Any) -> tuple[float, float, float]:
         before = time.time()
-        value = store._now_in(cur)
+        value = store.db.now_in(cur)
         after = time.time()
         return before, value.timestamp(), after
 
@@ -316,7 +319,7 @@ def clock_skew(ctx: Context, samples: int = 3) -> Check:
             "database_time": round(db, 3), "host_time": round((before + after) / 2, 3)}
     way = "ahead of" if skew >= 0 else "behind"
     detail = f"the database clock is {abs(skew):.3f} s {way} this host's (+/- {error:.3f} s)"
-    if store.dialect == "sqlite":
+    if store.dialect.name == "sqlite":
         return Check("clock_skew", Status.OK, detail + ": SQLite reads this host's clock", data=data)
     if abs(skew) - error > SKEW_WARN_SECONDS:
         return Check("clock_skew", Status.WARN, detail + ". errands schedules by the database clock, so jobs still "
@@ -335,7 +338,7 @@ def workers(ctx: Context) -> Check:
     app, store = ctx.app, ctx.store
     now = store.now()
     registry = workers_view(app, now)
-    counts = store.counts()
+    counts = store.jobs.counts()
     ready = {q: c.ready for q, c in counts.items() if c.ready}
     alive = [w for w in registry if w["alive"]]
     stale = [w for w in registry if not w["alive"]]

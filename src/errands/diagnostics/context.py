@@ -16,7 +16,7 @@ from .schema import Drift, ExpectedSchema, LiveSchema
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..store.base import SQLStore
+    from ..store import Store
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ T = TypeVar("T")
 @dataclass
 class Context:
     app: Errands
-    store: SQLStore
+    store: Store
     expected: ExpectedSchema
     """The schema this code needs (the store's DDL replayed to its current version)."""
     before: dict[str, Any] = field(default_factory=dict)
@@ -38,10 +38,10 @@ class Context:
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(cursor)`` on the store's connection, autocommit, errors mapped as the store
         maps them (``StoreUnavailable``, ``StoreError``), and no schema check or auto-migration."""
-        return self.store._run(fn, write=False)
+        return self.store.db.run_unchecked(fn, write=False)
 
     @property
     def schema_current(self) -> bool:
         """Whether the recorded version is the one this code needs: only then may checks use
         the store's verbs (which would otherwise migrate SQLite or refuse)."""
-        return self.recorded_version == self.store.schema_version
+        return self.recorded_version == self.store.dialect.schema_version

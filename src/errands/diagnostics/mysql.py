@@ -2,7 +2,7 @@
 storage engine, catalog and free space.
 
 The claim mode is found the way the store finds it, with the store's own probe
-(:meth:`MySQLStore.supports_skip_locked`), and compared with the mode the store was
+(:meth:`MySQLDialect.supports_skip_locked`), and compared with the mode the store was
 configured with (``claim_setting``).  A version string is only shown, never parsed.
 errands sets READ COMMITTED and UTC on each of its connections; the doctor reads them back
 on the store's own connection, because something in between (a proxy, ``init_connect``)
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-# From the module itself, as store/mysql.py does: after ``pymysql.install_as_MySQLdb()`` (Django on
+# From the module itself, as store/dialects/mysql.py does: after ``pymysql.install_as_MySQLdb()`` (Django on
 # PyMySQL) the ``pymysql.err`` attribute can be a second copy whose classes the driver never raises.
 from pymysql.err import MySQLError
 
@@ -21,7 +21,7 @@ from .model import Check, Status
 from .schema import IndexSpec, LiveSchema
 
 if TYPE_CHECKING:
-    from ..store.mysql import MySQLStore
+    from ..store.dialects.mysql import MySQLDialect
     from .context import Context
 
 _UNKNOWN_VARIABLE = 1193
@@ -35,8 +35,8 @@ def before_connect(ctx: Context) -> Check | None:
     return None
 
 
-def _store(ctx: Context) -> MySQLStore:
-    return ctx.store  # type: ignore[return-value]
+def _dialect(ctx: Context) -> MySQLDialect:
+    return ctx.store.dialect  # type: ignore[return-value]
 
 
 def _one(cur: Any, sql: str, params: Any = None) -> Any:
@@ -77,12 +77,12 @@ def live_schema(ctx: Context) -> LiveSchema:
 
 
 def claim_mode(ctx: Context) -> Check:
-    store = _store(ctx)
-    works = ctx.read(store.supports_skip_locked)
-    forced = None if store.claim_setting == "auto" else store.claim_setting
+    dialect = _dialect(ctx)
+    works = ctx.read(dialect.supports_skip_locked)
+    forced = None if dialect.claim_setting == "auto" else dialect.claim_setting
     data = {"mode": "skip_locked" if works and forced != "update" else "update", "forced": forced,
-            "forced_by": store.claim_set_by if forced else None, "server_accepts_skip_locked": works}
-    if store.claim_set_by == "url":
+            "forced_by": dialect.claim_set_by if forced else None, "server_accepts_skip_locked": works}
+    if dialect.claim_set_by == "url":
         said, remove = f"the database URL says ?claim={forced}", f"remove claim={forced} from the database URL"
     else:
         said, remove = f"errands was given claim={forced!r}", f"drop claim={forced!r} where errands opens its store"
@@ -161,7 +161,7 @@ def settings(ctx: Context) -> list[Check]:
 
 def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
                free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
-    table = ctx.store.t_jobs
+    table = ctx.store.dialect.t_jobs
 
     def read(cur: Any) -> tuple[Any, ...]:
         row = _one(cur, "SELECT TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, DATA_FREE FROM information_schema.TABLES "

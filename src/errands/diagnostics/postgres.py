@@ -87,7 +87,7 @@ def _options(text: str) -> dict[str, str]:
 
 
 def settings(ctx: Context) -> list[Check]:
-    table = ctx.store.t_jobs
+    table = ctx.store.dialect.t_jobs
     expected = ctx.expected.tables.get(table)
     wanted = _options(expected.options) if expected else {}
 
@@ -118,7 +118,7 @@ def settings(ctx: Context) -> list[Check]:
 
 def jobs_table(ctx: Context, *, dead_warn_rows: int = DEAD_WARN_ROWS,
                dead_warn_fraction: float = DEAD_WARN_FRACTION) -> Check:
-    table = ctx.store.t_jobs
+    table = ctx.store.dialect.t_jobs
 
     def read(cur: Any) -> tuple[Any, ...]:
         cur.execute(

@@ -1,7 +1,7 @@
 """The schema errands expects, read from the store's own DDL, and how a live schema differs from it.
 
 There is no second copy of the schema here: the expected tables, columns and indexes are
-replayed from ``store.migrations()`` (the statements ``errands migrate`` runs), version by
+replayed from ``store.dialect.migrations()`` (the statements ``errands migrate`` runs), version by
 version.  The reader understands exactly the statement forms errands' DDL uses and raises
 :class:`DDLNotUnderstood` on anything else, so a new kind of migration statement fails the
 doctor's tests instead of silently escaping the drift check.
@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..store.base import Step
+from ..store.dialects.base import Step
 
 if TYPE_CHECKING:
-    from ..store.base import SQLStore
+    from ..store import Store
 
 
 class DDLNotUnderstood(Exception):
@@ -191,13 +191,13 @@ class _Replay:
             self.schema.indexes[name] = ExpectedIndex(spec, self.version, statement)
 
 
-def expected_schema(store: SQLStore, up_to: int | None = None) -> ExpectedSchema:
+def expected_schema(store: Store, up_to: int | None = None) -> ExpectedSchema:
     """The tables, columns and indexes that ``errands migrate`` leaves at version ``up_to``
     (default: the version this code needs), replayed from the store's own DDL."""
-    target = store.schema_version if up_to is None else up_to
+    target = store.dialect.schema_version if up_to is None else up_to
     replay = _Replay(target)
-    replay.apply(store.q(store.schema_table_ddl()))
-    for version, steps in store.migrations():
+    replay.apply(store.dialect.q(store.dialect.schema_table_ddl))
+    for version, steps in store.dialect.migrations():
         if version > target:
             break
         replay.version = version

@@ -14,12 +14,12 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from ..store.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
+from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 
 if TYPE_CHECKING:
-    from ..store.sqlite import SQLiteStore
+    from ..store.dialects.sqlite import SQLiteDialect
     from .context import Context
 
 BUSY_TIMEOUT_WARN_MS = 5000
@@ -30,8 +30,8 @@ ANALYZE = "ANALYZE"
 _HEADER = b"SQLite format 3\x00"
 
 
-def _store(ctx: Context) -> SQLiteStore:
-    return ctx.store  # type: ignore[return-value]
+def _dialect(ctx: Context) -> SQLiteDialect:
+    return ctx.store.dialect  # type: ignore[return-value]
 
 
 def _file_journal(path: str) -> str | None:
@@ -46,7 +46,7 @@ def _file_journal(path: str) -> str | None:
 
 def before_connect(ctx: Context) -> Check | None:
     """Refuse to go on when the file does not exist: connecting would create an empty one."""
-    path = _store(ctx).path
+    path = _dialect(ctx).path
     if path == ":memory:":
         ctx.before["memory"] = True
         return None
@@ -143,10 +143,10 @@ def _not_wal(mode: str, journal: str, data: dict[str, Any]) -> Check:
 
 def _synchronous_check(ctx: Context, journal: str, sync: int) -> Check:
     """The durability of a commit: what ``PRAGMA synchronous`` is on errands' connections, in words."""
-    store = _store(ctx)
+    dialect = _dialect(ctx)
     mode = _SYNC_NAMES.get(sync, str(sync))
-    data = {"synchronous": mode, "configured": getattr(store, "synchronous", None),
-            "set_by": getattr(store, "synchronous_from", None), "journal_mode": journal}
+    data = {"synchronous": mode, "configured": getattr(dialect, "synchronous", None),
+            "set_by": getattr(dialect, "synchronous_from", None), "journal_mode": journal}
     where = f" (set by {data['set_by']})" if data["set_by"] else ""
     if journal != "wal":
         return _not_wal(mode, journal, data)
@@ -179,7 +179,7 @@ def _busy_check(busy: int) -> Check:
 
 def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
                free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
-    table = ctx.store.t_jobs
+    table = ctx.store.dialect.t_jobs
 
     def read(cur: Any) -> dict[str, Any]:
         page = int(cur.execute("PRAGMA page_size").fetchone()[0])

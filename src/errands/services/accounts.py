@@ -26,35 +26,35 @@ def change_user(app: Errands, actor: str, action: str, username: str, *, role: s
     if action == "create":
         if role not in ROLES or not username:
             raise ValueError(f"give a user name and a role ({' or '.join(ROLES)})")
-        if store.get_user(username) is not None:
+        if store.accounts.get_user(username) is not None:
             raise ValueError(f"user {username!r} exists already")
-        store.create_user(username, hash_password(password), role)
+        store.accounts.create_user(username, hash_password(password), role)
     elif action in ("disable", "enable"):
         if username == actor and action == "disable":
             raise ValueError("you cannot disable yourself")
-        if not store.update_user(username, disabled=action == "disable"):
+        if not store.accounts.update_user(username, disabled=action == "disable"):
             raise ValueError(f"no user {username!r}")
     elif action == "password":
-        if not store.update_user(username, password_hash=hash_password(password)):
+        if not store.accounts.update_user(username, password_hash=hash_password(password)):
             raise ValueError(f"no user {username!r}")
     else:
         raise ConfigurationError(f"unknown account action {action!r}; use one of {', '.join(ACTIONS)}")
-    store.audit(actor, f"user-{action}", f"user {username}", role if action == "create" else None)
+    store.accounts.audit(actor, f"user-{action}", f"user {username}", role if action == "create" else None)
 
 
 def list_users(app: Errands, search: str | None = None) -> list[UserView]:
     """The accounts (whose name contains ``search``), by name: no password hash leaves this layer."""
     return [UserView(u.username, u.role, u.disabled, None if u.last_login_at is None else u.last_login_at.isoformat())
-            for u in app.store.list_users(search or None)]
+            for u in app.store.accounts.list_users(search or None)]
 
 
 def count_users(app: Errands) -> int:
     """How many accounts exist: a dashboard with its own logins and none of them refuses to start."""
-    return app.store.count_users()
+    return app.store.accounts.count_users()
 
 
 def set_theme(app: Errands, username: str, theme: str) -> None:
     """A user's own display preference (not an operator action, so not audited)."""
     if theme not in THEMES:
         raise ValueError("unknown theme")
-    app.store.update_user(username, theme=theme)
+    app.store.accounts.update_user(username, theme=theme)

@@ -107,14 +107,14 @@ def queue_rows(app: Errands, now: datetime, workers: list[WorkerRow]) -> list[Qu
     """Every queue that matters (registered, paused, holding jobs, recently busy, served by a worker),
     with its counts per state, which of them are lower bounds, and its oldest ready job's age."""
     store = app.store
-    paused = set(store.paused_queues())
-    names = sorted(set(app.default_queues()) | paused | set(store.active_queues())
+    paused = set(store.features.paused_queues())
+    names = sorted(set(app.default_queues()) | paused | set(store.insights.active_queues())
                    | {q for w in workers for q in w.queues})
     # A queue name that is no valid text (SQLite keeps any bytes) cannot be asked about: listed, not counted.
-    counts = store.capped_counts([n for n in names if _storable(n)])
+    counts = store.insights.capped_counts([n for n in names if _storable(n)])
     # The counts saw every waiting job of a small queue, and so its oldest ready one.
     oldest = {n: c.oldest_due for n, c in counts.items() if c.oldest_due is not None}
-    oldest.update(store.oldest_ready([n for n in names if n in counts and "ready" in counts[n].at_least]))
+    oldest.update(store.insights.oldest_ready([n for n in names if n in counts and "ready" in counts[n].at_least]))
     unknown = StateCounts(dict.fromkeys(COUNTED, 0), frozenset())
     queues: list[QueueRow] = []
     for name in names:
@@ -135,7 +135,7 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> Throug
     start = now - timedelta(seconds=span)
     buckets = span // step
     succeeded, failed = [0] * buckets, [0] * buckets
-    for index, ok, bad in app.store.throughput_buckets(start, step):
+    for index, ok, bad in app.store.insights.throughput_buckets(start, step):
         if 0 <= index < buckets:
             succeeded[index] += ok
             failed[index] += bad
@@ -147,7 +147,7 @@ def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow
     store = app.store
     now = now or store.now()
     out = []
-    for w in store.list_workers():
+    for w in store.workers.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
         out.append(WorkerRow(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
                              _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= app.lease * ALIVE_AFTER_LEASES))
@@ -157,7 +157,7 @@ def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow
 def workers_view(app: Errands, now: datetime | None = None) -> list[WorkerView]:
     """The registry with the jobs each worker holds: a read of up to 10,000 leases, so only the pages
     that list those jobs (workers, doctor) pay for it, not every overview refresh."""
-    held = app.store.held_jobs()
+    held = app.store.insights.held_jobs()
     return [WorkerView(**vars(w), current_jobs=held.get(w.id, [])) for w in worker_registry(app, now)]
 
 
@@ -267,17 +267,18 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     oldest = sort == "oldest"
     before, after = (None, after_id) if oldest else (before_id, None)
     searching = bool(flt.text or flt.name)
-    edge = (store.scan_edge("jobs", before_id=before, after_id=after, rows=SEARCH_WINDOW, oldest_first=oldest)
+    edge = (store.insights.scan_edge("jobs", before_id=before, after_id=after, rows=SEARCH_WINDOW, oldest_first=oldest)
             if searching else None)
-    rows = store.search_jobs(**flt.args(), before_id=before, after_id=after, oldest_first=oldest, limit=limit,
+    rows = store.insights.search_jobs(**flt.args(), before_id=before, after_id=after, oldest_first=oldest, limit=limit,
                              edge_id=edge)
     full = len(rows) == limit
     if not full and (searching or (before is None and after is None)):
         total = len(rows)  # the page holds every match (of the window): no second pass
     elif searching:
-        total = store.count_jobs(**flt.args(), before_id=before, after_id=after, edge_id=edge, oldest_first=oldest)
+        total = store.insights.count_jobs(**flt.args(), before_id=before, after_id=after, edge_id=edge,
+                                          oldest_first=oldest)
     else:
-        total = store.count_jobs(**flt.args())
+        total = store.insights.count_jobs(**flt.args())
     more = rows[-1].id if full else edge
     return JobPage([job_summary(r, now) for r in rows], min(total, COUNT_CAP), sort, total > COUNT_CAP,
                    None if oldest else more, more if oldest else None, _searched(searching, edge, SEARCH_WINDOW))
@@ -296,7 +297,7 @@ def job_detail(app: Errands, job_id: int) -> JobDetail:
     if not _is_job_id(job_id):
         raise JobNotFound(f"no job has the id {job_id!r}: job ids are integers from 1 to {ID_MAX}")
     store = app.store
-    row = store.get_job(job_id)
+    row = store.jobs.get_job(job_id)
     if row is not None:
         now = store.now()
         return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
@@ -305,12 +306,12 @@ def job_detail(app: Errands, job_id: int) -> JobDetail:
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
                        why=why_waiting(app, row, now))
-    dead = store.get_failed(job_id)
+    dead = store.jobs.get_failed(job_id)
     if dead is not None:
         return DeadJob(dead.id, dead.name, dead.queue, JobState.FAILED.value, "failed", dead.attempts,
                        dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [])
-    result = store.get_result(job_id)
+    result = store.features.get_result(job_id)
     if result is not None:
         return FinishedJob(result.id, result.name, result.queue, result.state.value, "results", result.attempts,
                            _iso(result.finished_at), result.result, result.message, result.batch_id, [])
@@ -348,7 +349,7 @@ def _state_reasons(app: Errands, row: Any, state: JobState, now: datetime) -> li
         wait = (row.available_at - now).total_seconds()
         return [f"it is scheduled for later: due in {wait:,.0f}s ({row.available_at.isoformat()})"]
     if state is JobState.BLOCKED:
-        where, parent = app.store.dependency_of(row.id)
+        where, parent = app.store.insights.dependency_of(row.id)
         return [_DEPENDENCY_REASONS.get(where, "it is blocked").format(parent=parent)]
     return []
 
@@ -356,7 +357,7 @@ def _state_reasons(app: Errands, row: Any, state: JobState, now: datetime) -> li
 def _queue_reasons(app: Errands, row: Any, now: datetime) -> list[str]:
     """Its queue holds it back: paused, or no live worker listens to it."""
     reasons = []
-    if row.queue in app.store.paused_queues():
+    if row.queue in app.store.features.paused_queues():
         reasons.append(f"queue {row.queue} is paused")
     if not any(w.alive and row.queue in w.queues for w in worker_registry(app, now)):
         reasons.append(f"no live worker listens to queue {row.queue}")
@@ -371,12 +372,12 @@ def _limit_reasons(app: Errands, row: Any) -> list[str]:
     reasons = []
     b = definition.behaviour
     if b.concurrency_limit and row.concurrency_key and _storable(row.concurrency_key):
-        running = app.store.group_running(row.concurrency_key)
+        running = app.store.insights.group_running(row.concurrency_key)
         if running >= b.concurrency_limit:
             reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
                            f"({running} of {b.concurrency_limit} running)")
     if b.rate_limit:
-        starts = app.store.rate_starts(row.name, b.rate_limit.period)
+        starts = app.store.insights.rate_starts(row.name, b.rate_limit.period)
         if starts >= b.rate_limit.count:
             reasons.append(f"its rate limit is used up ({starts} of {b.rate_limit.count} starts in the last "
                            f"{b.rate_limit.period:g}s)")
@@ -391,15 +392,16 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
     # A text or name search looks at DEAD_SEARCH_WINDOW entries from the page's start (see list_jobs);
     # its groups at as many from the newest.
     searching = bool(flt.text or flt.name)
-    edge = store.scan_edge("failed", before_id=before_id, rows=DEAD_SEARCH_WINDOW) if searching else None
-    rows = store.search_failed(**args, before_id=before_id, limit=limit, edge_id=edge)
+    edge = store.insights.scan_edge("failed", before_id=before_id, rows=DEAD_SEARCH_WINDOW) if searching else None
+    rows = store.insights.search_failed(**args, before_id=before_id, limit=limit, edge_id=edge)
     full = len(rows) == limit
     if not full and (searching or before_id is None):
         total = len(rows)
     else:
-        total = store.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
-    top_edge = edge if before_id is None or not searching else store.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
-    groups = store.failure_groups(**args, edge_id=top_edge)
+        total = store.insights.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
+    top_edge = edge if before_id is None or not searching \
+        else store.insights.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
+    groups = store.insights.failure_groups(**args, edge_id=top_edge)
     return DeadLetterPage(
         [DeadEntry(r.id, r.name, r.queue, r.attempts, _iso(r.failed_at), r.error_type, r.error_message,
                    display_arguments(r.payload)) for r in rows],
@@ -410,7 +412,8 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
 
 
 def matching_failed(app: Errands, flt: JobFilter, limit: int = 100_000) -> list[int]:
-    return app.store.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None, limit=limit)
+    return app.store.insights.failed_ids(queue=flt.queue or None, name=flt.name or None, text=flt.text or None,
+                                         limit=limit)
 
 
 BULK_CHUNK = 1000
@@ -430,17 +433,17 @@ def _in_chunks(ids: list[int], act: Callable[[list[int]], Any],
 
 def retry_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
     _check_ids(ids)
-    moved = [i for part in _in_chunks(ids, app.store.retry_failed, progress) for i in part]
+    moved = [i for part in _in_chunks(ids, app.store.jobs.retry_failed, progress) for i in part]
     if moved:
-        app.store.audit(actor, "retry", _targets(moved), f"{len(moved)} dead-letter entries retried")
+        app.store.accounts.audit(actor, "retry", _targets(moved), f"{len(moved)} dead-letter entries retried")
     return len(moved)
 
 
 def forget_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
     _check_ids(ids)
-    count = sum(_in_chunks(ids, app.store.forget_failed, progress))
+    count = sum(_in_chunks(ids, app.store.jobs.forget_failed, progress))
     if count:
-        app.store.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
+        app.store.accounts.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
     return count
 
 
@@ -452,8 +455,8 @@ def _targets(ids: list[int]) -> str:
 # ---------------------------------------------------------------------------------- other actions
 def recover_now(app: Errands, actor: str) -> Recovered:
     """Release the jobs whose lease expired now (workers also do it on their own), audited."""
-    report = app.store.recover_stale()
-    app.store.audit(actor, "recover", f"{len(report.released)} released, {len(report.buried)} buried")
+    report = app.store.jobs.recover_stale()
+    app.store.accounts.audit(actor, "recover", f"{len(report.released)} released, {len(report.buried)} buried")
     return Recovered(report.released, report.buried)
 
 
@@ -466,7 +469,7 @@ def waiting_in(app: Errands, queue: str) -> list[int]:
 def _waiting_rows(store: Any, name: str) -> Iterator[Any]:
     after = 0
     while True:
-        rows = store.search_jobs(queue=name, after_id=after, oldest_first=True, limit=1000)
+        rows = store.insights.search_jobs(queue=name, after_id=after, oldest_first=True, limit=1000)
         if not rows:
             return
         yield from (r for r in rows if r.reserved_by is None)
@@ -480,25 +483,25 @@ def purge_queue(app: Errands, actor: str, queue: str, ids: list[int],
     result says "purged from its queue"); a job a worker claims meanwhile is left to run."""
     cancelled = 0
     for job_id in ids:
-        cancelled += app.store.cancel(job_id, app.result_ttl, waiting_only=True,
+        cancelled += app.store.features.cancel(job_id, app.result_ttl, waiting_only=True,
                                       message="purged from its queue") == "cancelled"
         if progress is not None:
             progress(1)
-    app.store.audit(actor, "purge", f"queue {queue}", f"{cancelled} waiting jobs cancelled")
+    app.store.accounts.audit(actor, "purge", f"queue {queue}", f"{cancelled} waiting jobs cancelled")
     return cancelled
 
 
 def set_paused(app: Errands, actor: str, queue: str, paused: bool) -> None:
     """Pause or resume a queue (workers stop or start claiming from it), audited."""
     (app.pause_queue if paused else app.resume_queue)(queue)
-    app.store.audit(actor, "pause" if paused else "resume", f"queue {queue}")
+    app.store.accounts.audit(actor, "pause" if paused else "resume", f"queue {queue}")
 
 
 def cancel_job(app: Errands, actor: str, job_id: int) -> str:
     """Cancel a job (see ``Errands.cancel`` for the outcomes), audited."""
     _check_ids([job_id])
     outcome = app.cancel(job_id)
-    app.store.audit(actor, "cancel", f"job {job_id}", outcome)
+    app.store.accounts.audit(actor, "cancel", f"job {job_id}", outcome)
     return outcome
 
 
@@ -528,7 +531,7 @@ def enqueue(app: Errands, actor: str, name: str, args: Any, kwargs: Any, *, queu
     prepared = [job.prepare(*args, **kwargs) for _ in range(copies)]
     handles = app.enqueue_many(prepared)
     ids = [h.id for h in handles]
-    app.store.audit(actor, "enqueue", _targets(ids), f"{name} x{copies}")
+    app.store.accounts.audit(actor, "enqueue", _targets(ids), f"{name} x{copies}")
     return ids
 
 
@@ -537,14 +540,14 @@ def enqueue_one(app: Errands, actor: str, name: str, args: list[Any], kwargs: di
     """Enqueue registered job ``name`` once with ``Errands.enqueue``'s options (``errands enqueue``),
     audited as the panel's enqueue is; returns its id."""
     handle = app.enqueue(name, args, kwargs, **options)
-    app.store.audit(actor, "enqueue", _targets([handle.id]), f"{name} x1")
+    app.store.accounts.audit(actor, "enqueue", _targets([handle.id]), f"{name} x1")
     return handle.id
 
 
 def periodic_view(app: Errands) -> list[Schedule]:
     """The app's schedules: cron, time zone, the last slot run and the next three."""
     store = app.store
-    last = store.periodic_slots()
+    last = store.features.periodic_slots()
     now = store.now()
     out = []
     for name, schedule in sorted(app.schedules.items()):
@@ -562,14 +565,14 @@ def run_periodic_now(app: Errands, actor: str, name: str) -> int:
     if schedule is None:
         raise EnqueueError(f"no periodic job named {name!r}")
     handle = schedule.job.enqueue(*schedule.args, **schedule.kwargs)
-    app.store.audit(actor, "run-now", f"job {handle.id}", f"periodic {name}")
+    app.store.accounts.audit(actor, "run-now", f"job {handle.id}", f"periodic {name}")
     return handle.id
 
 
 def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
     """Who did what, newest first (a keyset page below ``before_id``)."""
     return [AuditEntry(a.id, _iso(a.at), a.actor, a.action, a.target, a.detail)
-            for a in app.store.audit_log(limit, before_id)]
+            for a in app.store.accounts.audit_log(limit, before_id)]
 
 
 __all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "display_arguments",

@@ -13,14 +13,14 @@ if TYPE_CHECKING:
 def status_report(app: Errands) -> dict[str, Any]:
     """Counts per queue and state, the workers and whether each is alive, the paused queues (JSON-ready)."""
     store = app.store
-    counts = store.counts()
+    counts = store.jobs.counts()
     now = store.now()
     workers = []
-    for w in store.list_workers():
+    for w in store.workers.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
         workers.append({"id": w.id, "hostname": w.hostname, "pid": w.pid, "queues": w.queues.split(","),
                         "concurrency": w.concurrency, "started_at": w.started_at.isoformat(),
                         "last_heartbeat_at": w.heartbeat_at.isoformat(), "seconds_since_heartbeat": age,
                         "jobs_done": w.jobs_done, "alive": age <= app.lease * ALIVE_AFTER_LEASES})
     return {"queues": {name: c.as_dict() for name, c in counts.items()}, "workers": workers,
-            "paused": store.paused_queues()}
+            "paused": store.features.paused_queues()}

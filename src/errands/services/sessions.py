@@ -54,28 +54,28 @@ def current(app: Errands, token: str | None, remembered: str | None, policy: Ses
     means the token was stolen and used: every remember-me token of that account ends."""
     store = app.store
     if token:
-        session = store.get_session(digest(token))
+        session = store.accounts.get_session(digest(token))
         if session is not None:
             u = session.user
             return SignedIn(u.username, u.role, u.theme, session.csrf)
     if remembered and ":" in remembered:
         selector, validator = remembered.split(":", 1)
-        taken = store.take_remember(selector)
+        taken = store.accounts.take_remember(selector)
         if taken is not None and same(taken[0], digest(validator)):
             return start(app, taken[1], remember=True, policy=policy)
         if taken is not None:
-            store.forget_remember_of(taken[1].id)
+            store.accounts.forget_remember_of(taken[1].id)
     return None
 
 
 def start(app: Errands, user: Any, *, remember: bool, policy: SessionPolicy) -> SignedIn:
     """A new session for ``user`` (a store user row), and a remember-me token when asked."""
     token, csrf = new_token(), new_token()
-    app.store.create_session(digest(token), user.id, csrf, policy.session_ttl)
+    app.store.accounts.create_session(digest(token), user.id, csrf, policy.session_ttl)
     remember_token = ""
     if remember:
         selector, validator = new_token(12), new_token()
-        app.store.create_remember(selector, digest(validator), user.id, policy.remember_ttl)
+        app.store.accounts.create_remember(selector, digest(validator), user.id, policy.remember_ttl)
         remember_token = f"{selector}:{validator}"
     return SignedIn(user.username, user.role, user.theme, csrf, token, remember_token)
 
@@ -86,21 +86,22 @@ def sign_in(app: Errands, username: str, password: str, address: str, remember: 
     message for the login form).  An unknown or disabled account costs as long as a wrong password,
     so timing tells no user name; every attempt is recorded, a success also in the audit log."""
     store = app.store
-    if store.failed_logins(username=username, window=policy.failure_window) >= policy.max_failures_per_account or \
-            store.failed_logins(ip=address, window=policy.failure_window) >= policy.max_failures_per_address:
-        store.record_login(username, address, False)
+    per_account = store.accounts.failed_logins(username=username, window=policy.failure_window)
+    if per_account >= policy.max_failures_per_account or \
+            store.accounts.failed_logins(ip=address, window=policy.failure_window) >= policy.max_failures_per_address:
+        store.accounts.record_login(username, address, False)
         return None, TOO_MANY
-    user = store.get_user(username)
+    user = store.accounts.get_user(username)
     if user is None or user.disabled:
         passwords.burn_time(password)
         ok = False
     else:
         ok = passwords.verify_password(password, user.password_hash)
-    store.record_login(username, address, ok)
+    store.accounts.record_login(username, address, ok)
     if not ok or user is None:
         return None, WRONG
     signed = start(app, user, remember=remember, policy=policy)
-    store.audit(user.username, "login", f"from {address}")
+    store.accounts.audit(user.username, "login", f"from {address}")
     return signed, ""
 
 
@@ -109,11 +110,11 @@ def sign_out(app: Errands, token: str | None, remembered: str | None) -> None:
     user signed in on this browser (the cookies go anyway), so errors are swallowed."""
     if token:
         try:
-            app.store.delete_session(digest(token))
+            app.store.accounts.delete_session(digest(token))
         except StoreError:
             pass
     if remembered and ":" in remembered:
         try:
-            app.store.take_remember(remembered.split(":", 1)[0])
+            app.store.accounts.take_remember(remembered.split(":", 1)[0])
         except StoreError:
             pass

@@ -1,38 +1,26 @@
-"""Storage backends: one verb-level interface, one module per database dialect."""
+"""Storage: a composed :class:`Store` over one database dialect, picked from the URL."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.errors import ConfigurationError
 from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
-from .base import SQLStore
+from .composed import Store
+from .registry import by_scheme, dialect_class
 
-__all__ = ["SQLStore", "open_store", "ClaimedJob", "FailedJobRow", "JobRow", "JobState", "NewJob", "QueueCounts",
+__all__ = ["Store", "open_store", "ClaimedJob", "FailedJobRow", "JobRow", "JobState", "NewJob", "QueueCounts",
            "RecoveryReport", "WorkerRow"]
 
-SCHEMES = {
-    "sqlite": "sqlite",
-    "postgres": "postgres", "postgresql": "postgres", "postgresql+psycopg": "postgres",
-    "mysql": "mysql", "mariadb": "mysql", "mysql+pymysql": "mysql",
-}
 
+def open_store(url: str, *, prefix: str = "errands_", **options: Any) -> Store:
+    """Pick the dialect from the URL scheme; drivers are imported only when used.
 
-def open_store(url: str, *, prefix: str = "errands_") -> SQLStore:
-    """Pick the dialect from the URL scheme; drivers are imported only when used."""
+    ``options`` go to the dialect (MySQL: ``claim=``)."""
     scheme = urlsplit(url).scheme.lower()
-    kind = SCHEMES.get(scheme)
-    if kind == "sqlite":
-        from .sqlite import SQLiteStore
-
-        return SQLiteStore(url, prefix=prefix)
-    if kind == "postgres":
-        from .postgres import PostgresStore
-
-        return PostgresStore(url, prefix=prefix)
-    if kind == "mysql":
-        from .mysql import MySQLStore
-
-        return MySQLStore(url, prefix=prefix)
-    raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {url!r}; use sqlite:///file.db, "
-                             "postgresql://host/db or mysql://user@host/db")
+    backend = by_scheme(scheme)
+    if backend is None:
+        raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {url!r}; use sqlite:///file.db, "
+                                 "postgresql://host/db or mysql://user@host/db")
+    return Store(dialect_class(backend)(url, prefix=prefix, **options))

@@ -10,14 +10,10 @@ number of dashboard processes share sessions, rate limits and the audit trail.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from datetime import datetime
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from .features import _Base
-else:
-    _Base = object
+from .database import Database
 
 USER_COLUMNS = "id, username, password_hash, role, disabled, theme, created_at, last_login_at"
 
@@ -50,37 +46,43 @@ class AuditRow(NamedTuple):
     detail: str | None
 
 
-class AccountVerbs(_Base):
+class AccountStore:
+    """Dashboard users, their sessions and tokens, login attempts and the audit log."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.d = db.dialect
+
     def _user(self, r: Sequence[Any]) -> UserRow:
-        t = self.to_datetime
+        t = self.d.to_datetime
         return UserRow(int(r[0]), r[1], r[2], r[3], bool(r[4]), r[5], t(r[6]), None if r[7] is None else t(r[7]))
 
     # ------------------------------------------------------------------ users
     def create_user(self, username: str, password_hash: str, role: str) -> int:
         def insert(cur: Any) -> int:
-            return self._insert_one(cur, self.q("INSERT INTO {users} (username, password_hash, role, disabled, theme, "
-                                                "created_at) VALUES ({p}, {p}, {p}, 0, 'auto', {now})"),
+            return self.d.insert_one(cur, self.d.q("INSERT INTO {users} (username, password_hash, role, disabled, "
+                                                   "theme, created_at) VALUES ({p}, {p}, {p}, 0, 'auto', {now})"),
                                     [username, password_hash, role])
 
-        return self.run(insert, write=True)
+        return self.db.run(insert, write=True)
 
     def get_user(self, username: str) -> UserRow | None:
         def read(cur: Any) -> UserRow | None:
-            cur.execute(self.q("SELECT " + USER_COLUMNS + " FROM {users} WHERE username = {p}"), (username,))
+            cur.execute(self.d.q("SELECT " + USER_COLUMNS + " FROM {users} WHERE username = {p}"), (username,))
             r = cur.fetchone()
             return None if r is None else self._user(r)
 
-        return self.run(read)
+        return self.db.run(read)
 
     def list_users(self, search: str | None = None, limit: int = 200) -> list[UserRow]:
         def read(cur: Any) -> list[UserRow]:
-            where, params = ("", []) if not search else (" WHERE username LIKE {p}" + self.like_escape,
+            where, params = ("", []) if not search else (" WHERE username LIKE {p}" + self.d.like_escape,
                                                         [f"%{like_pattern(search)}%"])
-            cur.execute(self.q("SELECT " + USER_COLUMNS + " FROM {users}" + where + " ORDER BY username LIMIT {p}"),
+            cur.execute(self.d.q("SELECT " + USER_COLUMNS + " FROM {users}" + where + " ORDER BY username LIMIT {p}"),
                         [*params, int(limit)])
             return [self._user(r) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
 
     def update_user(self, username: str, *, password_hash: str | None = None, disabled: bool | None = None,
                     theme: str | None = None, role: str | None = None) -> bool:
@@ -91,52 +93,52 @@ class AccountVerbs(_Base):
 
         def update(cur: Any) -> bool:
             sets = ", ".join(f"{k} = {{p}}" for k in changes)
-            cur.execute(self.q("UPDATE {users} SET " + sets + " WHERE username = {p}"), [*changes.values(), username])
+            cur.execute(self.d.q("UPDATE {users} SET " + sets + " WHERE username = {p}"), [*changes.values(), username])
             found = cur.rowcount == 1
             if not found:  # MySQL counts changed rows, not matched ones: setting a value it already has is 0
-                cur.execute(self.q("SELECT 1 FROM {users} WHERE username = {p}"), (username,))
+                cur.execute(self.d.q("SELECT 1 FROM {users} WHERE username = {p}"), (username,))
                 found = cur.fetchone() is not None
             if found and (password_hash is not None or disabled):
                 # A new password or a disabled account ends every session and remember-me token.
                 for table in ("{sessions}", "{remember}"):
-                    cur.execute(self.q(f"DELETE FROM {table} WHERE user_id = "
+                    cur.execute(self.d.q(f"DELETE FROM {table} WHERE user_id = "
                                        "(SELECT id FROM {users} WHERE username = {p})"), (username,))
             return found
 
-        return self.run(update, write=True)
+        return self.db.run(update, write=True)
 
     def count_users(self) -> int:
         def read(cur: Any) -> int:
-            cur.execute(self.q("SELECT COUNT(*) FROM {users}"))
+            cur.execute(self.d.q("SELECT COUNT(*) FROM {users}"))
             return int(cur.fetchone()[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, token_hash: str, user_id: int, csrf: str, ttl: float) -> None:
         def insert(cur: Any) -> None:
-            cur.execute(self.q("INSERT INTO {sessions} (token_hash, user_id, csrf, created_at, expires_at) VALUES "
+            cur.execute(self.d.q("INSERT INTO {sessions} (token_hash, user_id, csrf, created_at, expires_at) VALUES "
                                "({p}, {p}, {p}, {now}, {now_plus})"), (token_hash, user_id, csrf, float(ttl)))
-            cur.execute(self.q("UPDATE {users} SET last_login_at = {now} WHERE id = {p}"), (user_id,))
+            cur.execute(self.d.q("UPDATE {users} SET last_login_at = {now} WHERE id = {p}"), (user_id,))
 
-        self.run(insert, write=True)
+        self.db.run(insert, write=True)
 
     def get_session(self, token_hash: str) -> SessionRow | None:
         def read(cur: Any) -> SessionRow | None:
-            cur.execute(self.q("SELECT " + ", ".join("u." + c.strip() for c in USER_COLUMNS.split(",")) +
+            cur.execute(self.d.q("SELECT " + ", ".join("u." + c.strip() for c in USER_COLUMNS.split(",")) +
                                ", s.csrf, s.expires_at FROM {sessions} s JOIN {users} u ON u.id = s.user_id "
                                "WHERE s.token_hash = {p} AND s.expires_at > {now} AND u.disabled = 0"), (token_hash,))
             r = cur.fetchone()
-            return None if r is None else SessionRow(self._user(r[:8]), r[8], self.to_datetime(r[9]))
+            return None if r is None else SessionRow(self._user(r[:8]), r[8], self.d.to_datetime(r[9]))
 
-        return self.run(read)
+        return self.db.run(read)
 
     def delete_session(self, token_hash: str) -> None:
-        self.run(lambda cur: cur.execute(self.q("DELETE FROM {sessions} WHERE token_hash = {p}"), (token_hash,)))
+        self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {sessions} WHERE token_hash = {p}"), (token_hash,)))
 
     # ------------------------------------------------------------------ remember me
     def create_remember(self, selector: str, validator_hash: str, user_id: int, ttl: float) -> None:
-        self.run(lambda cur: cur.execute(self.q(
+        self.db.run(lambda cur: cur.execute(self.d.q(
             "INSERT INTO {remember} (selector, validator_hash, user_id, expires_at) "
             "VALUES ({p}, {p}, {p}, {now_plus})"),
             (selector, validator_hash, user_id, float(ttl))))
@@ -147,21 +149,21 @@ class AccountVerbs(_Base):
 
         def take(cur: Any) -> tuple[str, UserRow] | None:
             columns = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
-            cur.execute(self.q("SELECT r.validator_hash, " + columns + " FROM {remember} r JOIN {users} u "
+            cur.execute(self.d.q("SELECT r.validator_hash, " + columns + " FROM {remember} r JOIN {users} u "
                                "ON u.id = r.user_id WHERE r.selector = {p} AND r.expires_at > {now} "
-                               "AND u.disabled = 0") + self.lock_rows, (selector,))
+                               "AND u.disabled = 0") + self.d.lock_rows, (selector,))
             r = cur.fetchone()
-            cur.execute(self.q("DELETE FROM {remember} WHERE selector = {p}"), (selector,))
+            cur.execute(self.d.q("DELETE FROM {remember} WHERE selector = {p}"), (selector,))
             return None if r is None else (r[0], self._user(r[1:]))
 
-        return self.run(take, write=True)
+        return self.db.run(take, write=True)
 
     def forget_remember_of(self, user_id: int) -> None:
-        self.run(lambda cur: cur.execute(self.q("DELETE FROM {remember} WHERE user_id = {p}"), (user_id,)))
+        self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {remember} WHERE user_id = {p}"), (user_id,)))
 
     # ------------------------------------------------------------------ login attempts
     def record_login(self, username: str, ip: str, ok: bool) -> None:
-        self.run(lambda cur: cur.execute(self.q(
+        self.db.run(lambda cur: cur.execute(self.d.q(
             "INSERT INTO {login_attempts} (username, ip, at, ok) VALUES ({p}, {p}, {now}, {p})"),
             (username[:100], ip[:64], 1 if ok else 0)))
 
@@ -170,36 +172,36 @@ class AccountVerbs(_Base):
 
         def read(cur: Any) -> int:
             column, value = ("username", username) if username is not None else ("ip", ip)
-            cur.execute(self.q(f"SELECT COUNT(*) FROM {{login_attempts}} WHERE {column} = {{p}} AND ok = 0 "
+            cur.execute(self.d.q(f"SELECT COUNT(*) FROM {{login_attempts}} WHERE {column} = {{p}} AND ok = 0 "
                                "AND at > {now_plus}"), (value, -float(window)))
             return int(cur.fetchone()[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     # ------------------------------------------------------------------ audit
     def audit(self, actor: str, action: str, target: str, detail: str | None = None) -> None:
-        self.run(lambda cur: cur.execute(self.q(
+        self.db.run(lambda cur: cur.execute(self.d.q(
             "INSERT INTO {audit} (at, actor, action, target, detail) VALUES ({now}, {p}, {p}, {p}, {p})"),
             (actor[:100], action[:50], target[:255], None if detail is None else detail[:2000])))
 
     def audit_log(self, limit: int = 100, before_id: int | None = None) -> list[AuditRow]:
         def read(cur: Any) -> list[AuditRow]:
             where, params = ("", []) if before_id is None else (" WHERE id < {p}", [before_id])
-            cur.execute(self.q("SELECT id, at, actor, action, target, detail FROM {audit}" + where +
+            cur.execute(self.d.q("SELECT id, at, actor, action, target, detail FROM {audit}" + where +
                                " ORDER BY id DESC LIMIT {p}"), [*params, int(limit)])
-            return [AuditRow(int(r[0]), self.to_datetime(r[1]), r[2], r[3], r[4], r[5]) for r in cur.fetchall()]
+            return [AuditRow(int(r[0]), self.d.to_datetime(r[1]), r[2], r[3], r[4], r[5]) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
 
-    def prune_accounts(self) -> None:
+    def prune(self) -> None:
         """Forget expired sessions and tokens, and login attempts older than a day."""
 
         def delete(cur: Any) -> None:
-            cur.execute(self.q("DELETE FROM {sessions} WHERE expires_at < {now}"))
-            cur.execute(self.q("DELETE FROM {remember} WHERE expires_at < {now}"))
-            cur.execute(self.q("DELETE FROM {login_attempts} WHERE at < {now_plus}"), (-86400.0,))
+            cur.execute(self.d.q("DELETE FROM {sessions} WHERE expires_at < {now}"))
+            cur.execute(self.d.q("DELETE FROM {remember} WHERE expires_at < {now}"))
+            cur.execute(self.d.q("DELETE FROM {login_attempts} WHERE at < {now_plus}"), (-86400.0,))
 
-        self.run(delete, write=True)
+        self.db.run(delete, write=True)
 
 
 def like_pattern(text: str) -> str:

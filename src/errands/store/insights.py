@@ -10,17 +10,13 @@ where its page starts, so a table of a million jobs is never scanned to draw one
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from datetime import datetime
+from typing import Any, NamedTuple
 
+from ..core.rows import FailedJobRow, JobRow
 from .accounts import like_pattern
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from ..core.rows import FailedJobRow, JobRow
-    from .features import _Base
-else:
-    _Base = object
+from .database import Database
+from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS, failed_row, job_row
 
 COUNT_CAP = 10_000
 SEARCH_WINDOW = 100_000
@@ -53,7 +49,13 @@ class FailureGroup(NamedTuple):
     example_id: int
 
 
-class InsightVerbs(_Base):
+class InsightStore:
+    """Bounded reads for the dashboard, the status command and ``errands doctor``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.d = db.dialect
+
     # ------------------------------------------------------------------ throughput
     def add_stats(self, counts: dict[tuple[str, bool], int]) -> None:
         """Add finished runs to this minute's row per queue (workers call this every few seconds)."""
@@ -64,21 +66,11 @@ class InsightVerbs(_Base):
             return
 
         def add(cur: Any) -> None:
-            sql = self.q(self._stats_upsert())
+            sql = self.d.q(self.d.stats_upsert())
             for queue, (ok, bad) in sorted(per_queue.items()):
                 cur.execute(sql, (queue, ok, bad))
 
-        self.run(add, write=True)
-
-    def _stats_upsert(self) -> str:
-        """INSERT this minute's counts for a queue (params: queue, succeeded, failed), or add them."""
-        return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql() +
-                ", {p}, {p}, {p}) ON CONFLICT (minute, queue) DO UPDATE SET "
-                "succeeded = {stats}.succeeded + excluded.succeeded, failed = {stats}.failed + excluded.failed")
-
-    def minute_sql(self) -> str:
-        """The database's current time, truncated to the minute."""
-        raise NotImplementedError
+        self.db.run(add, write=True)
 
     def throughput_buckets(self, start: datetime, seconds_per_bucket: int) -> list[tuple[int, int, int]]:
         """``(bucket, succeeded, failed)`` since ``start``, bucket ``n`` covering
@@ -86,24 +78,16 @@ class InsightVerbs(_Base):
         for six queues, and carrying them to Python cost more than the rest of the overview."""
 
         def read(cur: Any) -> list[tuple[int, int, int]]:
-            cur.execute(self.q("SELECT " + self.floor_sql("(" + self.epoch_sql("minute") + " - {p}) / {p}")
+            cur.execute(self.d.q("SELECT " + self.d.floor_sql("(" + self.d.epoch_sql("minute") + " - {p}) / {p}")
                                + " AS bucket, "
                                "SUM(succeeded), SUM(failed) FROM {stats} WHERE minute >= {p} GROUP BY bucket"),
-                        (start.timestamp(), int(seconds_per_bucket), self.from_datetime(start)))  # type: ignore[attr-defined]
+                        (start.timestamp(), int(seconds_per_bucket), self.d.from_datetime(start)))
             return [(int(r[0]), int(r[1]), int(r[2])) for r in cur.fetchall()]
 
-        return self.run(read)
-
-    def floor_sql(self, expr: str) -> str:
-        """The whole part of a non-negative number."""
-        return f"FLOOR({expr})"
-
-    def epoch_sql(self, column: str) -> str:
-        """A time column as seconds since 1970 (UTC)."""
-        raise NotImplementedError
+        return self.db.run(read)
 
     def prune_stats(self, keep: float = 8 * 86400.0) -> None:
-        self.run(lambda cur: cur.execute(self.q("DELETE FROM {stats} WHERE minute < {now_plus}"), (-float(keep),)))
+        self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {stats} WHERE minute < {now_plus}"), (-float(keep),)))
 
     # ------------------------------------------------------------------ jobs
     def _job_filter(self, queue: str | None, state: str | None, name: str | None, text: str | None
@@ -114,10 +98,11 @@ class InsightVerbs(_Base):
             clauses.append("queue = {p}")
             params.append(queue)
         if name:
-            clauses.append("name LIKE {p}" + self.like_escape)
+            clauses.append("name LIKE {p}" + self.d.like_escape)
             params.append(f"%{like_pattern(name)}%")
         if text:
-            clauses.append("(payload LIKE {p}" + self.like_escape + " OR last_error LIKE {p}" + self.like_escape + ")")
+            escape = self.d.like_escape
+            clauses.append("(payload LIKE {p}" + escape + " OR last_error LIKE {p}" + escape + ")")
             params += [f"%{like_pattern(text)}%"] * 2
         if state == "ready":
             clauses.append("reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}")
@@ -138,17 +123,15 @@ class InsightVerbs(_Base):
 
         ``edge_id`` (from :meth:`scan_edge`) ends the window a search may look at: ids from it
         upwards when newest first, up to it when oldest first."""
-        from .base import JOB_COLUMNS
-
         def read(cur: Any) -> list[JobRow]:
             where, params = self._job_filter(queue, state, name, text)
             where, params = _keyset(where, params, before_id, after_id, edge_id, oldest_first)
             order = "id" if oldest_first else "id DESC"
-            cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs}" + where + f" ORDER BY {order} LIMIT {{p}}"),
+            cur.execute(self.d.q("SELECT " + JOB_COLUMNS + " FROM {jobs}" + where + f" ORDER BY {order} LIMIT {{p}}"),
                         [*params, int(limit)])
-            return [self._job(r) for r in cur.fetchall()]  # type: ignore[attr-defined]
+            return [job_row(self.d.to_datetime, r) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
 
     def count_jobs(self, *, queue: str | None = None, state: str | None = None, name: str | None = None,
                    text: str | None = None, cap: int = COUNT_CAP, before_id: int | None = None,
@@ -159,17 +142,11 @@ class InsightVerbs(_Base):
         def read(cur: Any) -> int:
             where, params = self._job_filter(queue, state, name, text)
             where, params = _keyset(where, params, before_id, after_id, edge_id, oldest_first)
-            cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " LIMIT {p}) capped"),
+            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " LIMIT {p}) capped"),
                         [*params, int(cap) + 1])
             return int(cur.fetchone()[0])
 
-        return self.run(read)
-
-    def _first_ready_sql(self) -> str:
-        """The first 1,000 ready jobs of a queue (param: queue) by id; a dialect may steer the plan."""
-        return ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
-                "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
-                "ORDER BY id LIMIT 1000) first_ready")
+        return self.db.run(read)
 
     def scan_edge(self, table: str, *, before_id: int | None = None, after_id: int | None = None,
                   rows: int = SEARCH_WINDOW, oldest_first: bool = False) -> int | None:
@@ -193,12 +170,12 @@ class InsightVerbs(_Base):
                 where, order, params = " WHERE id < {p}", "id DESC", [before_id]
             else:
                 where, order, params = "", "id DESC", []
-            cur.execute(self.q("SELECT id FROM " + tables[table] + where + f" ORDER BY {order} LIMIT 1 OFFSET {{p}}"),
+            cur.execute(self.d.q("SELECT id FROM " + tables[table] + where + f" ORDER BY {order} LIMIT 1 OFFSET {{p}}"),
                         [*params, int(rows) - 1])
             row = cur.fetchone()
             return None if row is None else int(row[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     def oldest_ready(self, queues: Sequence[str]) -> dict[str, datetime]:
         """Per queue, when its oldest ready job became due (how far the queue lags), judged from
@@ -210,13 +187,13 @@ class InsightVerbs(_Base):
         def read(cur: Any) -> dict[str, datetime]:
             out = {}
             for queue in queues:
-                cur.execute(self.q(self._first_ready_sql()), (queue,))
+                cur.execute(self.d.q(self.d.first_ready_sql), (queue,))
                 row = cur.fetchone()
                 if row and row[0] is not None:
-                    out[queue] = self.to_datetime(row[0])
+                    out[queue] = self.d.to_datetime(row[0])
             return out
 
-        return self.run(read)
+        return self.db.run(read)
 
     def capped_counts(self, queues: Sequence[str], cap: int = COUNT_CAP, sample: int = WAITING_SAMPLE
                       ) -> dict[str, StateCounts]:
@@ -245,27 +222,27 @@ class InsightVerbs(_Base):
         def read(cur: Any) -> dict[str, StateCounts]:
             out: dict[str, StateCounts] = {}
             for queue in queues:
-                cur.execute(self.q("SELECT COUNT(*), SUM(CASE WHEN available_at <= {now} THEN 1 ELSE 0 END), "
+                cur.execute(self.d.q("SELECT COUNT(*), SUM(CASE WHEN available_at <= {now} THEN 1 ELSE 0 END), "
                                    "MIN(CASE WHEN available_at <= {now} THEN available_at END) FROM "
                                    "(SELECT available_at FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
                                    "AND blocked_by IS NULL LIMIT {p}) waiting"), (queue, int(sample) + 1))
                 seen, due, first_due = cur.fetchone()
                 seen, due = int(seen), int(due or 0)
-                oldest_due = self.to_datetime(first_due) if first_due is not None and seen <= sample else None
+                oldest_due = self.d.to_datetime(first_due) if first_due is not None and seen <= sample else None
                 counts = {"ready": due, "delayed": seen - due}
                 at_least = {"ready", "delayed"} if seen > sample else set()
                 for state, condition in where.items():
-                    cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = {p} AND " + condition
+                    cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = {p} AND " + condition
                                        + " LIMIT {p}) capped"), (queue, limit))
                     counts[state] = int(cur.fetchone()[0])
-                cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed} WHERE queue = {p} LIMIT {p}) capped"),
-                            (queue, limit))
+                cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed} WHERE queue = {p} "
+                                     "LIMIT {p}) capped"), (queue, limit))
                 counts["failed"] = int(cur.fetchone()[0])
                 at_least |= {k for k, v in counts.items() if v > cap}
                 out[queue] = StateCounts(counts, frozenset(at_least), oldest_due)
             return out
 
-        return self.run(read)
+        return self.db.run(read)
 
     def held_jobs(self, limit: int = COUNT_CAP) -> dict[str, list[int]]:
         """Ids of the jobs each worker holds (running or stale), at most ``limit`` in all.
@@ -277,14 +254,14 @@ class InsightVerbs(_Base):
         lease index everywhere."""
 
         def read(cur: Any) -> dict[str, list[int]]:
-            cur.execute(self.q("SELECT reserved_by, id FROM {jobs} WHERE reserved_until IS NOT NULL "
+            cur.execute(self.d.q("SELECT reserved_by, id FROM {jobs} WHERE reserved_until IS NOT NULL "
                                "AND reserved_by IS NOT NULL ORDER BY reserved_until LIMIT {p}"), (int(limit),))
             out: dict[str, list[int]] = {}
             for owner, job_id in cur.fetchall():
                 out.setdefault(owner, []).append(int(job_id))
             return {owner: sorted(ids) for owner, ids in out.items()}
 
-        return self.run(read)
+        return self.db.run(read)
 
     def active_queues(self) -> list[str]:
         """Queues that hold a job or a dead-letter entry now, had runs in the last week, or have a row
@@ -292,34 +269,13 @@ class InsightVerbs(_Base):
         the pile-up an operator must see."""
 
         def read(cur: Any) -> list[str]:
-            cur.execute(self.q("SELECT DISTINCT queue FROM {stats} WHERE minute >= {now_plus}"), (-7 * 86400.0,))
+            cur.execute(self.d.q("SELECT DISTINCT queue FROM {stats} WHERE minute >= {now_plus}"), (-7 * 86400.0,))
             found = {r[0] for r in cur.fetchall()}
-            cur.execute(self.q("SELECT name FROM {queues}"))
+            cur.execute(self.d.q("SELECT name FROM {queues}"))
             found.update(r[0] for r in cur.fetchall())
-            return sorted(found | self.queues_in_use(cur))
+            return sorted(found | self.d.queues_in_use(cur))
 
-        return self.run(read)
-
-    def queues_in_use(self, cur: Any) -> set[str]:
-        cur.execute(self.q(self.queues_in_use_sql()))
-        return {r[0] for r in cur.fetchall()}
-
-    def queues_in_use_sql(self) -> str:
-        """The distinct queues of the jobs and the dead letter without reading either table whole.
-
-        SQLite and PostgreSQL have no skip scan, so a recursive query hops through the claim index
-        (waiting jobs) and the dead letter's queue index, one index probe per queue; reserved and
-        blocked jobs, few by nature, come from their own partial indexes."""
-        waiting = "SELECT queue FROM {jobs} WHERE reserved_by IS NULL AND blocked_by IS NULL"
-        dead = "SELECT queue FROM {failed} WHERE queue IS NOT NULL"
-        return ("WITH RECURSIVE w(queue) AS (SELECT (" + waiting + " ORDER BY queue LIMIT 1) UNION ALL "
-                "SELECT (" + waiting + " AND queue > w.queue ORDER BY queue LIMIT 1) FROM w "
-                "WHERE w.queue IS NOT NULL), "
-                "d(queue) AS (SELECT (" + dead + " ORDER BY queue LIMIT 1) UNION ALL "
-                "SELECT (" + dead + " AND queue > d.queue ORDER BY queue LIMIT 1) FROM d WHERE d.queue IS NOT NULL) "
-                "SELECT queue FROM w WHERE queue IS NOT NULL UNION SELECT queue FROM d WHERE queue IS NOT NULL "
-                "UNION SELECT DISTINCT queue FROM {jobs} WHERE reserved_by IS NOT NULL "
-                "UNION SELECT DISTINCT queue FROM {jobs} WHERE blocked_by IS NOT NULL")
+        return self.db.run(read)
 
     # ------------------------------------------------------------------ dead letter
     def _failed_where(self, queue: str | None, name: str | None, text: str | None) -> tuple[str, list[Any]]:
@@ -329,11 +285,11 @@ class InsightVerbs(_Base):
             clauses.append("queue = {p}")
             params.append(queue)
         if name:
-            clauses.append("name LIKE {p}" + self.like_escape)
+            clauses.append("name LIKE {p}" + self.d.like_escape)
             params.append(f"%{like_pattern(name)}%")
         if text:
-            clauses.append("(payload LIKE {p}" + self.like_escape + " OR error_message LIKE {p}" + self.like_escape
-                           + " OR error_type LIKE {p}" + self.like_escape + ")")
+            clauses.append("(payload LIKE {p}" + self.d.like_escape + " OR error_message LIKE {p}" + self.d.like_escape
+                           + " OR error_type LIKE {p}" + self.d.like_escape + ")")
             params += [f"%{like_pattern(text)}%"] * 3
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -341,16 +297,14 @@ class InsightVerbs(_Base):
                       before_id: int | None = None, limit: int = 50, edge_id: int | None = None
                       ) -> list[FailedJobRow]:
         """One keyset page of the dead letter, newest first; ``edge_id`` as in :meth:`search_jobs`."""
-        from .base import FAILED_COLUMNS
-
         def read(cur: Any) -> list[FailedJobRow]:
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, before_id, None, edge_id, False)
-            cur.execute(self.q("SELECT " + FAILED_COLUMNS + " FROM {failed}" + where + " ORDER BY id DESC LIMIT {p}"),
+            cur.execute(self.d.q("SELECT " + FAILED_COLUMNS + " FROM {failed}" + where + " ORDER BY id DESC LIMIT {p}"),
                         [*params, int(limit)])
-            return [self._failed(r) for r in cur.fetchall()]  # type: ignore[attr-defined]
+            return [failed_row(self.d.to_datetime, r) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
 
     def count_failed(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,
                      cap: int | None = COUNT_CAP, before_id: int | None = None, edge_id: int | None = None) -> int:
@@ -358,13 +312,13 @@ class InsightVerbs(_Base):
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, before_id, None, edge_id, False)
             if cap is None:
-                cur.execute(self.q("SELECT COUNT(*) FROM {failed}" + where), params)
+                cur.execute(self.d.q("SELECT COUNT(*) FROM {failed}" + where), params)
             else:
-                cur.execute(self.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed}" + where + " LIMIT {p}) capped"),
+                cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed}" + where + " LIMIT {p}) capped"),
                             [*params, int(cap) + 1])
             return int(cur.fetchone()[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     def failed_ids(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,
                    limit: int = 100_000) -> list[int]:
@@ -372,10 +326,10 @@ class InsightVerbs(_Base):
 
         def read(cur: Any) -> list[int]:
             where, params = self._failed_where(queue, name, text)
-            cur.execute(self.q("SELECT id FROM {failed}" + where + " ORDER BY id LIMIT {p}"), [*params, int(limit)])
+            cur.execute(self.d.q("SELECT id FROM {failed}" + where + " ORDER BY id LIMIT {p}"), [*params, int(limit)])
             return [int(r[0]) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
 
     def failure_groups(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,
                        limit: int = 50, newest: int = GROUPED_NEWEST, edge_id: int | None = None
@@ -387,69 +341,69 @@ class InsightVerbs(_Base):
         def read(cur: Any) -> list[FailureGroup]:
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, None, None, edge_id, False)
-            msg = self.prefix_sql("error_message", 200)
-            cur.execute(self.q(f"SELECT name, error_type, {msg} AS msg, COUNT(*), MAX(failed_at), MAX(id) "
+            msg = _prefix_sql("error_message", 200)
+            cur.execute(self.d.q(f"SELECT name, error_type, {msg} AS msg, COUNT(*), MAX(failed_at), MAX(id) "
                                "FROM (SELECT id, name, error_type, error_message, failed_at FROM {failed}" + where +
                                " ORDER BY id DESC LIMIT {p}) newest" + f" GROUP BY name, error_type, {msg} "
                                "ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT {p}"), [*params, int(newest), int(limit)])
-            return [FailureGroup(r[0], r[1], r[2], int(r[3]), self.to_datetime(r[4]), int(r[5]))
+            return [FailureGroup(r[0], r[1], r[2], int(r[3]), self.d.to_datetime(r[4]), int(r[5]))
                     for r in cur.fetchall()]
 
-        return self.run(read)
-
-    def prefix_sql(self, column: str, length: int) -> str:
-        return f"SUBSTR({column}, 1, {int(length)})"
+        return self.db.run(read)
 
     # ------------------------------------------------------------------ why is a job waiting
     def dependency_of(self, job_id: int) -> tuple[str, int | None]:
         """Where the job a blocked job waits for is: "jobs", "failed", "cancelled" or "gone"."""
 
         def read(cur: Any) -> tuple[str, int | None]:
-            cur.execute(self.q("SELECT blocked_by FROM {jobs} WHERE id = {p}"), (job_id,))
+            cur.execute(self.d.q("SELECT blocked_by FROM {jobs} WHERE id = {p}"), (job_id,))
             row = cur.fetchone()
             if row is None or row[0] is None:
                 return "none", None
             parent = int(row[0])
             for table, where in (("jobs", ""), ("failed", "")):
-                cur.execute(self.q(f"SELECT 1 FROM {{{table}}} WHERE id = {{p}}{where}"), (parent,))
+                cur.execute(self.d.q(f"SELECT 1 FROM {{{table}}} WHERE id = {{p}}{where}"), (parent,))
                 if cur.fetchone():
                     return table, parent
-            cur.execute(self.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
+            cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
             r = cur.fetchone()
             return ("cancelled" if r and r[0] == "cancelled" else "gone"), parent
 
-        return self.run(read)
+        return self.db.run(read)
 
     def group_running(self, group: str) -> int:
         """Admitted runs of a concurrency group whose lease is alive."""
 
         def read(cur: Any) -> int:
-            cur.execute(self.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id WHERE "
+            cur.execute(self.d.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id WHERE "
                                "g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
                                "AND j.admitted_at >= j.reserved_at"), (group,))
             return int(cur.fetchone()[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     def rate_starts(self, name: str, period: float) -> int:
         def read(cur: Any) -> int:
-            cur.execute(self.q("SELECT COUNT(*) FROM {rate_starts} WHERE name = {p} AND started_at > {now_plus}"),
+            cur.execute(self.d.q("SELECT COUNT(*) FROM {rate_starts} WHERE name = {p} AND started_at > {now_plus}"),
                         (name, -float(period)))
             return int(cur.fetchone()[0])
 
-        return self.run(read)
+        return self.db.run(read)
 
     def jobs_by_ids(self, ids: Sequence[int]) -> list[JobRow]:
-        from .base import JOB_COLUMNS
-
         if not ids:
             return []
 
         def read(cur: Any) -> list[JobRow]:
-            cur.execute(self.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id IN (") + self._in(ids) + ")", list(ids))
-            return [self._job(r) for r in cur.fetchall()]  # type: ignore[attr-defined]
+            cur.execute(self.d.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id IN (") + self.d.marks(ids) + ")",
+                        list(ids))
+            return [job_row(self.d.to_datetime, r) for r in cur.fetchall()]
 
-        return self.run(read)
+        return self.db.run(read)
+
+
+def _prefix_sql(column: str, length: int) -> str:
+    return f"SUBSTR({column}, 1, {int(length)})"
 
 
 def _keyset(where: str, params: list[Any], before_id: int | None, after_id: int | None, edge_id: int | None,

@@ -45,7 +45,7 @@ from .slots import SlotTable
 
 if TYPE_CHECKING:
     from ..app import Errands
-    from ..store.base import Listener
+    from ..store.dialects.base import Listener
 
 log = logging.getLogger("errands.worker")
 _jitter = random.Random()
@@ -231,7 +231,7 @@ class Worker:
                 now = time.monotonic()
                 if want > 0 and needed and now >= next_claim:
                     try:
-                        rows = self.store.claim(self.id, s.queues, want, self.lease)
+                        rows = self.store.jobs.claim(self.id, s.queues, want, self.lease)
                     except StoreError as exc:  # unavailable, or refused: pause and try again later
                         self._database_down(exc)
                         continue
@@ -344,7 +344,7 @@ class Worker:
             runs.append((row.id, limits))
         if not runs:
             return rows
-        admitted, refused = self.store.admit(self.id, runs)
+        admitted, refused = self.store.features.admit(self.id, runs)
         if not refused:
             return rows
         self.claimed -= len(refused)
@@ -516,7 +516,7 @@ class Worker:
         self._stats_due = time.monotonic() + STATS_EVERY
         stats, self._stats = self._stats, {}
         try:
-            self.store.add_stats(stats)
+            self.store.insights.add_stats(stats)
         except Exception as exc:  # throughput figures are not worth a retry loop, nor a worker
             log.debug("could not record throughput: %s", exc)
 
@@ -541,7 +541,7 @@ class Worker:
         one run at a time, and a run whose own write is refused goes to the dead letter saying so."""
         if self._to_complete:
             try:
-                self.store.complete(self.id, self._to_complete)
+                self.store.jobs.complete(self.id, self._to_complete)
             except StoreUnavailable:
                 raise
             except Exception as exc:
@@ -549,7 +549,7 @@ class Worker:
                           len(self._to_complete), safe_text(exc, 300))
                 while self._to_complete:
                     job_id = self._to_complete[0]
-                    self._write_one(job_id, "success", lambda j=job_id: self.store.complete(self.id, [j]))
+                    self._write_one(job_id, "success", lambda j=job_id: self.store.jobs.complete(self.id, [j]))
                     self._to_complete.pop(0)
                     self._forget([job_id])
                     self.jobs_done += 1
@@ -560,7 +560,7 @@ class Worker:
         kept = [o for o in self._unsettled if o.result is Result.OK]
         if kept:
             try:
-                self.store.finish(self.id, [self._finished(o) for o in kept])
+                self.store.features.finish(self.id, [self._finished(o) for o in kept])
             except StoreUnavailable:
                 raise
             except Exception as exc:
@@ -568,7 +568,7 @@ class Worker:
                           len(kept), safe_text(exc, 300))
                 for outcome in kept:
                     self._write_one(outcome.row.id, "success",
-                                    lambda o=outcome: self.store.finish(self.id, [self._finished(o)]))
+                                    lambda o=outcome: self.store.features.finish(self.id, [self._finished(o)]))
                     self._unsettled.remove(outcome)
                     self._forget([outcome.row.id])
                     self.jobs_done += 1
@@ -597,7 +597,7 @@ class Worker:
             message = f"the worker could not record this run's {what}: {safe_text(exc, 500)}"
             log.error("job %s: %s", job_id, message, exc_info=exc)
         try:
-            self.store.bury(self.id, job_id, "errands.SettleError", message)
+            self.store.jobs.bury(self.id, job_id, "errands.SettleError", message)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -625,14 +625,14 @@ class Worker:
         row = outcome.row
         definition = self.app.registry.get(row.name)
         if outcome.result is Result.CANCELLED:
-            if self.store.settle_cancelled(self.id, row.id, self.app.result_ttl, outcome.error_message):
+            if self.store.features.settle_cancelled(self.id, row.id, self.app.result_ttl, outcome.error_message):
                 log.info("job %d %s was cancelled while running", row.id, row.name)
             return
         delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
                        retryable=outcome.result is Result.ERROR and definition is not None,
                        requested_delay=outcome.retry_delay)
         if delay is not None and definition is not None:
-            if self.store.retry_later(self.id, row.id, delay, outcome.error_text):
+            if self.store.jobs.retry_later(self.id, row.id, delay, outcome.error_text):
                 chain = chain_of(self.app.hooks, definition.behaviour.hooks)
                 if chain:
                     call_on_retry(chain, context_of(row, self.app), outcome.error_type, outcome.error_message, delay)
@@ -640,7 +640,7 @@ class Worker:
                          row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
                                                                 "queue": row.queue, "retry_in": delay})
             return
-        if self.store.bury(self.id, row.id, outcome.error_type, outcome.error_message):
+        if self.store.jobs.bury(self.id, row.id, outcome.error_type, outcome.error_message):
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
                         row.attempts, outcome.error_text, extra={"job_id": row.id, "job_name": row.name,
                                                                  "queue": row.queue, "attempt": row.attempts})
@@ -680,7 +680,7 @@ class Worker:
         unstarted = self._unstarted()
         if unstarted:
             try:
-                self.store.release(self.id, unstarted)
+                self.store.jobs.release(self.id, unstarted)
                 self._forget(unstarted)
             except StoreError as exc:
                 log.warning("could not give back %d buffered job(s) now (%s)", len(unstarted), exc)
@@ -703,9 +703,9 @@ class Worker:
                 self._flush_stats(force=True)
                 leftover = self.held_ids
                 if leftover:
-                    n = self.store.release(self.id, leftover)
+                    n = self.store.jobs.release(self.id, leftover)
                     log.warning("released %d unfinished job(s) for another worker: %s", n, leftover)
-                self.store.unregister_worker(self.id)
+                self.store.workers.unregister(self.id)
                 break
             except StoreError as exc:
                 log.warning("could not clean up on shutdown (%s); leases will expire instead", exc)
@@ -731,7 +731,7 @@ class Worker:
         delay = 0.5
         while True:
             try:
-                self.store.register_worker(self.id, socket.gethostname(), os.getpid(), self.settings.queues,
+                self.store.workers.register(self.id, socket.gethostname(), os.getpid(), self.settings.queues,
                                            self.settings.concurrency)
                 return
             except StoreUnavailable as exc:
@@ -766,23 +766,23 @@ class Worker:
                 # ours too: if their leases lapsed, recover_stale below would hand them out again.
                 held = self.held_ids
                 if held:
-                    self.store.extend_leases(self.id, held, self.lease)
-                self.store.heartbeat(self.id, self.jobs_done)
+                    self.store.jobs.extend_leases(self.id, held, self.lease)
+                self.store.workers.heartbeat(self.id, self.jobs_done)
                 if time.monotonic() >= next_rescue:
                     next_rescue = time.monotonic() + rescue_every
-                    report = self.store.recover_stale()
+                    report = self.store.jobs.recover_stale()
                     if report.released or report.buried:
                         log.warning("recovered stale jobs: released %s, buried %s", report.released,
                                     report.buried)
-                    self.store.prune_workers(older_than=forget_worker_after(self.lease))
-                    unblocked = self.store.sweep_blocked()
+                    self.store.workers.prune(older_than=forget_worker_after(self.lease))
+                    unblocked = self.store.features.sweep_blocked()
                     if unblocked:
                         log.warning("unblocked %d job(s) whose dependency had finished", unblocked)
                 if time.monotonic() >= next_prune:
                     next_prune = time.monotonic() + PRUNE_EVERY
-                    self.store.prune(self.app.failed_ttl)
-                    self.store.prune_stats()
-                    self.store.prune_accounts()
+                    self.store.features.prune(self.app.failed_ttl)
+                    self.store.insights.prune_stats()
+                    self.store.accounts.prune()
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
             except Exception:  # never let this thread die: the leases of running jobs would lapse
@@ -793,7 +793,7 @@ class Worker:
     def _cancel_async_runs(self) -> None:
         """Cancel the tasks of running async jobs whose cancellation was requested."""
         try:
-            requested = set(self.store.cancel_requests(self.id))
+            requested = set(self.store.features.cancel_requests(self.id))
         except Exception:  # the next beat asks again
             return
         for job_id in requested & set(self._futures):

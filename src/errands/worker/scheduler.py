@@ -60,7 +60,7 @@ class Scheduler:
         return max(0.01, wait)
 
     def _claim(self, schedule: Schedule, slot: datetime) -> None:
-        job_id = self.app.store.claim_periodic_slot(schedule.name, slot, schedule.prepare(slot.isoformat()))
+        job_id = self.app.store.features.claim_periodic_slot(schedule.name, slot, schedule.prepare(slot.isoformat()))
         self.seen[schedule.name] = slot
         if job_id is not None:
             log.info("periodic job %s enqueued for %s as job %d", schedule.name, slot.isoformat(), job_id)

@@ -230,17 +230,17 @@ class Supervisor:
         for attempt in range(5):
             try:
                 for job_id in charged:
-                    row = store.get_job(job_id)
+                    row = store.jobs.get_job(job_id)
                     text = message.format(timeout=f"{row.timeout:g}" if row and row.timeout else "?")
-                    again, dead = store.force_release(owner, [job_id], error_type, text, backoff_for)
+                    again, dead = store.jobs.force_release(owner, [job_id], error_type, text, backoff_for)
                     if dead:
                         log.warning("job %d moved to the dead letter: %s: %s", job_id, error_type, text)
                     elif again:
                         log.warning("job %d will be retried: %s: %s", job_id, error_type, text)
-                rest = [job_id for job_id in store.reserved_by(owner) if job_id not in charged]
+                rest = [job_id for job_id in store.jobs.reserved_by(owner) if job_id not in charged]
                 if rest:
-                    store.release(owner, rest)
-                store.unregister_worker(owner)
+                    store.jobs.release(owner, rest)
+                store.workers.unregister(owner)
                 return
             except StoreError as exc:
                 log.warning("cannot settle jobs of a dead worker process yet: %s", exc)

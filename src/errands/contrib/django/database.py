@@ -14,6 +14,8 @@ from urllib.parse import quote, urlencode
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ...store.registry import by_vendor
+
 _PG_DJANGO_ONLY = {"isolation_level", "server_side_binding", "pool", "cursor_factory", "prepare_threshold",
                    "context"}
 """PostgreSQL ``OPTIONS`` that Django consumes itself; every other key is a libpq parameter."""
@@ -38,12 +40,9 @@ def url_for_connection(connection: Any, explicit: str | None = None) -> str:
     vendor = connection.vendor
     settings = connection.settings_dict
     alias = connection.alias
-    if vendor == "sqlite":
-        return _sqlite(connection, settings, alias)
-    if vendor == "postgresql":
-        return _postgres(settings, alias)
-    if vendor == "mysql":
-        return _mysql(settings, alias)
+    backend = by_vendor(vendor)
+    if backend is not None:
+        return _URL_OF[backend.name](connection, settings, alias)
     raise ImproperlyConfigured(f"errands runs on SQLite, PostgreSQL and MySQL/MariaDB; DATABASES[{alias!r}] uses "
                                f"{settings.get('ENGINE')!r} ({vendor})")
 
@@ -114,3 +113,11 @@ def _hostport(host: str, port: Any) -> str:
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     return host + (f":{int(port)}" if port not in (None, "") else "")
+
+
+_URL_OF = {
+    "sqlite": _sqlite,
+    "postgresql": lambda connection, settings, alias: _postgres(settings, alias),
+    "mysql": lambda connection, settings, alias: _mysql(settings, alias),
+}
+"""How each backend of :mod:`errands.store.registry` turns Django's settings into a URL."""

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from ...core.payload import decode_arguments
 from ...core.rows import FailedJobRow, JobRow, JobState, ResultRow
-from ...store.base import SQLStore
+from ...store import Store
 from .compat import TaskError, TaskResult, TaskResultStatus
 
 UNKNOWN_WORKER = "unknown"
@@ -41,18 +41,18 @@ UNKNOWN_WORKER = "unknown"
 Found = tuple[JobRow, datetime] | FailedJobRow | ResultRow
 
 
-def lookup(store: SQLStore, job_id: int) -> Found | None:
+def lookup(store: Store, job_id: int) -> Found | None:
     """Where the job is now.  A job moves jobs -> dead letter -> jobs (an operator's retry), or
     jobs -> results; reading in that order, a second pass covers a retry that happened between
     two reads."""
     for _ in range(2):
-        row = store.get_job(job_id)
+        row = store.jobs.get_job(job_id)
         if row is not None:
             return row, store.now()
-        failed = store.get_failed(job_id)
+        failed = store.jobs.get_failed(job_id)
         if failed is not None:
             return failed
-        ended = store.get_result(job_id)
+        ended = store.features.get_result(job_id)
         if ended is not None:
             return ended
     return None

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ...store import SQLStore, open_store
+from ...store import Store, open_store
 from .compat import task_backends
 
 DDL_URLS = {"sqlite": "sqlite:///unused.db", "postgresql": "postgresql:///unused", "mysql": "mysql:///unused"}
@@ -52,7 +52,7 @@ def migrate_connection(connection: Any) -> list[int]:
     return applied
 
 
-def ddl_store(vendor: str, prefix: str) -> SQLStore:
+def ddl_store(vendor: str, prefix: str) -> Store:
     if vendor not in DDL_URLS:
         from django.core.exceptions import ImproperlyConfigured
 

@@ -10,7 +10,7 @@ Two ways to claim, chosen by behaviour rather than by version string:
   carrying that stamp.  InnoDB re-checks the WHERE on rows another transaction
   just changed, so two workers cannot both win a row.
 
-The first claim probes for SKIP LOCKED once (:meth:`MySQLStore.supports_skip_locked`);
+The first claim probes for SKIP LOCKED once (:meth:`MySQLDialect.supports_skip_locked`);
 a server without it switches this store to ``update`` for good.  ``?claim=update`` (or
 ``skip_locked``) in the URL, or the ``claim=`` argument, forces one path, which is how
 the tests cover both on the same server.  Deadlocks and lock wait timeouts are retried
@@ -27,10 +27,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..core.errors import ConfigurationError, StoreUnavailable
-from ..core.extras import MissingExtra
-from ..core.rows import FAR_PAST
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
+from ...core.config import mask_url
+from ...core.errors import ConfigurationError, StoreUnavailable
+from ...core.extras import MissingExtra
+from ...core.rows import FAR_PAST
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, PollingListener, Step
 
 try:
     import pymysql
@@ -57,9 +58,9 @@ class _NewRowsListener(PollingListener):
     jobs that merely become due (a delay ends) are found by the worker's regular poll.
     """
 
-    def __init__(self, store: MySQLStore) -> None:
-        self.conn = store._connect()
-        self.sql = store.q("SELECT MAX(id) FROM {jobs}")
+    def __init__(self, dialect: MySQLDialect) -> None:
+        self.conn = dialect.connect()
+        self.sql = dialect.q("SELECT MAX(id) FROM {jobs}")
         super().__init__()
 
     def _read(self) -> int:
@@ -74,8 +75,12 @@ class _NewRowsListener(PollingListener):
         self.conn.close()
 
 
-class MySQLStore(SQLStore):
-    dialect = "mysql"
+class MySQLDialect(Dialect):
+    name = "mysql"
+    now_sql = NOW
+    plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
+    minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
+    schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
 
     def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:
         super().__init__(url, prefix=prefix)
@@ -96,7 +101,7 @@ class MySQLStore(SQLStore):
         self.returning: bool | None = None
         database = parts.path.lstrip("/")
         if not database:
-            raise ConfigurationError(f"MySQL URL {self.safe_url!r} names no database; add /dbname")
+            raise ConfigurationError(f"MySQL URL {mask_url(url)!r} names no database; add /dbname")
         self._params: dict[str, Any] = {
             "host": parts.hostname or "127.0.0.1",
             "port": parts.port or 3306,
@@ -111,30 +116,30 @@ class MySQLStore(SQLStore):
             self._params["unix_socket"] = options["unix_socket"]
 
     # ------------------------------------------------------------------ connection
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         conn = pymysql.connect(**self._params)
         with conn.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cur.execute("SET SESSION time_zone = '+00:00'")
         return conn
 
-    def _begin(self, conn: Any) -> None:
+    def begin(self, conn: Any) -> None:
         conn.begin()
 
     def listener(self) -> Listener | None:
         try:
             return _NewRowsListener(self)
         except MySQLError as exc:
-            raise StoreUnavailable(f"cannot poll {self.safe_url}: {exc}") from exc
+            raise StoreUnavailable(f"cannot poll {mask_url(self.url)}: {exc}") from exc
 
-    def _socket_of(self, conn: Any) -> int | None:
+    def socket_of(self, conn: Any) -> int | None:
         sock = getattr(conn, "_sock", None)  # PyMySQL has no public accessor; None once closed
         try:
             return -1 if sock is None else int(sock.fileno())
         except OSError:
             return -1
 
-    def _classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, InterfaceError):
             return UNAVAILABLE
         if isinstance(exc, MySQLError):
@@ -149,7 +154,7 @@ class MySQLStore(SQLStore):
         return None
 
     @contextmanager
-    def _migration_lock(self, conn: Any) -> Iterator[None]:
+    def migration_lock(self, conn: Any) -> Iterator[None]:
         # DDL commits implicitly in MySQL, so a named lock (not a transaction) serialises migrations.
         with conn.cursor() as cur:
             cur.execute("SELECT GET_LOCK(%s, 60)", (self.t_schema,))
@@ -160,13 +165,7 @@ class MySQLStore(SQLStore):
                 cur.execute("SELECT RELEASE_LOCK(%s)", (self.t_schema,))
 
     # ------------------------------------------------------------------ time
-    def now_sql(self) -> str:
-        return NOW
-
-    def plus_seconds_sql(self) -> str:
-        return f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
-
-    def _highest_id_row(self, cur: Any) -> Any:
+    def highest_id_row(self, cur: Any) -> Any:
         # The next AUTO_INCREMENT value, minus one.  MySQL 8 caches it in information_schema for a
         # day unless the session says otherwise; MariaDB has no such cache (nor the variable).
         try:
@@ -188,12 +187,12 @@ class MySQLStore(SQLStore):
         return value.astimezone(timezone.utc).replace(tzinfo=None)
 
     # ------------------------------------------------------------------ schema
-    def schema_table_ddl(self) -> str:
-        return "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
-
-    def migrations(self) -> list[tuple[int, list[str | Step]]]:
+    def migrations(self) -> Migrations:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        return [(1, [self.q(s) for s in (
+        return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table))]
+
+    def _version_1(self, table: str) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
             " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
             " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload MEDIUMTEXT NOT NULL,"
@@ -215,7 +214,10 @@ class MySQLStore(SQLStore):
             " id VARCHAR(120) NOT NULL PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INT NOT NULL,"
             " queues TEXT NOT NULL, concurrency INT NOT NULL, started_at DATETIME(6) NOT NULL,"
             " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
-        )]), (2, self._version_2(table)), (3, [self.q(s) for s in (
+        )]
+
+    def _version_3(self, table: str) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {users} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
             " username VARCHAR(100) NOT NULL, password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL,"
             " disabled INT NOT NULL DEFAULT 0, theme VARCHAR(10) NOT NULL DEFAULT 'auto',"
@@ -236,7 +238,7 @@ class MySQLStore(SQLStore):
             " detail TEXT NULL)" + table,
             "CREATE TABLE IF NOT EXISTS {stats} (minute DATETIME(6) NOT NULL, queue VARCHAR(60) NOT NULL,"
             " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))" + table,
-        )])]
+        )]
 
     def _version_2(self, table: str) -> list[str | Step]:
         """MySQL commits each DDL statement on its own, so a step that ran before a crash must be
@@ -299,7 +301,7 @@ class MySQLStore(SQLStore):
             )),
         ]
 
-    def _after_schema_check(self, cur: Any) -> None:
+    def after_schema_check(self, cur: Any) -> None:
         # Before MySQL 8 (and MariaDB 10.2.4) InnoDB resets AUTO_INCREMENT to MAX(id)+1 on restart,
         # which could hand out again an id that now lives in the dead letter.  Keep the counter above it.
         cur.execute(self.q("SELECT MAX(id) FROM {failed}"))
@@ -313,10 +315,10 @@ class MySQLStore(SQLStore):
             cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
 
     # ------------------------------------------------------------------ insert
-    def _insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
+    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
         if self.returning is not False:
             try:
-                ids = super()._insert_returning_ids(cur, sql, params, count)
+                ids = super().insert_returning_ids(cur, sql, params, count)
                 self.returning = True
                 return ids
             except ProgrammingError as exc:
@@ -351,32 +353,28 @@ class MySQLStore(SQLStore):
         cur.execute(self.q("SELECT DISTINCT queue FROM {failed}"))
         return found | {r[0] for r in cur.fetchall()}
 
-    def minute_sql(self) -> str:
-        return "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
-
     def epoch_sql(self, column: str) -> str:
         # Times are stored as UTC DATETIMEs; TIMESTAMPDIFF ignores the session's time zone.
         return f"TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', {column})"
 
-    def _stats_upsert(self) -> str:
-        return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql() +
+    def stats_upsert(self) -> str:
+        return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql +
                 ", %s, %s, %s) ON DUPLICATE KEY UPDATE succeeded = succeeded + VALUES(succeeded), "
                 "failed = failed + VALUES(failed)")
 
-    def _insert_ignore(self, table: str, columns: str) -> str:
+    def insert_ignore(self, table: str, columns: str) -> str:
         marks = ", ".join("%s" for _ in columns.split(","))
         return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks})"
 
-    def _upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
+    def upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
         marks = ", ".join("%s" for _ in range(len(columns) + 1))
         updates = ", ".join(f"{c} = VALUES({c})" for c in columns)
         return f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {updates}"
 
-
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True
 
-    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         if self.claim_mode == "auto":
             if self.supports_skip_locked(cur):
                 self.claim_mode = "skip_locked"
@@ -414,7 +412,7 @@ class MySQLStore(SQLStore):
             return []
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
-                           "attempts = attempts + 1 WHERE id IN (") + self._in(rows) + ")",
+                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
                     [owner, float(lease), *(r[0] for r in rows)])
         return [(*r[:5], r[5] + 1, r[6], r[7], owner, r[9], r[10]) for r in rows]
 
@@ -433,6 +431,10 @@ class MySQLStore(SQLStore):
         return queue in self._paused_names
 
     _paused_names: frozenset[str] = frozenset()
+    _paused_until = 0.0
+
+    def after_pause(self) -> None:
+        self._paused_until = 0.0  # read the paused queues again at the next claim
 
     #: Ready rows past ``limit`` that one fallback claim considers.
     claim_window = 32
@@ -457,7 +459,7 @@ class MySQLStore(SQLStore):
             now = cur.fetchone()[0]
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
-                               "attempts = attempts + 1 WHERE id IN (" + self._in(candidates) + ") "
+                               "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
                                "AND reserved_by IS NULL AND available_at <= %s ORDER BY priority DESC, id LIMIT %s"),
                         (owner, now, until, *candidates, now, int(limit)))
             if cur.rowcount:

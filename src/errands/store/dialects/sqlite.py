@@ -19,9 +19,21 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from ..core.errors import ConfigurationError, StoreError
-from ..core.rows import epoch_to_datetime
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, PollingListener, SQLStore, Step
+from ...core.errors import ConfigurationError, StoreError
+from ...core.rows import epoch_to_datetime
+from .base import (
+    CLAIM_COLUMNS,
+    FAIL,
+    RETRY,
+    UNAVAILABLE,
+    Dialect,
+    Listener,
+    Migrations,
+    PollingListener,
+    RunFn,
+    Step,
+    claim_order,
+)
 
 T = TypeVar("T")
 
@@ -115,13 +127,22 @@ class _DataVersionListener(PollingListener):
         self.conn.close()
 
 
-class SQLiteStore(SQLStore):
-    dialect = "sqlite"
+class SQLiteDialect(Dialect):
+    name = "sqlite"
     placeholder = "?"
     lock_rows = ""  # BEGIN IMMEDIATE already holds the only write lock
     lock_rows_skip = ""
     auto_migrate = True
     explain_prefix = "EXPLAIN QUERY PLAN "
+    now_sql = NOW
+    plus_seconds_sql = f"({NOW} + ?)"
+    minute_sql = f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
+    # "+queue" keeps the claim index out: through it SQLite read every row of the queue and
+    # sorted them by id (600 ms for six queues of a million jobs); in rowid order it stops at
+    # the thousandth ready job (2 ms).  Only asked for queues with many waiting jobs.
+    first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE +queue = {p} "
+                       "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+                       "ORDER BY id LIMIT 1000) first_ready")
     claim_needs_transaction = True
     """The claim is one statement, but it runs inside BEGIN IMMEDIATE ... COMMIT so that a claim
     that fails while its rows are read (TEXT that is not UTF-8, see ``_run``) is rolled back for
@@ -140,7 +161,7 @@ class SQLiteStore(SQLStore):
         self.busy_timeout_ms = int(options.get("busy_timeout", [str(BUSY_TIMEOUT_MS)])[0])
         self.synchronous, self.synchronous_from = synchronous_setting(url)
 
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
                                check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -149,33 +170,37 @@ class SQLiteStore(SQLStore):
         conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")  # one of SYNCHRONOUS_MODES
         return conn
 
-    def _begin(self, conn: Any) -> None:
+    def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
 
-    def _run(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
-        """As every store's, and tolerant of TEXT that is not UTF-8.
+    def wrap_run(self, run: RunFn, connection: Callable[[], Any]) -> RunFn:
+        """The database's ``run``, tolerant of TEXT that is not UTF-8.
 
         SQLite keeps whatever bytes another program wrote into a TEXT column, and sqlite3 refuses to
         read such a value, failing the whole statement: one bad row would stop every claim of its
         queue.  Statements that change rows and return text run in a transaction (the claim), which
         the failure rolled back; reads change nothing.  So it runs again with the bad text read as
         surrogate escapes.  Only then: the usual reading is sqlite3's C path, a third faster."""
-        try:
-            return super()._run(fn, write=write, attempts=attempts)
-        except StoreError as exc:
-            if not _undecodable(exc.__cause__):
-                raise
-        conn = self.connection()
-        conn.text_factory = _text_with_escapes
-        try:
-            return super()._run(fn, write=write, attempts=attempts)
-        finally:
-            conn.text_factory = str
+
+        def tolerant(fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
+            try:
+                return run(fn, write=write, attempts=attempts)
+            except StoreError as exc:
+                if not _undecodable(exc.__cause__):
+                    raise
+            conn = connection()
+            conn.text_factory = _text_with_escapes
+            try:
+                return run(fn, write=write, attempts=attempts)
+            finally:
+                conn.text_factory = str
+
+        return tolerant
 
     def listener(self) -> Listener | None:
-        return _DataVersionListener(self._connect, self.q("SELECT MAX(id) FROM {jobs}"))
+        return _DataVersionListener(self.connect, self.q("SELECT MAX(id) FROM {jobs}"))
 
-    def _classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, sqlite3.OperationalError):
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
@@ -187,11 +212,6 @@ class SQLiteStore(SQLStore):
             return FAIL
         return None
 
-    def now_sql(self) -> str:
-        return NOW
-
-    def plus_seconds_sql(self) -> str:
-        return f"({NOW} + ?)"
 
     def to_datetime(self, value: Any) -> datetime:
         return epoch_to_datetime(value)
@@ -201,8 +221,11 @@ class SQLiteStore(SQLStore):
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
         return value.timestamp()
 
-    def migrations(self) -> list[tuple[int, list[str | Step]]]:
-        return [(1, [self.q(s) for s in (
+    def migrations(self) -> Migrations:
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3())]
+
+    def _version_1(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
             " id INTEGER PRIMARY KEY AUTOINCREMENT,"
             " queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
@@ -225,7 +248,10 @@ class SQLiteStore(SQLStore):
             " id TEXT PRIMARY KEY, hostname TEXT NOT NULL, pid INTEGER NOT NULL, queues TEXT NOT NULL,"
             " concurrency INTEGER NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,"
             " jobs_done INTEGER NOT NULL DEFAULT 0)",
-        )]), (2, [self.q(s) for s in (
+        )]
+
+    def _version_2(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             *(f"ALTER TABLE {{jobs}} ADD COLUMN {c}" for c in (
                 "unique_key TEXT", "blocked_by INTEGER", "batch_id INTEGER", "concurrency_key TEXT",
                 "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at REAL", "admitted_at REAL",
@@ -259,7 +285,10 @@ class SQLiteStore(SQLStore):
             "CREATE TABLE {queues} (name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
             " changed_at REAL NOT NULL)",
             "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
-        )]), (3, [self.q(s) for s in (
+        )]
+
+    def _version_3(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE {users} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL UNIQUE,"
             " password_hash TEXT NOT NULL, role TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
             " theme TEXT NOT NULL DEFAULT 'auto', created_at REAL NOT NULL, last_login_at REAL)",
@@ -278,34 +307,23 @@ class SQLiteStore(SQLStore):
             "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
             "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
             " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
-        )])]
+        )]
 
     def floor_sql(self, expr: str) -> str:
         """SQLite has FLOOR only when built with its math functions (CPython's Windows build is not)."""
         return f"CAST({expr} AS INTEGER)"
 
-    def minute_sql(self) -> str:
-        return f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
-
     def epoch_sql(self, column: str) -> str:
         return column  # stored as epoch seconds already
 
-    def _first_ready_sql(self) -> str:
-        # "+queue" keeps the claim index out: through it SQLite read every row of the queue and
-        # sorted them by id (600 ms for six queues of a million jobs); in rowid order it stops at
-        # the thousandth ready job (2 ms).  Only asked for queues with many waiting jobs.
-        return ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE +queue = {p} "
-                "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
-                "ORDER BY id LIMIT 1000) first_ready")
-
-    def _highest_id_row(self, cur: Any) -> Any:
+    def highest_id_row(self, cur: Any) -> Any:
         # AUTOINCREMENT keeps the highest id ever used in sqlite_sequence, and never reuses one.
         cur.execute("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = ?", (self.t_jobs,))
         return cur.fetchone()
 
-    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
             "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
             (owner, float(lease), *self.pick_params(queue, limit)))
-        return self.claim_order(cur.fetchall())
+        return claim_order(cur.fetchall())

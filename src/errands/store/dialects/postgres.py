@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..core.errors import ConfigurationError, StoreUnavailable
-from ..core.extras import MissingExtra
-from ..core.rows import FAR_FUTURE, FAR_PAST, NewJob
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Listener, SQLStore, Step
+from ...core.config import mask_url
+from ...core.errors import ConfigurationError, StoreUnavailable
+from ...core.extras import MissingExtra
+from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
+from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, Step, claim_order
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -73,8 +74,13 @@ class _NotifyListener(Listener):
         self.conn.close()
 
 
-class PostgresStore(SQLStore):
-    dialect = "postgresql"
+class PostgresDialect(Dialect):
+    name = "postgresql"
+    now_sql = "now()"
+    plus_seconds_sql = "(now() + make_interval(secs => %s))"
+    minute_sql = "date_trunc('minute', now())"
+    transaction_from = COPY_FROM
+    """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
     _id_sequence: str | None = None
 
     def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
@@ -86,11 +92,11 @@ class PostgresStore(SQLStore):
 
     def listener(self) -> Listener | None:
         try:
-            return _NotifyListener(self._connect, self.channel)
+            return _NotifyListener(self.connect, self.channel)
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot LISTEN on {self.safe_url}: {exc}") from exc
+            raise StoreUnavailable(f"cannot LISTEN on {mask_url(self.url)}: {exc}") from exc
 
-    def _insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
         """One fixed statement whatever the batch size: columns travel as arrays and ``unnest``
         turns them back into rows, so the statement is parsed and planned once (psycopg prepares
         it after a few uses) instead of once per batch shape.
@@ -120,9 +126,6 @@ class PostgresStore(SQLStore):
                                          [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
             ids += sorted(int(r[0]) for r in cur.fetchall())
         return ids
-
-    def _enqueue_in_transaction(self, count: int) -> bool:
-        return count >= COPY_FROM or count > BULK_CHUNK
 
     def _copy_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
         """Large batches: reserve ids from the sequence, then COPY the rows (the fastest way in).
@@ -159,7 +162,7 @@ class PostgresStore(SQLStore):
                 else:
                     due = now_us
                 write((job_id, j.queue, j.name, j.payload, j.priority, 0, j.max_attempts, j.timeout, due, now_us))
-        self._notify(cur, {j.queue for j in jobs})
+        self.after_insert(cur, {j.queue for j in jobs})
         return [int(i) for i in ids]
 
     @property
@@ -178,16 +181,16 @@ class PostgresStore(SQLStore):
                       "%s::float8[]) WITH ORDINALITY AS u(q, n, p, pr, ma, t, ra, d, ord) ORDER BY ord "
                       f"RETURNING id, pg_notify('{self.channel}', queue)")
 
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
         return conn
 
-    def _begin(self, conn: Any) -> None:
+    def begin(self, conn: Any) -> None:
         conn.execute("BEGIN")
 
-    def _socket_of(self, conn: Any) -> int | None:
+    def socket_of(self, conn: Any) -> int | None:
         if conn.closed or conn.broken:
             return -1
         try:
@@ -195,7 +198,7 @@ class PostgresStore(SQLStore):
         except psycopg.Error:
             return -1
 
-    def _classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> str | None:
         if isinstance(exc, _RETRYABLE):
             return RETRY
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
@@ -206,13 +209,7 @@ class PostgresStore(SQLStore):
             return FAIL
         return None
 
-    def now_sql(self) -> str:
-        return "now()"
-
-    def plus_seconds_sql(self) -> str:
-        return "(now() + make_interval(secs => %s))"
-
-    def _highest_id_row(self, cur: Any) -> Any:
+    def highest_id_row(self, cur: Any) -> Any:
         # The sequence's last value (NULL before its first use): no table scan, and finished jobs count.
         cur.execute("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')::regclass), 0)",
                     (self.t_jobs,))
@@ -228,13 +225,16 @@ class PostgresStore(SQLStore):
         return value
 
     @contextmanager
-    def _migration_lock(self, conn: Any) -> Iterator[None]:
+    def migration_lock(self, conn: Any) -> Iterator[None]:
         # Transaction-scoped: released at commit, so many processes may call migrate() at once.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
         yield
 
-    def migrations(self) -> list[tuple[int, list[str | Step]]]:
-        return [(1, [self.q(s) for s in (
+    def migrations(self) -> Migrations:
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3())]
+
+    def _version_1(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {jobs} ("
             " id BIGSERIAL PRIMARY KEY,"
             " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL,"
@@ -260,7 +260,10 @@ class PostgresStore(SQLStore):
             " id VARCHAR(120) PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INTEGER NOT NULL,"
             " queues TEXT NOT NULL, concurrency INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL,"
             " heartbeat_at TIMESTAMPTZ NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)",
-        )]), (2, [self.q(s) for s in (
+        )]
+
+    def _version_2(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             "ALTER TABLE {jobs} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in (
                 "unique_key VARCHAR(255)", "blocked_by BIGINT", "batch_id BIGINT", "concurrency_key VARCHAR(255)",
                 "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at TIMESTAMPTZ", "admitted_at TIMESTAMPTZ",
@@ -297,7 +300,10 @@ class PostgresStore(SQLStore):
             "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
             " changed_at TIMESTAMPTZ NOT NULL)",
             "CREATE INDEX IF NOT EXISTS {failed}_failed_at ON {failed} (failed_at)",
-        )]), (3, [self.q(s) for s in (
+        )]
+
+    def _version_3(self) -> list[str | Step]:
+        return [self.q(s) for s in (
             "CREATE TABLE IF NOT EXISTS {users} (id BIGSERIAL PRIMARY KEY, username VARCHAR(100) NOT NULL UNIQUE,"
             " password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
             " theme VARCHAR(10) NOT NULL DEFAULT 'auto', created_at TIMESTAMPTZ NOT NULL, last_login_at TIMESTAMPTZ)",
@@ -316,38 +322,31 @@ class PostgresStore(SQLStore):
             "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
             "CREATE TABLE IF NOT EXISTS {stats} (minute TIMESTAMPTZ NOT NULL, queue VARCHAR(60) NOT NULL,"
             " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))",
-        )])]
+        )]
 
     # ------------------------------------------------------------------ feature statements
-    def _insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
+    def insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
         cur.execute(sql + " RETURNING id", params)
         return int(cur.fetchone()[0])
 
-    def _insert_rich(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
-        # Jobs that use a feature (a kept result, a unique key, a batch...) skip the fast path's
-        # INSERT, which carries the wake-up: notify here, once per queue, or an idle worker would
-        # only find them at its next poll (--sleep).  Delivered at commit, like the fast path's.
-        ids = super()._insert_rich(cur, jobs)
-        self._notify(cur, {j.queue for j in jobs})
-        return ids
+    def after_insert(self, cur: Any, queues: set[str]) -> None:
+        """Wake idle workers of ``queues`` when the caller's transaction commits (one statement).
 
-    def _notify(self, cur: Any, queues: set[str]) -> None:
-        """Wake idle workers of ``queues`` when the caller's transaction commits (one statement)."""
+        Jobs that use a feature (a kept result, a unique key, a batch...) skip the fast path's
+        INSERT, which carries the wake-up: notify here, once per queue, or an idle worker would
+        only find them at its next poll (--sleep).  Delivered at commit, like the fast path's."""
         if queues:
             cur.execute("SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q", (self.channel, sorted(queues)))
-
-    def minute_sql(self) -> str:
-        return "date_trunc('minute', now())"
 
     def epoch_sql(self, column: str) -> str:
         return f"EXTRACT(EPOCH FROM {column})"
 
-    def _after_unblock(self, cur: Any, children: Sequence[int]) -> None:
+    def after_unblock(self, cur: Any, children: Sequence[int]) -> None:
         # Idle workers learn at once that the next job of a chain is ready.
         cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))
-        self._notify(cur, {queue for (queue,) in cur.fetchall()})
+        self.after_insert(cur, {queue for (queue,) in cur.fetchall()})
 
-    def _claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,
         # for this statement's transaction only): that wait was most of an idle worker's pickup
         # time.  If the server crashes before the flush, the claim is undone and the job is simply
@@ -361,4 +360,4 @@ class PostgresStore(SQLStore):
             "FROM picked, async WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
             (*self.pick_params(queue, limit), owner, float(lease)))
-        return self.claim_order(cur.fetchall())
+        return claim_order(cur.fetchall())

@@ -1,0 +1,72 @@
+"""The store: focused parts over one database and its dialect.
+
+``store.jobs`` (enqueue, claim, settle, dead letter), ``store.workers`` (the registry),
+``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
+``store.insights`` (read models) and ``store.accounts`` (dashboard users) share one
+:class:`~errands.store.database.Database`; the store itself holds the lifecycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from .accounts import AccountStore
+from .database import Database
+from .dialects.base import Dialect, Listener
+from .features import FeatureStore
+from .insights import InsightStore
+from .jobs import JobStore
+from .steps import Steps
+from .workers import WorkerStore
+
+
+class Store:
+    """errands' tables in one database, as the app, workers and dashboard use them."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.db = Database(dialect)
+        self.url = dialect.url
+        self.prefix = dialect.prefix
+        steps = Steps(dialect)
+        self.jobs = JobStore(self.db, steps)
+        self.workers = WorkerStore(self.db)
+        self.features = FeatureStore(self.db, steps)
+        self.insights = InsightStore(self.db)
+        self.accounts = AccountStore(self.db)
+
+    @property
+    def safe_url(self) -> str:
+        return self.db.safe_url
+
+    def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
+        """Create or upgrade the tables (see :meth:`Database.migrate`)."""
+        return self.db.migrate(progress, cursor=cursor)
+
+    def current_version(self) -> int | None:
+        """The recorded schema version; None when errands' tables do not exist (never migrates)."""
+        return self.db.current_version()
+
+    def pending_migration_steps(self) -> int:
+        return self.db.pending_migration_steps()
+
+    def migration_sql(self) -> str:
+        return self.db.migration_sql()
+
+    def now(self) -> datetime:
+        """The database's clock: every due time and lease is judged by it, not by this host's."""
+        return self.db.now()
+
+    def listener(self) -> Listener | None:
+        """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
+        return self.dialect.listener()
+
+    def release_thread_connection(self) -> None:
+        """Close this thread's connection (threads that end call this, so none is left open)."""
+        self.db.release_thread_connection()
+
+    def close(self) -> None:
+        """Close every connection this process opened, in any thread."""
+        self.db.close()

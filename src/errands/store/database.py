@@ -1,0 +1,316 @@
+"""Connections, transactions and error mapping, the same on every database.
+
+One connection per thread, never used across a fork; ``run(fn, write=...)`` hands ``fn`` a
+cursor (inside a transaction when it writes), retries deadlocks and busy locks, and turns a
+lost server into :class:`StoreUnavailable` and any other refusal into :class:`StoreError`.
+The schema is checked (SQLite: created) once per process before the first statement.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..core.config import mask_url
+from ..core.errors import SchemaError, StoreError, StoreUnavailable
+from ..core.payload import safe_text
+from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+
+T = TypeVar("T")
+
+_jitter = random.Random()
+"""Jitter from errands' own generator: the application's global ``random`` state (which its tests may
+seed) is never drawn from by a worker's threads."""
+
+_INHERITED: list[Any] = []
+_FORKS = [0]
+"""How many forks this process descends from: a thread-local connection opened under another
+count was inherited.  Cheaper than comparing os.getpid() (a system call) on every statement."""
+
+
+def _count_fork() -> None:
+    _FORKS[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
+
+class Database:
+    """Connections to one database and the one way statements reach it."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._local = threading.local()
+        self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
+        self._open_lock = threading.Lock()
+        self._schema_checked = False
+        self._schema_lock = threading.Lock()
+        self._guarded = dialect.wrap_run(self._attempts, self.connection)
+
+    @property
+    def safe_url(self) -> str:
+        return mask_url(self.dialect.url)
+
+    # ------------------------------------------------------------------ connections
+    def connection(self) -> Any:
+        """This thread's connection, opened on first use and never shared across a fork."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None:
+            if getattr(local, "forks", None) == _FORKS[0]:
+                if not self._closed_by_server(conn):
+                    return conn
+                # The server ended this idle connection (it restarted, or timed the session out).
+                # Nothing has been sent on it, so a new one is safe even for a write.
+                self.release_thread_connection()
+            else:
+                # Inherited through fork: never use it and never let it be garbage-collected here,
+                # because closing it would send a goodbye on the parent's socket.
+                _INHERITED.append(conn)
+                local.conn = None
+        try:
+            conn = self.dialect.connect()
+        except Exception as exc:
+            if self.dialect.classify(exc) is None:
+                raise
+            raise StoreUnavailable(f"database unavailable: cannot connect to {self.safe_url}: {exc}") from exc
+        local.conn, local.pid, local.forks = conn, os.getpid(), _FORKS[0]
+        with self._open_lock:
+            self._open.append((os.getpid(), conn))
+        return conn
+
+    def _closed_by_server(self, conn: Any) -> bool:
+        """Whether an idle connection already has something to read, which can only be the server's
+        goodbye (an error message, end of file): no request is outstanding on it.  One poll with no
+        timeout, so a thread whose connection died in a restart reconnects instead of failing once."""
+        fd = self.dialect.socket_of(conn)
+        if fd is None:
+            return False
+        if fd < 0:
+            return True
+        try:
+            if hasattr(select, "poll"):
+                poller = select.poll()
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+                return bool(poller.poll(0))
+            return bool(select.select([fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def release_thread_connection(self) -> None:
+        """Close this thread's connection (threads that end call this too)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            with self._open_lock:
+                self._open = [(pid, c) for pid, c in self._open if c is not conn]
+            try:
+                conn.close()
+            except Exception:  # the connection is already broken; closing is best effort
+                pass
+
+    def close(self) -> None:
+        """Close every connection this process opened, in any thread."""
+        self.release_thread_connection()
+        with self._open_lock:
+            mine = [c for pid, c in self._open if pid == os.getpid()]
+            self._open = [(pid, c) for pid, c in self._open if pid != os.getpid()]
+        for conn in mine:
+            try:
+                conn.close()
+            except Exception:  # best effort: the connection may belong to a thread mid-call or be broken
+                pass
+
+    # ------------------------------------------------------------------ statements
+    def run(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
+        """Run ``fn(cursor)``; inside a transaction when ``write``; map driver errors.
+
+        Deadlocks and "database is locked" are retried with a short random pause;
+        a lost connection is dropped (the next call reconnects) and surfaces as
+        :class:`StoreUnavailable` so the caller decides how long to wait.
+        """
+        self.ensure_schema()
+        return self._guarded(fn, write=write, attempts=attempts)
+
+    def run_unchecked(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
+        """:meth:`run` without the schema check (``errands doctor`` must not migrate what it looks at)."""
+        return self._guarded(fn, write=write, attempts=attempts)
+
+    def _attempts(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
+        for attempt in range(1, attempts + 1):
+            conn = self.connection()
+            in_tx = False
+            try:
+                cur = conn.cursor()
+                try:
+                    if write:
+                        self.dialect.begin(conn)
+                        in_tx = True
+                    result = fn(cur)
+                    if write:
+                        conn.commit()
+                        in_tx = False
+                    return result
+                finally:
+                    cur.close()
+            except Exception as exc:
+                kind = self.dialect.classify(exc)
+                if kind is None:
+                    if in_tx:
+                        self._rollback(conn)
+                    if isinstance(exc, UnicodeError):  # text no driver can send: a refusal like any other
+                        raise StoreError(f"{self.dialect.name}: cannot store text: {safe_text(exc, 300)}") from exc
+                    raise
+                if kind == UNAVAILABLE:
+                    self.release_thread_connection()
+                    raise StoreUnavailable(f"database {self.safe_url} is unavailable: {exc}") from exc
+                if in_tx:
+                    self._rollback(conn)
+                if kind == RETRY and attempt < attempts:
+                    time.sleep(_jitter.uniform(0.001, 0.005 * attempt))
+                    continue
+                raise StoreError(f"{self.dialect.name}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            conn.rollback()
+        except Exception:  # rollback of a broken connection; the error that matters is raised by the caller
+            self.release_thread_connection()
+
+    def on_cursor(self, fn: Callable[[Any], T], cursor: Any, what: str) -> T:
+        """Run ``fn`` on the caller's own cursor and transaction (which the caller commits), with
+        driver errors mapped as :meth:`run` maps them."""
+        try:
+            self.ensure_schema(cursor)
+            return fn(cursor)
+        except Exception as exc:
+            kind = self.dialect.classify(exc)
+            if kind is None:
+                raise
+            error = StoreUnavailable if kind == UNAVAILABLE else StoreError
+            raise error(f"{self.dialect.name}: {what} on the caller's transaction failed: {exc}") from exc
+
+    def now_in(self, cur: Any) -> datetime:
+        """The database's clock, read on ``cur``."""
+        cur.execute("SELECT " + self.dialect.now_sql)
+        return self.dialect.to_datetime(cur.fetchone()[0])
+
+    def now(self) -> datetime:
+        return self.run(self.now_in)
+
+    # ------------------------------------------------------------------ schema
+    def migration_sql(self) -> str:
+        """The whole DDL as a script, for people who apply schema changes themselves."""
+        d = self.dialect
+        out = [f"-- errands schema for {d.name}, version {d.schema_version}"]
+        out.append(d.q(d.schema_table_ddl) + ";")
+        for version, steps in d.migrations():
+            out.append(f"-- version {version}")
+            out.extend((s.sql if isinstance(s, Step) else s) + ";" for s in steps)
+            out.append(d.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
+        return "\n".join(out) + "\n"
+
+    def _read_version(self, cur: Any) -> int | None:
+        """Schema version on ``cur``'s connection; None when errands' tables do not exist."""
+        try:
+            cur.execute(self.dialect.q("SELECT MAX(version) FROM {schema}"))
+        except Exception as exc:
+            if self.dialect.classify(exc) == FAIL:
+                return None
+            raise
+        row = cur.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def current_version(self) -> int | None:
+        return self.run_unchecked(self._read_version)
+
+    def _recorded_versions(self, cur: Any) -> set[int]:
+        """Every version recorded on ``cur``'s connection (empty when errands' tables do not exist).
+        ``migrate()`` applies each version missing here, also one below the highest."""
+        try:
+            cur.execute(self.dialect.q("SELECT version FROM {schema}"))
+        except Exception as exc:
+            if self.dialect.classify(exc) == FAIL:
+                return set()
+            raise
+        return {int(r[0]) for r in cur.fetchall()}
+
+    def _apply_migrations(self, cur: Any, progress: Callable[[int], None] | None = None) -> list[int]:
+        d = self.dialect
+        applied: list[int] = []
+        with d.migration_lock(cur.connection):
+            cur.execute(d.q(d.schema_table_ddl))
+            done = self._recorded_versions(cur)
+            for version, steps in d.migrations():
+                if version in done:
+                    continue
+                for step in steps:
+                    if not isinstance(step, Step):
+                        cur.execute(step)
+                    elif not _in_place(cur, step):
+                        cur.execute(step.sql)
+                    if progress is not None:
+                        progress(1)  # a step found in place counts too: the bar ends full
+                cur.execute(d.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
+                applied.append(version)
+        return applied
+
+    def pending_migration_steps(self) -> int:
+        """How many DDL steps ``migrate()`` goes through (for a progress bar): every step of each
+        version not recorded, guarded ones included (``progress`` ticks for those it skips)."""
+        done = self.run_unchecked(self._recorded_versions)
+        return sum(len(steps) for version, steps in self.dialect.migrations() if version not in done)
+
+    def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
+        """Create or upgrade the tables; safe to run again and from many processes at once.
+
+        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  With
+        ``cursor`` the DDL runs on the caller's connection, inside its transaction (Django's
+        ``migrate``); the caller commits."""
+        if cursor is not None:
+            return self._apply_migrations(cursor, progress)
+        applied = self.run_unchecked(lambda cur: self._apply_migrations(cur, progress), write=True)
+        self._schema_checked = True
+        return applied
+
+    def ensure_schema(self, cursor: Any = None) -> None:
+        """Check (SQLite: create) the schema once per process; on ``cursor`` when the caller owns the transaction."""
+        if self._schema_checked:
+            return
+        with self._schema_lock:
+            if self._schema_checked:
+                return
+            version = self._read_version(cursor) if cursor is not None else self.current_version()
+            self._upgrade_if_needed(version, cursor)
+            if cursor is not None:
+                self.dialect.after_schema_check(cursor)
+            else:
+                self.run_unchecked(self.dialect.after_schema_check)
+            self._schema_checked = True
+
+    def _upgrade_if_needed(self, version: int | None, cursor: Any) -> None:
+        code = self.dialect.schema_version
+        if version is not None and version > code:
+            raise SchemaError(f"errands schema is at version {version}, newer than this code "
+                              f"({code}); upgrade errands")
+        if version is None or version < code:
+            if not self.dialect.auto_migrate:
+                raise SchemaError(f"errands tables do not exist in {self.safe_url}; run `errands migrate` first"
+                                  if version is None else f"errands schema is at version {version}, this "
+                                  f"code needs {code}; run `errands migrate`")
+            self.migrate(cursor=cursor)  # with a cursor: part of the caller's transaction
+
+
+def _in_place(cur: Any, step: Step) -> bool:
+    """Whether a guarded step already ran (its ``unless`` query counts something)."""
+    cur.execute(step.unless)
+    row = cur.fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,1 @@
+"""One module per database: all of its SQL, DDL and driver handling (see ``base.Dialect``)."""

@@ -1,0 +1,366 @@
+"""The dialect contract: the SQL that is portable, and every point where a database differs.
+
+A dialect is the only place that knows which database it talks to.  The stores above it
+(:mod:`errands.store.jobs`, ``features``, ...) write their statements as templates with
+``{jobs}``, ``{now}``, ``{now_plus}`` and ``{p}`` and let :meth:`Dialect.q` fill them in, and
+the :class:`~errands.store.database.Database` opens connections and maps driver errors
+through it.  A subclass overrides the attributes and methods documented "override" below.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVar
+
+from ...core.rows import FailedJobRow, JobRow, NewJob, WorkerRow, as_float, as_int
+
+T = TypeVar("T")
+
+JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, "
+               "created_at, reserved_by, reserved_at, reserved_until, last_error, unique_key, blocked_by, batch_id, "
+               "concurrency_key, flags, cancel_requested_at, progress, progress_message")
+FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
+                  "failed_at, error_type, error_message")
+CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id"
+"""What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
+INSERT_CHUNK = 500
+
+# Outcome of classifying a driver exception.
+RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
+
+RunFn = Callable[..., Any]
+"""``run(fn, *, write, attempts)`` of a :class:`~errands.store.database.Database`."""
+
+TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
+          "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
+          "stats")
+_TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
+"""Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
+
+
+class Step(NamedTuple):
+    """A migration statement that is skipped when ``unless`` (a query) returns a non-zero count.
+
+    For servers whose DDL commits on its own (MySQL): a step that ran before a crash
+    is then not run again.  Plain strings are used where migrations are transactional.
+    """
+
+    sql: str
+    unless: str
+
+
+Migrations = list[tuple[int, list[str | Step]]]
+
+
+class Listener(ABC):
+    """Wakes an idle worker when jobs are enqueued (PostgreSQL LISTEN/NOTIFY)."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True if jobs may have arrived."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class PollingListener(Listener):
+    """A listener for databases without LISTEN: polls a cheap value that changes on enqueue.
+
+    It polls every ``interval`` while jobs keep arriving and slows to ``idle_interval``
+    after ``active_for`` seconds without a change: each wake-up of a sleeping thread
+    costs tens of microseconds of CPU here, so a worker idle for long stays well
+    under 1 % of a core, while one that is receiving jobs picks them up quickly.
+    """
+
+    interval = 0.02
+    idle_interval = 0.1
+    active_for = 2.0
+
+    def __init__(self) -> None:
+        self.last = self._read()
+        self.changed_at = time.monotonic()
+
+    @abstractmethod
+    def _read(self) -> Any:
+        """The value to watch (read on the listener's own connection)."""
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self._read()
+            now = time.monotonic()
+            if value != self.last:
+                self.last, self.changed_at = value, now
+                return True
+            left = deadline - now
+            if left <= 0:
+                return False
+            pause = self.interval if now - self.changed_at < self.active_for else self.idle_interval
+            time.sleep(min(pause, left))
+
+
+def claim_order(rows: list[tuple]) -> list[tuple]:
+    """Claimed rows (CLAIM_COLUMNS) in the order they should start: priority, highest first,
+    then id.  ``UPDATE ... RETURNING`` gives no order.  Most batches share one priority, and
+    plain tuple order (id first) sorts those in C without a key function."""
+    if len({r[4] for r in rows}) <= 1:
+        rows.sort()
+    else:
+        rows.sort(key=lambda r: (-r[4], r[0]))
+    return rows
+
+
+def job_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> JobRow:
+    """A row read for people (listings, ``get_job``): numbers that are no numbers read as 0 or
+    None, times outside Python's dates as FAR_PAST/FAR_FUTURE, so that any row can be shown."""
+    n, f = as_int, as_float
+    return JobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), f(r[7]), t(r[8]), t(r[9]), r[10],
+                  None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13],
+                  r[14], None if r[15] is None else n(r[15]), None if r[16] is None else n(r[16]), r[17],
+                  n(r[18]), None if r[19] is None else t(r[19]), f(r[20]), r[21])
+
+
+def failed_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> FailedJobRow:
+    n = as_int
+    return FailedJobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), as_float(r[7]), t(r[8]), t(r[9]),
+                        r[10], r[11])
+
+
+def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
+    n = as_int
+    return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]))
+
+
+class Dialect(ABC):
+    """One database's SQL, DDL and driver: the single thing a new backend implements.
+
+    Class attributes are SQL fragments and facts the stores need; abstract methods are what
+    every backend must say; the other methods are generic SQL that a backend may override
+    where its syntax or its speed differs.  One instance per store: it also holds what a
+    backend learns at run time (MySQL's claim mode, its cached paused queues).
+    """
+
+    #: The dialect's name as ``Store.dialect.name`` and ``errands doctor`` report it.
+    name: str = ""
+    placeholder = "%s"
+    #: Appended to SELECTs that must lock the rows they read inside a transaction.
+    lock_rows = " FOR UPDATE"
+    #: Like ``lock_rows`` but skipping rows another transaction holds.
+    lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
+    schema_version = 3
+    #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
+    like_escape = " ESCAPE '\\'"
+    #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).
+    auto_migrate = False
+    #: Whether ``claim`` needs an explicit transaction (a SELECT then an UPDATE).
+    claim_needs_transaction = False
+    explain_prefix = "EXPLAIN "
+    #: Override: SQL for the database's current UTC time.
+    now_sql = ""
+    #: Override: SQL for now plus a parameter of seconds (one placeholder).
+    plus_seconds_sql = ""
+    #: Override: the database's current time, truncated to the minute.
+    minute_sql = ""
+    schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY)"
+    #: The first 1,000 ready jobs of a queue (param: queue) by id; a dialect may steer the plan.
+    first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
+                       "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+                       "ORDER BY id LIMIT 1000) first_ready")
+    #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
+    transaction_from = INSERT_CHUNK + 1
+
+    def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+        self.url = url
+        self.prefix = prefix
+        self.tables = {name: prefix + _TABLE_NAMES.get(name, name) for name in TABLES}
+        self.t_jobs = self.tables["jobs"]
+        self.t_schema = self.tables["schema"]
+        self._sql_cache: dict[str, str] = {}
+        #: The name every dialect's DDL gives the index :meth:`pick_sql` walks.
+        self.claim_index_name = self.q("{jobs}_claim")
+
+    # ------------------------------------------------------------------ templates
+    def q(self, template: str) -> str:
+        """Fill table names and clock expressions into a portable template (memoised: hot path)."""
+        cached = self._sql_cache.get(template)
+        if cached is None:
+            cached = self._sql_cache[template] = template.format(
+                **self.tables, now=self.now_sql, now_plus=self.plus_seconds_sql, p=self.placeholder)
+        return cached
+
+    def marks(self, values: Sequence[Any]) -> str:
+        """One placeholder per value, comma-separated (the inside of ``IN (...)``)."""
+        return ", ".join([self.placeholder] * len(values))
+
+    def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """``id IN (...)`` and its parameters; PostgreSQL overrides with one array parameter so
+        that batch statements keep one text whatever their size (parsed and prepared once)."""
+        return "id IN (" + self.marks(ids) + ")", list(ids)
+
+    # ------------------------------------------------------------------ driver (override)
+    @abstractmethod
+    def connect(self) -> Any:
+        """Open a new DB-API connection in autocommit mode."""
+
+    @abstractmethod
+    def begin(self, conn: Any) -> None:
+        """Start a write transaction on ``conn``."""
+
+    @abstractmethod
+    def classify(self, exc: BaseException) -> str | None:
+        """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
+
+    def socket_of(self, conn: Any) -> int | None:
+        """The connection's socket descriptor (-1 once closed); None for a file database."""
+        return None
+
+    def wrap_run(self, run: RunFn, connection: Callable[[], Any]) -> RunFn:
+        """The database's ``run``, wrapped where a driver needs a second try (SQLite's text)."""
+        return run
+
+    def listener(self) -> Listener | None:
+        """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
+        return None
+
+    @abstractmethod
+    def to_datetime(self, value: Any) -> datetime:
+        """Convert a stored timestamp into an aware UTC datetime."""
+
+    @abstractmethod
+    def from_datetime(self, value: datetime) -> Any:
+        """Convert an aware datetime into the stored representation."""
+
+    # ------------------------------------------------------------------ schema (override)
+    @abstractmethod
+    def migrations(self) -> Migrations:
+        """Numbered DDL steps.  A version applies in one transaction where the server has
+        transactional DDL (SQLite, PostgreSQL); elsewhere its steps are guarded (``Step``)."""
+
+    @contextmanager
+    def migration_lock(self, conn: Any) -> Iterator[None]:
+        """Serialise migrations of many processes (SQLite: its write lock already does)."""
+        yield
+
+    def after_schema_check(self, cur: Any) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Once per process, after the schema is known to be current: dialect-specific repairs."""
+
+    @abstractmethod
+    def highest_id_row(self, cur: Any) -> Sequence[Any] | None:
+        """One row whose first column is the highest id issued for the jobs table."""
+
+    # ------------------------------------------------------------------ claim
+    @abstractmethod
+    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+        """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
+        (attempts already counted), in claim order."""
+
+    def pick_sql(self, columns: str = "id", *, paused_check: bool = True) -> str:
+        """The heart of every claim: ready rows of one queue in index order.
+
+        Parameters: queue, (queue again for the paused check,) limit.  The claim index
+        (queue, priority DESC, id) over unreserved, unblocked rows serves both the WHERE
+        and the ORDER BY, so this stays a short index range scan however many jobs wait;
+        tests guard that with EXPLAIN on every backend.  The paused check is one lookup
+        of the queue's row, evaluated once per statement.
+        """
+        paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
+        return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
+                      "AND blocked_by IS NULL AND available_at <= {now}" + paused +
+                      " ORDER BY priority DESC, id LIMIT {p}")
+
+    def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:
+        return (queue, queue, int(limit)) if paused_check else (queue, int(limit))
+
+    def after_pause(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""
+
+    # ------------------------------------------------------------------ inserts
+    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+        """Multi-row INSERTs of plain jobs, at most INSERT_CHUNK rows each; ids in input order."""
+        row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
+        ids: list[int] = []
+        for start in range(0, len(jobs), INSERT_CHUNK):
+            chunk = jobs[start:start + INSERT_CHUNK]
+            params: list[Any] = []
+            for j in chunk:
+                params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
+                           None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
+            sql = self._sql_cache.get(f"insert:{len(chunk)}") or self._sql_cache.setdefault(
+                f"insert:{len(chunk)}", self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, "
+                                               "max_attempts, timeout, available_at, created_at) VALUES ")
+                + ", ".join([row_sql] * len(chunk)))
+            if len(chunk) == 1:
+                # One row: the driver's last-insert id (this connection's own, so exact) is free,
+                # while RETURNING costs SQLite a second pass through the statement.
+                cur.execute(sql, params)
+                ids.append(int(cur.lastrowid))
+            else:
+                ids += self.insert_returning_ids(cur, sql, params, len(chunk))
+        return ids
+
+    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
+        """Run a multi-row INSERT and return the new ids, ascending."""
+        cur.execute(sql + " RETURNING id", params)
+        return sorted(int(r[0]) for r in cur.fetchall())
+
+    def insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
+        """Insert one row and return its id (the driver's last-insert id; PostgreSQL: RETURNING)."""
+        cur.execute(sql, params)
+        return int(cur.lastrowid)
+
+    def insert_ignore(self, table: str, columns: str) -> str:
+        """``INSERT`` of one row that does nothing if its key exists (SQLite and PostgreSQL syntax)."""
+        marks = ", ".join(self.placeholder for _ in columns.split(","))
+        return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+    def upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
+        """``INSERT`` of one row (key first) that updates ``columns`` if the key exists."""
+        marks = ", ".join(self.placeholder for _ in range(len(columns) + 1))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        return (f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) "
+                f"ON CONFLICT ({key}) DO UPDATE SET {updates}")
+
+    def after_insert(self, cur: Any, queues: set[str]) -> None:  # noqa: B027 - an optional hook
+        """Jobs of ``queues`` were inserted outside :meth:`insert_jobs` (PostgreSQL notifies)."""
+
+    def after_unblock(self, cur: Any, children: Sequence[int]) -> None:  # noqa: B027 - an optional hook
+        """Blocked jobs became ready (PostgreSQL wakes idle workers)."""
+
+    # ------------------------------------------------------------------ read models
+    def stats_upsert(self) -> str:
+        """INSERT this minute's counts for a queue (params: queue, succeeded, failed), or add them."""
+        return ("INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES (" + self.minute_sql +
+                ", {p}, {p}, {p}) ON CONFLICT (minute, queue) DO UPDATE SET "
+                "succeeded = {stats}.succeeded + excluded.succeeded, failed = {stats}.failed + excluded.failed")
+
+    def floor_sql(self, expr: str) -> str:
+        """The whole part of a non-negative number."""
+        return f"FLOOR({expr})"
+
+    @abstractmethod
+    def epoch_sql(self, column: str) -> str:
+        """A time column as seconds since 1970 (UTC)."""
+
+    def queues_in_use(self, cur: Any) -> set[str]:
+        """The distinct queues of the jobs and the dead letter without reading either table whole.
+
+        SQLite and PostgreSQL have no skip scan, so a recursive query hops through the claim index
+        (waiting jobs) and the dead letter's queue index, one index probe per queue; reserved and
+        blocked jobs, few by nature, come from their own partial indexes."""
+        waiting = "SELECT queue FROM {jobs} WHERE reserved_by IS NULL AND blocked_by IS NULL"
+        dead = "SELECT queue FROM {failed} WHERE queue IS NOT NULL"
+        cur.execute(self.q(
+            "WITH RECURSIVE w(queue) AS (SELECT (" + waiting + " ORDER BY queue LIMIT 1) UNION ALL "
+            "SELECT (" + waiting + " AND queue > w.queue ORDER BY queue LIMIT 1) FROM w "
+            "WHERE w.queue IS NOT NULL), "
+            "d(queue) AS (SELECT (" + dead + " ORDER BY queue LIMIT 1) UNION ALL "
+            "SELECT (" + dead + " AND queue > d.queue ORDER BY queue LIMIT 1) FROM d WHERE d.queue IS NOT NULL) "
+            "SELECT queue FROM w WHERE queue IS NOT NULL UNION SELECT queue FROM d WHERE queue IS NOT NULL "
+            "UNION SELECT DISTINCT queue FROM {jobs} WHERE reserved_by IS NOT NULL "
+            "UNION SELECT DISTINCT queue FROM {jobs} WHERE blocked_by IS NOT NULL"))
+        return {r[0] for r in cur.fetchall()}
