@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# The liveness policy is the worker's (its heartbeat prunes by it); re-exported for this module's readers.
+from ..worker.liveness import ALIVE_AFTER_LEASES as ALIVE_AFTER_LEASES
+from ..worker.liveness import FORGET_AFTER_AT_LEAST as FORGET_AFTER_AT_LEAST
+from ..worker.liveness import FORGET_AFTER_LEASES as FORGET_AFTER_LEASES
+from ..worker.liveness import forget_worker_after as forget_worker_after
+
 if TYPE_CHECKING:
     from ..app import Errands
-
-ALIVE_AFTER_LEASES = 2.0
-"""A worker is alive if it sent a heartbeat within this many lease periods."""
-FORGET_AFTER_LEASES = 4.0
-FORGET_AFTER_AT_LEAST = 120.0
-
-
-def forget_worker_after(lease: float) -> float:
-    """Seconds without a heartbeat after which live workers delete a worker's registry row
-    (``prune_workers``): twice as long as it takes to count as dead, and never under two
-    minutes, so a stale row stays visible in ``errands status`` for a while before it goes."""
-    return max(lease * FORGET_AFTER_LEASES, FORGET_AFTER_AT_LEAST)
 
 
 def status_report(app: Errands) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from errands.cli import main as cli_main
 from errands.cli.worker import worker as cli_worker
 from errands.core.config import mask_url, split_queues
 from errands.core.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
-from errands.worker.runner import WorkerSettings
+from errands.worker.settings import WorkerSettings
 from errands.worker.supervisor import Supervisor
 
 from ._common import errands_backend
