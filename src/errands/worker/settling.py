@@ -234,17 +234,17 @@ class Settling:
         """A run that did not succeed: recorded as cancelled, retried later or buried, as the retry
         policy decides from its attempts, its job's backoff and the failure."""
         row = outcome.row
-        app, store, owner = self.app, self.store, self.owner
+        app, owner = self.app, self.owner
         definition = app.registry.get(row.name)
         if outcome.result is Result.CANCELLED:
-            if store.settle_cancelled(owner, row.id, app.result_ttl, outcome.error_message):
+            if self.store.settle_cancelled(owner, row.id, app.result_ttl, outcome.error_message):
                 log.info("job %d %s was cancelled while running", row.id, row.name)
             return
         delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
                        retryable=outcome.result is Result.ERROR and definition is not None,
                        requested_delay=outcome.retry_delay)
         if delay is not None and definition is not None:
-            if store.retry_later(owner, row.id, delay, outcome.error_text):
+            if self.store.retry_later(owner, row.id, delay, outcome.error_text):
                 chain = chain_of(app.hooks, definition.behaviour.hooks)
                 if chain:
                     call_on_retry(chain, context_of(row, app), outcome.error_type, outcome.error_message, delay)
@@ -252,7 +252,7 @@ class Settling:
                          row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
                                                                 "queue": row.queue, "retry_in": delay})
             return
-        if store.bury(owner, row.id, outcome.error_type, outcome.error_message):
+        if self.store.bury(owner, row.id, outcome.error_type, outcome.error_message):
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
                         row.attempts, outcome.error_text, extra={"job_id": row.id, "job_name": row.name,
                                                                  "queue": row.queue, "attempt": row.attempts})
