@@ -18,6 +18,7 @@ from .core.retry import BackoffSpec, make_backoff
 from .core.rows import BatchRow
 from .core.settings import DEFAULTS, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
+from .worker import settings as worker_defaults
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -406,16 +407,17 @@ class Errands:
     def recover_stale(self) -> RecoveryReport:
         return self.store.jobs.recover_stale()
 
-    def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = 1, burst: bool = False,
-                   max_jobs: int | None = None, sleep: float = 1.0) -> int:
+    def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = worker_defaults.CONCURRENCY,
+                   burst: bool = False, max_jobs: int | None = None, sleep: float = worker_defaults.SLEEP) -> int:
         """Process jobs in this process (threads, soft timeouts); returns how many ran.
 
         ``errands worker`` adds a supervising process that enforces hard timeouts.
         """
-        from .worker.runner import Worker, WorkerSettings
+        from .worker.runner import Worker
 
-        settings = WorkerSettings(queues=tuple(queues or self.default_queues()), concurrency=concurrency,
-                                  burst=burst, max_jobs=max_jobs, sleep=sleep)
+        settings = worker_defaults.WorkerSettings(queues=tuple(queues or self.default_queues()),
+                                                  concurrency=concurrency, burst=burst, max_jobs=max_jobs,
+                                                  sleep=sleep)
         worker = Worker(self, settings)
         worker.run()
         return worker.jobs_done

@@ -23,10 +23,10 @@ from errands.diagnostics import postgres as postgres_facts
 from errands.diagnostics import sqlite as sqlite_facts
 from errands.diagnostics.context import Context
 from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
-from errands.services.status import forget_worker_after
 from errands.store import open_store
 from errands.store.dialects.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
 from errands.store.dialects.sqlite import BUSY_TIMEOUT_MS
+from errands.worker.liveness import forget_worker_after
 
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
           "jobs_table", "workers"]

@@ -41,7 +41,7 @@ def blocking_job(app: Errands) -> tuple[Any, threading.Event, threading.Event]:
 def stopping(lifespan: Any) -> bool:
     """The worker has been told to stop (the lifespan's shutdown is under way)."""
     running = lifespan.worker
-    return running is None or running.worker._stop.is_set()
+    return running is None or running.worker.stopping
 
 
 @THREE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..core.config import mask_url, split_queues
-from ..worker.runner import WorkerSettings
+from ..worker.settings import CONCURRENCY, SHUTDOWN_TIMEOUT, SLEEP, WorkerSettings
 from ..worker.supervisor import Supervisor
 from .context import Context
 
@@ -15,9 +15,9 @@ from .context import Context
               metavar="NAME[,NAME]",
               help="Queues to take jobs from, most important first (repeatable or comma list; "
                    "default: every queue a registered job names).")
-@click.option("-c", "--concurrency", default=1, show_default=True, envvar="ERRANDS_CONCURRENCY", show_envvar=True,
-              type=click.IntRange(1, 1000), help="Jobs run at once per worker process (threads; async jobs "
-                                                 "share one event loop).")
+@click.option("-c", "--concurrency", default=CONCURRENCY, show_default=True, envvar="ERRANDS_CONCURRENCY",
+              show_envvar=True, type=click.IntRange(1, 1000),
+              help="Jobs run at once per worker process (threads; async jobs share one event loop).")
 @click.option("-p", "--processes", default=1, show_default=True, envvar="ERRANDS_PROCESSES", show_envvar=True,
               type=click.IntRange(1, 256), help="Worker processes under this supervisor.")
 @click.option("--max", "max_jobs", type=click.IntRange(1), default=None, envvar="ERRANDS_MAX_JOBS", show_envvar=True,
@@ -25,10 +25,10 @@ from .context import Context
 @click.option("--once", is_flag=True, envvar="ERRANDS_ONCE", show_envvar=True,
               help="Run at most one job, then exit (exits at once if none is ready).")
 @click.option("--burst", is_flag=True, envvar="ERRANDS_BURST", show_envvar=True, help="Exit when no job is ready.")
-@click.option("--sleep", default=1.0, show_default=True, type=click.FloatRange(0.01),
+@click.option("--sleep", default=SLEEP, show_default=True, type=click.FloatRange(0.01),
               envvar="ERRANDS_SLEEP", show_envvar=True,
               help="Longest wait in seconds between polls when idle.")
-@click.option("--shutdown-timeout", default=30.0, show_default=True, type=click.FloatRange(0),
+@click.option("--shutdown-timeout", default=SHUTDOWN_TIMEOUT, show_default=True, type=click.FloatRange(0),
               envvar="ERRANDS_SHUTDOWN_TIMEOUT", show_envvar=True,
               help="Seconds running jobs get to finish after SIGTERM.")
 @click.option("--lease", type=click.FloatRange(1), default=None, envvar="ERRANDS_LEASE", show_envvar=True,

@@ -37,6 +37,7 @@ from ..core.errors import ConfigurationError, EnqueueError, JobNotFound, StoreUn
 from ..dashboard import AuthSettings, Principal, create_dashboard
 from ..dashboard.security import SecurityHeaders
 from ..services.accounts import ROLES
+from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP
 from .inprocess import InProcessWorker
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ class ErrandsLifespan:
     worker (None outside the lifespan).
     """
 
-    def __init__(self, errands_app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
-                 shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+    def __init__(self, errands_app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
+                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
                  lease: float | None = None,
                  lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None) -> None:
         self.lifespan = lifespan
@@ -198,8 +199,9 @@ class ErrandsLifespan:
                     self.worker = None
 
 
-def errands_lifespan(errands_app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
-                     shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+def errands_lifespan(errands_app: Errands, queues: Sequence[str] | None = None, *,
+                     concurrency: int = CONCURRENCY, shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT,
+                     sleep: float = SLEEP, scheduler: bool = True,
                      lease: float | None = None,
                      lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None
                      ) -> ErrandsLifespan:

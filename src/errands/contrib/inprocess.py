@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from ..core.config import check_queue_name
 from ..core.errors import ConfigurationError
-from ..worker.runner import Worker, WorkerSettings
+from ..worker.runner import Worker
+from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP, WorkerSettings
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -39,8 +40,8 @@ class InProcessWorker:
     never the web server's).
     """
 
-    def __init__(self, app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
-                 shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+    def __init__(self, app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
+                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
                  lease: float | None = None) -> None:
         if concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
@@ -119,8 +120,8 @@ class InProcessWorker:
         return await asyncio.to_thread(self.stop, timeout)
 
 
-def start_worker(app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = 1,
-                 shutdown_timeout: float = 10.0, sleep: float = 1.0, scheduler: bool = True,
+def start_worker(app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
+                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
                  lease: float | None = None, stop_at_exit: bool = True) -> InProcessWorker:
     """Start an :class:`InProcessWorker`; with ``stop_at_exit`` it is stopped when the interpreter exits
     (unless :meth:`~InProcessWorker.stop` was called before)."""

@@ -16,8 +16,8 @@ from ..core.config import mask_url
 from ..core.errors import ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
 from ..services.operator import workers_view
-from ..services.status import ALIVE_AFTER_LEASES, forget_worker_after
 from ..store.registry import by_name
+from ..worker.liveness import ALIVE_AFTER_LEASES, forget_worker_after
 from .context import Context
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema

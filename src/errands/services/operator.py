@@ -20,6 +20,7 @@ from ..core.limits import ID_MAX
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
+from ..worker.liveness import ALIVE_AFTER_LEASES
 from .models import (
     AuditEntry,
     DeadEntry,
@@ -44,7 +45,6 @@ from .models import (
     WorkerRow,
     WorkerView,
 )
-from .status import ALIVE_AFTER_LEASES
 
 if TYPE_CHECKING:
     from ..app import Errands

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .status import ALIVE_AFTER_LEASES
+from ..worker.liveness import ALIVE_AFTER_LEASES
 
 if TYPE_CHECKING:
     from ..app import Errands

@@ -19,8 +19,8 @@ from ..core.rows import ClaimedJob, JobState, NewJob
 from .execution import Outcome, Result, run_async, run_sync
 
 if TYPE_CHECKING:
-    from ..app import Errands
     from ..core.jobs import JobDefinition
+    from .host import RunHost
 
 _ids = itertools.count(1)
 
@@ -30,7 +30,7 @@ class EagerHandle(JobHandle):
 
     __slots__ = ("outcome",)
 
-    def __init__(self, app: Errands, job_id: int, name: str, outcome: Outcome) -> None:
+    def __init__(self, app: RunHost, job_id: int, name: str, outcome: Outcome) -> None:
         super().__init__(app, job_id, name)
         self.outcome = outcome
 
@@ -50,7 +50,7 @@ class EagerHandle(JobHandle):
         return "gone"
 
 
-def run_inline(app: Errands, definition: JobDefinition[Any, Any], new: NewJob, propagate: bool) -> JobHandle:
+def run_inline(app: RunHost, definition: JobDefinition[Any, Any], new: NewJob, propagate: bool) -> JobHandle:
     row = ClaimedJob(-next(_ids), new.queue, new.name, new.payload, new.priority, 1, new.max_attempts, new.timeout,
                      "eager", new.flags, new.batch_id)
     if definition.is_async:
@@ -62,7 +62,7 @@ def run_inline(app: Errands, definition: JobDefinition[Any, Any], new: NewJob, p
     return EagerHandle(app, row.id, row.name, outcome)
 
 
-def _run_async_inline(app: Errands, row: ClaimedJob) -> Outcome:
+def _run_async_inline(app: RunHost, row: ClaimedJob) -> Outcome:
     """``asyncio.run`` in a thread of its own, so an eager enqueue works inside a running loop too."""
     box: list[Outcome] = []
     thread = threading.Thread(target=lambda: box.append(asyncio.run(run_async(app, row))), name="errands-eager")

@@ -1,17 +1,24 @@
-"""Running one claimed job and describing how it ended, without touching the database.
+"""Execution: running claimed jobs and describing how each ended, without writing to the database.
 
-The outcome is a value; the worker loop decides what to write (complete, retry
-later, bury).  Keeping execution free of SQL lets the same code run under a
-thread, an event loop or the supervisor's accounting.  This is the per-job hot
-path of a worker, so it builds as little as it can: one named tuple per run.
+The outcome is a value; settling decides what to write (complete, retry later, bury).
+Keeping execution free of SQL lets the same functions run under a thread, an event loop,
+eager mode or the supervisor's accounting.  :class:`Runners` are the worker's runner threads
+(and the event loop its async jobs share): they take jobs from the buffer admission fills and
+hand each outcome to settling.  This is the per-job hot path of a worker, so it builds as
+little as it can: one named tuple per run, no call layer between taking a job and handing
+its outcome on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import math
+import queue as queue_mod
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.context import JobContext, context_of, running_row
@@ -21,10 +28,16 @@ from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_
 from ..core.rows import ClaimedJob
 
 if TYPE_CHECKING:
-    from ..app import Errands
     from ..core.jobs import JobDefinition
+    from .host import RunHost
+    from .slots import SlotTable
+    from .state import WorkerState
 
+log = logging.getLogger("errands.worker")
 _clock = time.perf_counter
+_INF = float("inf")
+ASYNC_HARD_GRACE = 2.0
+"""Seconds the supervisor waits past an async job's soft timeout before killing."""
 
 
 class Result(str, enum.Enum):
@@ -77,7 +90,7 @@ def row_problem(row: ClaimedJob) -> str | None:
     return None
 
 
-def prepare(app: Errands, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | Outcome:
+def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | Outcome:
     """Find the registered handler and decode arguments, or say why the job can never run."""
     definition = app.registry.get(row.name) if type(row.name) is str else None
     if definition is None:
@@ -91,7 +104,7 @@ def prepare(app: Errands, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
     return definition, args, kwargs
 
 
-def run_sync(app: Errands, row: ClaimedJob) -> Outcome:
+def run_sync(app: RunHost, row: ClaimedJob) -> Outcome:
     """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``."""
     prepared = prepare(app, row)
     if type(prepared) is Outcome:
@@ -111,7 +124,7 @@ def run_sync(app: Errands, row: ClaimedJob) -> Outcome:
     return Outcome(row, Result.OK, _clock() - started, value=value)
 
 
-def _run_hooked_sync(app: Errands, row: ClaimedJob, definition: JobDefinition[Any, Any], args: list[Any],
+def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[Any, Any], args: list[Any],
                      kwargs: dict[str, Any]) -> Outcome:
     chain = chain_of(app.hooks, definition.behaviour.hooks)
     ctx = context_of(row, app)
@@ -130,7 +143,7 @@ def _run_hooked_sync(app: Errands, row: ClaimedJob, definition: JobDefinition[An
     return Outcome(row, Result.OK, _clock() - started, value=value)
 
 
-async def run_async(app: Errands, row: ClaimedJob) -> Outcome:
+async def run_async(app: RunHost, row: ClaimedJob) -> Outcome:
     """Run an ``async def`` job on the worker's event loop, with a soft timeout."""
     prepared = prepare(app, row)
     if type(prepared) is Outcome:
@@ -184,7 +197,7 @@ def failure(row: ClaimedJob, exc: BaseException, duration: float,
     return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc)
 
 
-def is_async_job(app: Errands, row: ClaimedJob) -> bool:
+def is_async_job(app: RunHost, row: ClaimedJob) -> bool:
     definition = app.registry.get(row.name)
     return definition is not None and definition.is_async
 
@@ -194,3 +207,183 @@ def describe_arguments(row: ClaimedJob, limit: int = 200) -> str:
     the headers an enqueue hook appended (a trace context is no argument)."""
     text = without_headers(row.payload)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def _cancel_pending() -> None:
+    """Cancel every other task of the running loop and wait until each has finished."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Runners:
+    """The runner threads of one worker process, and the event loop its async jobs share.
+
+    ``record`` takes each outcome (:meth:`errands.worker.settling.Settling.record`); it is
+    called straight from the thread that ran the job."""
+
+    def __init__(self, app: RunHost, state: WorkerState, slots: SlotTable | None,
+                 record: Callable[[ClaimedJob, Outcome], None]) -> None:
+        self.app = app
+        self.store = app.store
+        self.state = state
+        self.slots = slots
+        self._record = record
+        self.threads: list[threading.Thread] = []
+        self.futures: dict[int, Any] = {}
+        """Running async jobs by id (the thread-safe futures their runner threads wait on)."""
+        self._tasks: dict[int, asyncio.Task[Outcome]] = {}
+        """Their tasks, touched only in the event loop's thread (cancellation cancels these)."""
+        self._cancel_requested = state.cancel_requested
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+
+    def start(self, concurrency: int) -> None:
+        for n in range(concurrency):
+            t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _runner(self, slot: int) -> None:
+        state = self.state
+        get, db_ok, stop, stop_now = state.work.get, state.db_ok, state.stop, state.stop_now
+        run_one = self._run_one
+        try:
+            while True:
+                row = get()
+                # Jobs usually need the database too: while it is away, start nothing new.
+                while not db_ok.is_set() and not db_ok.wait(0.5):
+                    if stop_now.is_set():
+                        return
+                if row is None or stop_now.is_set():
+                    return
+                if stop.is_set():  # stopping: leave it held, the shutdown gives it back unrun
+                    with state.count_lock:
+                        state.outstanding -= 1
+                    state.wake.set()
+                    continue
+                run_one(slot, row)
+        finally:
+            self.store.release_thread_connection()  # a handler may have used the app's store
+
+    def _run_one(self, slot: int, row: ClaimedJob) -> None:
+        try:
+            outcome = self._execute(slot, row)
+        except BaseException as exc:  # noqa: B036 - a handler's SystemExit, or a fault of errands' own:
+            # the thread must survive it, and the run must end in a retry or the dead letter (never
+            # be given back unrun, which would refund its attempt and loop for ever).
+            outcome = failure(row, exc, 0.0)
+            log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
+                      outcome.error_text, exc_info=exc)
+
+        self._record(row, outcome)
+
+    def _execute(self, slot: int, row: ClaimedJob) -> Outcome:
+        timeout = row.timeout
+        if not ((timeout is None or type(timeout) is float and 0.0 < timeout < _INF) and type(row.attempts) is int
+                and type(row.max_attempts) is int and type(row.flags) is int):  # the usual case, checked inline
+            problem = row_problem(row)
+            if problem is not None:
+                return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
+        definition = self.app.registry.get(row.name) if type(row.name) is str else None
+        is_async = definition is not None and definition.is_async
+        slots = self.slots
+        if slots is not None:
+            if timeout is not None and is_async:
+                timeout += ASYNC_HARD_GRACE
+            slots.start(slot, row.id, timeout)
+        try:
+            if is_async:
+                future = asyncio.run_coroutine_threadsafe(self._run_task(row), self._event_loop())
+                self.futures[row.id] = future
+                try:
+                    return self._future_outcome(future, row)
+                finally:
+                    self.futures.pop(row.id, None)
+            return run_sync(self.app, row)
+        finally:
+            if slots is not None:
+                slots.clear(slot)
+
+    def _future_outcome(self, future: Any, row: ClaimedJob) -> Outcome:
+        try:
+            return future.result()
+        except BaseException as exc:  # cancelled (by request or at shutdown), or a bug in execution itself
+            if row.id in self._cancel_requested:
+                return Outcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",
+                               "cancelled while running (its task was cancelled)", exc)
+            return failure(row, exc, 0.0)
+
+    async def _run_task(self, row: ClaimedJob) -> Outcome:
+        """An async run as a task of the event loop that cancellation can reach.  Cancelling the task
+        (not the thread-safe future, which would report the run over at once) lets the handler see
+        CancelledError at its next await and finish its cleanup (finally blocks, after-hooks) before
+        the run is recorded as cancelled."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks[row.id] = task
+        if row.id in self._cancel_requested:  # requested before the task first ran
+            task.cancel()
+        try:
+            return await run_async(self.app, row)
+        finally:
+            self._tasks.pop(row.id, None)
+
+    def _cancel_task(self, job_id: int) -> None:
+        """In the event loop: cancel the task of a running async job (if it started; else it cancels itself)."""
+        task = self._tasks.get(job_id)
+        if task is not None:
+            task.cancel()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self.loop is None:
+            with self._loop_lock:  # runner threads may meet their first async job at once
+                if self.loop is None:
+                    loop = asyncio.new_event_loop()
+                    self._loop_thread = threading.Thread(target=loop.run_forever, name="errands-event-loop",
+                                                         daemon=True)
+                    self._loop_thread.start()
+                    self.loop = loop
+        return self.loop
+
+    def cancel(self, requested: set[int]) -> None:
+        """Cancel the tasks of the running async jobs among ``requested`` (ids whose cancellation
+        the database holds); each is cancelled once."""
+        for job_id in requested & set(self.futures):
+            if job_id not in self._cancel_requested:
+                self._cancel_requested.add(job_id)
+                if self.loop is not None:
+                    log.info("job %d: cancellation requested; cancelling its task", job_id)
+                    self.loop.call_soon_threadsafe(self._cancel_task, job_id)
+
+    def unstarted(self) -> list[int]:
+        """Take back buffered jobs no runner has started (they are released on shutdown)."""
+        state = self.state
+        ids: list[int] = []
+        while True:
+            try:
+                row = state.work.get_nowait()
+            except queue_mod.Empty:
+                return ids
+            if row is not None:
+                ids.append(row.id)
+                with state.count_lock:
+                    state.outstanding -= 1
+
+    def stop_event_loop(self, timeout: float) -> None:
+        """Cancel the tasks still running (given back by the shutdown) and let them finish their
+        cleanup, then stop the loop: a loop stopped with pending tasks destroys them mid-run."""
+        loop = self.loop
+        if loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_pending(), loop).result(timeout=timeout)
+        except Exception as exc:  # a task that ignores cancellation, or a loop already gone
+            log.warning("async jobs did not finish their cancellation: %s", safe_text(exc, 200))
+        loop.call_soon_threadsafe(loop.stop)
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=timeout)
+        if not loop.is_running():
+            loop.close()

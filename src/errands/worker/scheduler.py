@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import StoreError
 
 if TYPE_CHECKING:
-    from ..app import Errands, Schedule
+    from .host import PeriodicJob, RunHost
 
 log = logging.getLogger("errands.scheduler")
 
@@ -28,7 +28,7 @@ LONGEST_SLEEP = 5.0
 
 
 class Scheduler:
-    def __init__(self, app: Errands, stop: threading.Event) -> None:
+    def __init__(self, app: RunHost, stop: threading.Event) -> None:
         self.app = app
         self.stop = stop
         self.seen: dict[str, datetime] = {}
@@ -59,7 +59,7 @@ class Scheduler:
             wait = min(wait, (schedule.cron.next_after(now) - now).total_seconds())
         return max(0.01, wait)
 
-    def _claim(self, schedule: Schedule, slot: datetime) -> None:
+    def _claim(self, schedule: PeriodicJob, slot: datetime) -> None:
         job_id = self.app.store.features.claim_periodic_slot(schedule.name, slot, schedule.prepare(slot.isoformat()))
         self.seen[schedule.name] = slot
         if job_id is not None:

@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigurationError, SchemaError, StoreError
 from ..core.retry import Backoff
-from .runner import Worker, WorkerSettings
+from .runner import Worker
+from .settings import WorkerSettings
 from .slots import SlotTable
 
 if TYPE_CHECKING:
-    from ..app import Errands
+    from .host import RunHost
 
 log = logging.getLogger("errands.supervisor")
 
@@ -79,7 +80,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cell: Any, parent: int) -> None:
+def _child_main(app: RunHost, settings: WorkerSettings, slots: SlotTable, id_cell: Any, parent: int) -> None:
     os.setpgrp()
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -101,7 +102,7 @@ def _child_main(app: Errands, settings: WorkerSettings, slots: SlotTable, id_cel
 
 
 class Supervisor:
-    def __init__(self, app: Errands, settings: WorkerSettings, processes: int = 1) -> None:
+    def __init__(self, app: RunHost, settings: WorkerSettings, processes: int = 1) -> None:
         if processes < 1:
             raise ValueError("processes must be at least 1")
         self.app = app

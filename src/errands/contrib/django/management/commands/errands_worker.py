@@ -27,7 +27,7 @@ from errands.cli import main as cli_main
 from errands.cli.worker import worker as cli_worker
 from errands.core.config import mask_url, split_queues
 from errands.core.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
-from errands.worker.runner import WorkerSettings
+from errands.worker.settings import SHUTDOWN_TIMEOUT, WorkerSettings
 from errands.worker.supervisor import Supervisor
 
 from ._common import errands_backend
@@ -116,7 +116,7 @@ class Command(BaseCommand):
         parser.add_argument("--sleep", **_option("sleep"), metavar="SECONDS",
                             help="Longest wait in seconds between polls when idle (at least 0.01). Default 1.")
         parser.add_argument("--shutdown-timeout", **_option("shutdown_timeout"), metavar="SECONDS",
-                            help="Seconds running tasks get to finish after SIGTERM. Default 30.")
+                            help=f"Seconds running tasks get to finish after SIGTERM. Default {SHUTDOWN_TIMEOUT:g}.")
         parser.add_argument("--lease", **_option("lease"), metavar="SECONDS",
                             help="Seconds a claim is held without a heartbeat, at least 1 "
                                  "(default: the backend's lease).")

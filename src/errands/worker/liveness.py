@@ -1,6 +1,9 @@
-"""When a worker counts as alive, and when its registry row goes: numbers the worker's heartbeat and
-every report share.  This module imports nothing of errands (the worker imports it), so no import
-chain, not even a type-only one, leads from here back up to the app."""
+"""When a worker counts as alive, and when its registry row may go: the worker's own policy.
+
+Workers apply it (the heartbeat thread prunes rows of workers silent for too long), and the
+status report, the operator's views and ``errands doctor`` read it; it lives here, with the
+heartbeat that it is about, so that the worker depends on nothing above it.
+"""
 
 from __future__ import annotations
 

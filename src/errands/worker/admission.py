@@ -1,0 +1,153 @@
+"""Admission: which jobs this worker takes, and how many.
+
+The main thread claims a batch into the runners' buffer.  How many jobs to hold beyond the
+running ones (the prefetch) adapts to how long jobs take: enough for about 50 ms of work, at most
+500, none while jobs are slow, so a long job never sits in one worker's buffer while another
+worker idles.  Claimed runs of rate- or concurrency-limited jobs then ask the database whether
+they may start now; the refused ones went back to the queue with their attempt refunded.
+This runs once per batch, not per job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..core.errors import StoreError
+from ..core.payload import decode_arguments, safe_text
+from ..core.rows import ClaimedJob
+from ..store.features import Limit
+
+if TYPE_CHECKING:
+    from .host import RunHost
+    from .settings import WorkerSettings
+    from .state import WorkerState
+
+log = logging.getLogger("errands.worker")
+
+MAX_PREFETCH = 500
+PREFETCH_HORIZON = 0.05
+"""Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
+
+
+class Admission:
+    """Claims, limits and the hand-out to the runner threads (all in the main thread)."""
+
+    def __init__(self, app: RunHost, settings: WorkerSettings, state: WorkerState, owner: str,
+                 lease: float) -> None:
+        self.app = app
+        self.store = app.store
+        self.settings = settings
+        self.state = state
+        self.owner = owner
+        self.lease = lease
+        self._limited_names: set[str] | None = None
+        """Names of rate- or concurrency-limited jobs (their runs need admission)."""
+
+    def capacity(self) -> int:
+        """Running slots plus an adaptive prefetch sized to about PREFETCH_HORIZON of work."""
+        concurrency = self.settings.concurrency
+        prefetch = self.settings.prefetch
+        if prefetch is None:
+            avg_duration = self.state.avg_duration
+            if avg_duration <= 0:
+                prefetch = 0
+            else:
+                prefetch = min(MAX_PREFETCH, int(concurrency * PREFETCH_HORIZON / avg_duration))
+        # Top up when half the prefetch is left: the next batch arrives while the rest still runs.
+        self.state.low_water = prefetch // 2
+        return concurrency + prefetch
+
+    def take(self, want: int) -> list[ClaimedJob] | None:
+        """Claim up to ``want`` jobs, admit them and hand them to the runners; the jobs handed out.
+
+        None when the database failed or refused (the worker pauses, then tries again); a claim
+        whose admission failed lapses with its lease."""
+        state = self.state
+        try:
+            rows = self.store.jobs.claim(self.owner, self.settings.queues, want, self.lease)
+        except StoreError as exc:  # unavailable, or refused: pause and try again later
+            state.database_down(exc)
+            return None
+        state.database_up()
+        if rows:
+            try:
+                rows = self.admit(rows)
+            except StoreError as exc:  # unadmitted claims lapse with their lease
+                state.database_down(exc)
+                return None
+        if rows:
+            self.hand_out(rows)
+        return rows
+
+    def admit(self, rows: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Let the database decide which claimed runs of rate- or concurrency-limited jobs may
+        start; the others went back to the queue (their attempt refunded)."""
+        limited = self._limited_names
+        if limited is None:
+            limited = self._limited_names = {name for name, d in self.app.registry.items()
+                                             if d.behaviour.rate_limit or d.behaviour.concurrency_limit}
+        if not limited:
+            return rows
+        runs: list[tuple[int, list[Limit]]] = []
+        for row in rows:
+            if row.name in limited:
+                limits = self._limits(row)
+                if limits:
+                    runs.append((row.id, limits))
+        if not runs:
+            return rows
+        admitted, refused = self.store.features.admit(self.owner, runs)
+        if not refused:
+            return rows
+        self.state.claimed -= len(refused)
+        gone = set(refused)
+        return [row for row in rows if row.id not in gone]
+
+    def _limits(self, row: ClaimedJob) -> list[Limit] | None:
+        """The limits one claimed run must pass; None when it has none to pass (or no concurrency
+        group: a run whose arguments cannot be decoded fails on its own)."""
+        definition = self.app.registry.get(row.name)
+        if definition is None:
+            return None
+        b = definition.behaviour
+        if b.rate_limit is None and b.concurrency_limit is None:
+            return None
+        limits = []
+        if b.concurrency_limit is not None:
+            key = b.concurrency_key
+            if key is None:
+                group = row.name
+            elif isinstance(key, str):
+                group = key
+            else:
+                try:
+                    args, kwargs = decode_arguments(row.payload)
+                    group = safe_text(key(*args, **kwargs), 255)
+                except Exception:  # the run fails on its own when it cannot decode; no group
+                    return None
+            limits.append(Limit("concurrency", group, b.concurrency_limit))
+        if b.rate_limit is not None:
+            limits.append(Limit("rate", row.name, b.rate_limit.count, b.rate_limit.period))
+        return limits
+
+    def hand_out(self, rows: list[ClaimedJob]) -> None:
+        """Hold the claimed jobs and queue them for the runner threads."""
+        state = self.state
+        with state.held_lock:
+            held = state.held
+            if not held.isdisjoint([row.id for row in rows]):
+                # We hold these already: the database lost our earlier claim (a crash undid it) and
+                # gave them to us again.  The copy we hold runs or has run; a second one must not.
+                again = [row.id for row in rows if row.id in held]
+                log.warning("claimed job(s) %s again while still holding them; the held run goes on alone",
+                            again)
+                rows = [row for row in rows if row.id not in held]
+                state.claimed -= len(again)
+            held.update([row.id for row in rows])
+        with state.count_lock:
+            state.outstanding += len(rows)
+        state.claimed += len(rows)
+        put = state.work.put
+        for row in rows:
+            put(row)

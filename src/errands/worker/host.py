@@ -1,0 +1,66 @@
+"""What the worker needs from the app, as a Protocol of its own.
+
+The worker sits below the app: ``Errands`` imports the worker to offer ``app.run_worker()`` and
+eager mode, so the worker must not import the app back, not even for its type hints (that was
+the import loop app -> worker -> app).  :class:`RunHost` names exactly what the worker, the
+supervisor, the scheduler and eager runs read from the app; ``Errands`` satisfies it
+structurally, and a test may hand the worker anything else that does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..core.host import AppHost
+
+if TYPE_CHECKING:
+    from ..core.cron import Cron
+    from ..core.jobs import JobDefinition
+    from ..core.rows import NewJob
+    from ..store import Store
+
+
+class PeriodicJob(Protocol):
+    """One of the app's schedules, as the scheduler thread uses it (``errands.app.Schedule`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cron(self) -> Cron: ...
+
+    def prepare(self, slot_key: str) -> NewJob:
+        """The run for one slot (its unique key names the slot, so it is enqueued at most once)."""
+
+
+class RunHost(AppHost, Protocol):
+    """The app as a worker sees it.
+
+    Everything here is read, never set: the properties let an app hold narrower types (its
+    ``dict`` of schedules) than the Mapping the worker needs.  The job contexts and hooks of a
+    run receive this object as their :class:`~errands.core.host.AppHost`."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def registry(self) -> Mapping[str, JobDefinition[Any, Any]]:
+        """Job definitions by name: the handlers a worker runs and their behaviour (limits, hooks, TTL)."""
+
+    @property
+    def schedules(self) -> Mapping[str, PeriodicJob]:
+        """The periodic jobs the scheduler thread enqueues."""
+
+    @property
+    def lease(self) -> float:
+        """Seconds a claim is ours without a heartbeat (a worker's ``--lease`` overrides it)."""
+
+    @property
+    def result_ttl(self) -> float:
+        """Seconds results and cancellation records are kept, unless a job says otherwise."""
+
+    @property
+    def failed_ttl(self) -> float | None:
+        """Seconds dead-letter entries are kept (None: for ever); the heartbeat prunes older ones."""
+

@@ -1,0 +1,168 @@
+"""Maintenance: what keeps a worker's claims ours and the tables tidy, on background threads.
+
+The heartbeat thread extends the leases of every job this process holds (buffered, running,
+finished but not yet recorded) and reports the worker alive; every half lease it recovers
+stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
+:mod:`errands.worker.liveness`) and unblocks jobs whose dependency finished; once a minute it
+prunes expired results, old dead-letter entries, stats and accounts.  While async jobs run it
+also looks for cancellation requests.  The listener thread wakes the claim loop when the
+database signals new jobs.  None of this is on the per-job path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from ..core.errors import StoreError, StoreUnavailable
+from .liveness import forget_worker_after
+from .state import jitter
+
+if TYPE_CHECKING:
+    from ..store.dialects.base import Listener
+    from .execution import Runners
+    from .host import RunHost
+    from .settings import WorkerSettings
+    from .state import WorkerState
+
+log = logging.getLogger("errands.worker")
+
+CANCEL_CHECK_EVERY = 1.0
+"""Seconds between looks for cancellation requests while async jobs run."""
+PRUNE_EVERY = 60.0
+"""Seconds between deletions of expired results and old dead-letter entries (per worker)."""
+
+
+class Maintenance:
+    """Registration, heartbeat, stale recovery, pruning and the wake-up listener of one worker."""
+
+    def __init__(self, app: RunHost, settings: WorkerSettings, state: WorkerState, owner: str, lease: float,
+                 runners: Runners, parent_pid: int | None = None) -> None:
+        self.app = app
+        self.store = app.store
+        self.settings = settings
+        self.state = state
+        self.owner = owner
+        self.lease = lease
+        self.runners = runners
+        self.parent_pid = parent_pid
+        self._next_rescue = 0.0
+        self._next_prune = 0.0
+
+    def register(self) -> None:
+        """Enter the workers table, waiting out a database that is not up yet (unless stopped)."""
+        delay = 0.5
+        while True:
+            try:
+                self.store.workers.register(self.owner, socket.gethostname(), os.getpid(), self.settings.queues,
+                                           self.settings.concurrency)
+                return
+            except StoreUnavailable as exc:
+                if self.state.stop.is_set():
+                    raise
+                log.warning("database unavailable at start-up, retrying in %.1fs: %s", delay, exc)
+                self.state.stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+
+    # ------------------------------------------------------------------ heartbeat
+    def heartbeat_loop(self) -> None:
+        try:
+            self._beat()
+        finally:
+            self.store.release_thread_connection()
+
+    def _beat(self) -> None:
+        state, runners = self.state, self.runners
+        interval = max(0.2, self.lease / 3)
+        self._next_rescue = time.monotonic() + jitter.uniform(0, max(1.0, self.lease / 2))
+        next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
+        self._next_prune = time.monotonic() + jitter.uniform(0, PRUNE_EVERY)
+        while not state.stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * jitter.uniform(0.9, 1.0)):
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
+            if runners.futures:
+                self._cancel_async_runs()
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
+            try:
+                self._keep()
+            except StoreError as exc:
+                log.warning("heartbeat failed: %s", exc)
+            except Exception:  # never let this thread die: the leases of running jobs would lapse
+                log.exception("heartbeat failed")
+            if state.stop.is_set() and not state.held:
+                return
+
+    def _keep(self) -> None:
+        """One beat: extend our leases, report alive, and rescue or prune when that is due."""
+        # Finished runs whose outcome is not recorded yet (the database was down) are still
+        # ours too: if their leases lapsed, recover_stale below would hand them out again.
+        held = self.state.held_ids()
+        if held:
+            self.store.jobs.extend_leases(self.owner, held, self.lease)
+        self.store.workers.heartbeat(self.owner, self.state.jobs_done)
+        if time.monotonic() >= self._next_rescue:
+            self._next_rescue = time.monotonic() + max(1.0, self.lease / 2)
+            self._rescue()
+        if time.monotonic() >= self._next_prune:
+            self._next_prune = time.monotonic() + PRUNE_EVERY
+            self.store.features.prune(self.app.failed_ttl)
+            self.store.insights.prune_stats()
+            self.store.accounts.prune()
+
+    def _rescue(self) -> None:
+        """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
+        report = self.store.jobs.recover_stale()
+        if report.released or report.buried:
+            log.warning("recovered stale jobs: released %s, buried %s", report.released, report.buried)
+        self.store.workers.prune(older_than=forget_worker_after(self.lease))
+        unblocked = self.store.features.sweep_blocked()
+        if unblocked:
+            log.warning("unblocked %d job(s) whose dependency had finished", unblocked)
+
+    def _cancel_async_runs(self) -> None:
+        """Cancel the tasks of running async jobs whose cancellation was requested."""
+        try:
+            requested = set(self.store.features.cancel_requests(self.owner))
+        except Exception:  # the next beat asks again
+            return
+        self.runners.cancel(requested)
+
+    # ------------------------------------------------------------------ listener
+    def listen_loop(self) -> None:
+        """Wake the claim loop as soon as the database signals new jobs (idle pickup latency)."""
+        state = self.state
+        listener: Listener | None = None
+        delay = 0.5
+        try:
+            while not state.stop.is_set():
+                try:
+                    if listener is None:
+                        listener = self.store.listener()
+                        if listener is None:
+                            return
+                        delay = 0.5
+                    if listener.wait(0.5):
+                        state.new_jobs.set()
+                        state.wake.set()
+                except Exception as exc:  # StoreError, or a fault of its own: poll meanwhile, never die
+                    log.debug("wake-up listener unavailable (%s); polling meanwhile", exc)
+                    if listener is not None:
+                        _close_quietly(listener)
+                        listener = None
+                    state.stop.wait(delay)
+                    delay = min(delay * 2, 30.0)
+        finally:
+            if listener is not None:
+                listener.close()
+
+
+def _close_quietly(listener: Listener) -> None:
+    try:
+        listener.close()
+    except Exception:  # already broken
+        pass
