@@ -8,6 +8,7 @@
 #                tests run in parallel, one process per core (TEST_WORKERS=0: not)
 #   make docs    build the documentation site into site/ (mkdocs, strict)
 #   make check   lint, type-check and check the layers (ruff, mypy, import-linter); .ci/run runs it
+#   make graph   redraw the import graph in docs/architecture.md from the code
 #   make clean   remove both venvs, the demo's output, the built docs and test artefacts
 
 PYTHON ?= python3
@@ -21,7 +22,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
-.PHONY: venv test demo demo-tour docs check clean
+.PHONY: venv test demo demo-tour docs check graph clean
 
 venv: $(STAMP)
 
@@ -60,6 +61,10 @@ check: venv
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy src
 	$(VENV)/bin/lint-imports
+
+# Redraw the import graph in docs/architecture.md from the code (a test fails when it is out of date).
+graph: venv
+	$(VENV_PYTHON) scripts/import_graph.py
 
 clean:
 	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from helpers import scaled
+from helpers import BACKENDS, scaled
 
 from errands import Errands
 
@@ -30,7 +30,6 @@ START_HINTS = {
     "mysql": "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
 }
 
-BACKENDS = ["sqlite", "postgres", "mariadb", "mariadb-update"]
 CONNECT_TIMEOUT = max(1, round(scaled(5)))  # whole seconds for both drivers; 0 would mean "no limit"
 
 

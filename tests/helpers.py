@@ -124,3 +124,10 @@ def drain(app, queues=("default",), concurrency: int = 1, max_jobs: int | None =
                                         max_jobs=max_jobs, sleep=0.05))
     worker.run()
     return worker.jobs_done
+
+
+BACKENDS = ["sqlite", "postgres", "mariadb", "mariadb-update"]
+"""The backends every ``backend``-parametrised test runs on (tests/conftest.py)."""
+DIALECT_OF = {"sqlite": "sqlite", "postgres": "postgresql", "mariadb": "mysql", "mariadb-update": "mysql"}
+"""The dialect (``errands.store.registry``) each test backend runs; tests/architecture checks that every
+registered backend has one, so a new backend joins the shared suites."""

@@ -8,6 +8,10 @@ A lower module that must name an upper one does so through a Protocol of its own
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
+
 import grimp
 
 
@@ -15,59 +19,23 @@ def _graph() -> grimp.ImportGraph:
     return grimp.build_graph("errands", exclude_type_checking_imports=False)
 
 
-def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Tarjan's algorithm over the modules: every group of two or more that reach each other."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[list[str]] = []
-    counter = 0
-
-    def visit(start: str) -> None:
-        nonlocal counter
-        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, edges = work[-1]
-            for nxt in edges:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(graph.find_modules_directly_imported_by(nxt)))))
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    group = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        group.append(member)
-                        if member == node:
-                            break
-                    if len(group) > 1:
-                        groups.append(sorted(group))
-
-    for module in sorted(graph.modules):
-        if module not in index:
-            visit(module)
-    return groups
+def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Each import A -> B for which B also reaches A, as the loop it closes (A, B, ..., A)."""
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back and frozenset(back) not in seen:
+                seen.add(frozenset(back))
+                found.append([importer, *back])
+    return found
 
 
 def test_no_import_cycles() -> None:
-    cycles = strongly_connected(_graph())
-    assert cycles == [], "modules that import each other (type-hint imports included): " + "; ".join(
-        " <-> ".join(group) for group in cycles)
+    loops = cycles(_graph())
+    assert loops == [], "modules that import each other (type-hint imports included): " + "; ".join(
+        " -> ".join(loop) for loop in loops)
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -76,6 +44,21 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     for name in ("pkg", "pkg.a", "pkg.b", "pkg.c"):
         graph.add_module(name)
     graph.add_import(importer="pkg.a", imported="pkg.b")
-    graph.add_import(importer="pkg.b", imported="pkg.a")
+    graph.add_import(importer="pkg.b", imported="pkg.c")
     graph.add_import(importer="pkg.c", imported="pkg.a")
-    assert strongly_connected(graph) == [["pkg.a", "pkg.b"]]
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_the_architecture_page_shows_the_graph_the_code_has() -> None:
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "import_graph.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_registered_backend_runs_the_shared_suites() -> None:
+    from helpers import BACKENDS as TEST_BACKENDS
+    from helpers import DIALECT_OF
+
+    from errands.store.registry import BACKENDS
+
+    assert {DIALECT_OF[name] for name in TEST_BACKENDS} == {backend.name for backend in BACKENDS}
