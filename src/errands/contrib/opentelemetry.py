@@ -67,38 +67,17 @@ def instrument(app: Errands, tracer_provider: trace.TracerProvider | None = None
     carrier_format = propagator or TraceContextTextMapPropagator()
 
     def producer(call: Enqueue) -> Iterator[None]:
-        attributes: dict[str, Any] = {"messaging.system": SYSTEM, "messaging.operation.type": "send",
-                                      "messaging.operation.name": call.kind}
-        if call.queue is not None:
-            attributes["messaging.destination.name"] = call.queue
-        if call.name is not None:
-            attributes["errands.job.name"] = call.name
         name = f"send {call.queue}" if call.queue is not None else "send"
-        with tracer.start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attributes) as span:
+        with tracer.start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=_send_attributes(call)) as span:
             carrier_format.inject(call.headers)  # the current context is this span's
             yield
             if span.is_recording():
                 _describe_enqueue(span, call)
 
     def consumer(ctx: JobContext) -> Iterator[None]:
-        headers = job_headers()
-        parent = carrier_format.extract(headers) if headers else None
-        links = []
-        if parent is not None:
-            origin = trace.get_current_span(parent).get_span_context()
-            if origin.is_valid:
-                links.append(Link(origin))
-            else:
-                parent = None
-        attributes: dict[str, Any] = {
-            "messaging.system": SYSTEM, "messaging.operation.type": "process", "messaging.operation.name": "process",
-            "messaging.destination.name": ctx.queue, "messaging.message.id": str(ctx.id),
-            "messaging.client.id": ctx.worker_id, "errands.job.name": ctx.name, "errands.job.attempt": ctx.attempt,
-            "errands.job.max_attempts": ctx.max_attempts}
-        if ctx.batch_id is not None:
-            attributes["errands.batch.id"] = ctx.batch_id
+        parent, links = _enqueued_under(carrier_format)
         with tracer.start_as_current_span(f"process {ctx.queue}", context=parent, kind=SpanKind.CONSUMER,
-                                          links=links, attributes=attributes, record_exception=False,
+                                          links=links, attributes=_process_attributes(ctx), record_exception=False,
                                           set_status_on_exception=False) as span:
             try:
                 yield
@@ -116,6 +95,38 @@ def instrument(app: Errands, tracer_provider: trace.TracerProvider | None = None
     app.around_enqueue(producer)
     app.around_job(consumer)
     _instrumented.add(app)
+
+
+def _send_attributes(call: Enqueue) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"messaging.system": SYSTEM, "messaging.operation.type": "send",
+                                  "messaging.operation.name": call.kind}
+    if call.queue is not None:
+        attributes["messaging.destination.name"] = call.queue
+    if call.name is not None:
+        attributes["errands.job.name"] = call.name
+    return attributes
+
+
+def _enqueued_under(carrier_format: TextMapPropagator) -> tuple[Any, list[Link]]:
+    """The context the job was enqueued in (the run's parent), and a link to it; (None, [])
+    when the job carries no valid context."""
+    headers = job_headers()
+    parent = carrier_format.extract(headers) if headers else None
+    if parent is None:
+        return None, []
+    origin = trace.get_current_span(parent).get_span_context()
+    return (parent, [Link(origin)]) if origin.is_valid else (None, [])
+
+
+def _process_attributes(ctx: JobContext) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "messaging.system": SYSTEM, "messaging.operation.type": "process", "messaging.operation.name": "process",
+        "messaging.destination.name": ctx.queue, "messaging.message.id": str(ctx.id),
+        "messaging.client.id": ctx.worker_id, "errands.job.name": ctx.name, "errands.job.attempt": ctx.attempt,
+        "errands.job.max_attempts": ctx.max_attempts}
+    if ctx.batch_id is not None:
+        attributes["errands.batch.id"] = ctx.batch_id
+    return attributes
 
 
 def _describe_enqueue(span: trace.Span, call: Enqueue) -> None:
