@@ -58,7 +58,7 @@ docs: venv
 	$(VENV_PYTHON) -m mkdocs build --strict --site-dir site
 
 check: venv
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/mypy src
 	$(VENV)/bin/lint-imports
 
