@@ -742,7 +742,7 @@ def _probe_ids(app: Errands, filled: Filled | None) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from run import FreshDatabase
 
-    from errands.dashboard.passwords import hash_password
+    from errands.services.passwords import hash_password
 
     started = datetime.now(timezone.utc)
     db: Any = None

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from demo_app import OUTPUT, app, build_report, flaky_sync, send_welcome_email  # noqa: E402
 
-from errands.dashboard.passwords import hash_password  # noqa: E402
+from errands.services.passwords import hash_password  # noqa: E402
 
 USER, PASSWORD = "demo", "demo-password"
 

@@ -124,6 +124,10 @@ class ClaimedJob(NamedTuple):
     reserved_by: str
     flags: int = 0
     batch_id: int | None = None
+    concurrency_key: str | None = None
+    """The concurrency group, as enqueue computed it from the job's arguments (None: no group
+    was stored; a job enqueued before its definition got a concurrency limit runs in the
+    job's own group).  The worker reads it and never recomputes it."""
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:

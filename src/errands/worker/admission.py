@@ -14,7 +14,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError
-from ..core.payload import decode_arguments, safe_text
 from ..core.rows import ClaimedJob
 from ..store.features import Limit
 
@@ -105,8 +104,8 @@ class Admission:
         return [row for row in rows if row.id not in gone]
 
     def _limits(self, row: ClaimedJob) -> list[Limit] | None:
-        """The limits one claimed run must pass; None when it has none to pass (or no concurrency
-        group: a run whose arguments cannot be decoded fails on its own)."""
+        """The limits one claimed run must pass; None when it has none to pass.  The concurrency
+        group is the one enqueue stored with the job (``ClaimedJob.concurrency_key``)."""
         definition = self.app.registry.get(row.name)
         if definition is None:
             return None
@@ -115,18 +114,7 @@ class Admission:
             return None
         limits = []
         if b.concurrency_limit is not None:
-            key = b.concurrency_key
-            if key is None:
-                group = row.name
-            elif isinstance(key, str):
-                group = key
-            else:
-                try:
-                    args, kwargs = decode_arguments(row.payload)
-                    group = safe_text(key(*args, **kwargs), 255)
-                except Exception:  # the run fails on its own when it cannot decode; no group
-                    return None
-            limits.append(Limit("concurrency", group, b.concurrency_limit))
+            limits.append(Limit("concurrency", row.concurrency_key or row.name, b.concurrency_limit))
         if b.rate_limit is not None:
             limits.append(Limit("rate", row.name, b.rate_limit.count, b.rate_limit.period))
         return limits

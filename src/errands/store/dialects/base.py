@@ -25,7 +25,8 @@ JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, time
                "concurrency_key, flags, cancel_requested_at, progress, progress_message")
 FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
                   "failed_at, error_type, error_message")
-CLAIM_COLUMNS = "id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id"
+CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id, "
+                 "concurrency_key")
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
 INSERT_CHUNK = 500

@@ -414,7 +414,7 @@ class MySQLDialect(Dialect):
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
                            "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
                     [owner, float(lease), *(r[0] for r in rows)])
-        return [(*r[:5], r[5] + 1, r[6], r[7], owner, r[9], r[10]) for r in rows]
+        return [(*r[:5], r[5] + 1, r[6], r[7], owner, *r[9:]) for r in rows]
 
     #: Seconds a claiming process trusts its last read of the paused queues.
     paused_ttl = 1.0
