@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
-from .core.config import check_queue_name, database_url
+from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
 from .core.errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
@@ -19,6 +19,8 @@ from .core.rows import BatchRow
 from .core.settings import DEFAULTS, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
 from .worker import settings as worker_defaults
+from .worker.eager import run_inline
+from .worker.runner import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -111,8 +113,6 @@ class Errands:
         self._store_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        from .core.config import mask_url
-
         return f"<Errands {mask_url(self.database_url)} jobs={len(self.registry)}>"
 
     # ------------------------------------------------------------------ store
@@ -329,8 +329,6 @@ class Errands:
 
     def run_eagerly(self, definition: JobDefinition[Any, Any], new: NewJob, args: Sequence[Any] | None = None,
                     kwargs: dict[str, Any] | None = None) -> JobHandle:
-        from .worker.eager import run_inline
-
         return run_inline(self, definition, new, self._eager_propagate)
 
     def run_until_empty(self, queues: Sequence[str] | None = None, *, max_jobs: int | None = None) -> int:
@@ -413,8 +411,6 @@ class Errands:
 
         ``errands worker`` adds a supervising process that enforces hard timeouts.
         """
-        from .worker.runner import Worker
-
         settings = worker_defaults.WorkerSettings(queues=tuple(queues or self.default_queues()),
                                                   concurrency=concurrency, burst=burst, max_jobs=max_jobs,
                                                   sleep=sleep)

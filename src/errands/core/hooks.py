@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .context import running_row
 from .errors import ConfigurationError
 from .payload import encode_headers, read_headers, with_headers
 
@@ -218,7 +219,5 @@ def job_headers() -> dict[str, str]:
 
     For ``around``, ``before`` and ``after`` hooks and handlers; it parses the payload
     again, so it costs a JSON decode: call it once per run."""
-    from .context import running_row
-
     current = running_row.get()
     return {} if current is None else read_headers(current[0].payload)

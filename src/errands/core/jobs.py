@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .config import check_queue_name
 from .errors import BadPayload, InvalidOption, JobCancelled, JobFailed, JobNotFound
-from .hooks import Enqueue, enqueuing
+from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
 from .payload import encode_payload, safe_text
 from .retry import Backoff
 from .rows import FLAG_RESULT, JobState, NewJob
 
 if TYPE_CHECKING:
-    from .hooks import Hooks
     from .host import AppHost
 
 P = ParamSpec("P")
@@ -246,8 +245,6 @@ class JobDefinition(Generic[P, R]):
     @property
     def hooks(self) -> Hooks:
         """Per-job hooks (``@job.before``, ``@job.after``, ``@job.around``, ``@job.on_retry``, ``@job.on_dead``)."""
-        from .hooks import Hooks
-
         if self.behaviour.hooks is None:
             object.__setattr__(self.behaviour, "hooks", Hooks(scope="job"))
         assert self.behaviour.hooks is not None
