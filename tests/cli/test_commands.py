@@ -149,3 +149,22 @@ def test_users_commands_create_disable_enable_and_change_passwords(migrated):
     assert missing.returncode == 1 and "no user 'nobody'" in missing.stderr
     actions = [e.action for e in opened(migrated).store.accounts.audit_log()]
     assert {"user-create", "user-disable", "user-enable", "user-password"} <= set(actions)
+
+
+def test_every_cli_action_goes_through_the_services_and_is_audited_as_the_cli(migrated):
+    """Operator actions from the CLI leave the same audit lines as from the dashboard, actor "cli"."""
+    app = opened(migrated)
+    enqueued = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", "[0.5]", "--queue", "mails")
+    assert enqueued.returncode == 0, enqueued.stderr
+    job_id = int(enqueued.stdout.strip())
+    [other] = app.store.jobs.enqueue([NewJob("sample_jobs.record", "bulk", '{"args":[1],"kwargs":{}}')])
+    for args in (["queue", "pause", "mails"], ["queue", "resume", "mails"], ["job", "cancel", str(job_id)],
+                 ["recover"], ["queue", "purge", "bulk", "--yes"]):
+        done = run_cli(migrated, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    entries = list(reversed(app.store.accounts.audit_log()))
+    assert [(e.actor, e.action) for e in entries] == [
+        ("cli", "enqueue"), ("cli", "pause"), ("cli", "resume"), ("cli", "cancel"), ("cli", "recover"),
+        ("cli", "purge")]
+    assert entries[0].target == f"jobs {job_id}" and entries[1].target == "queue mails"
+    assert app.store.jobs.get_job(other) is None
