@@ -192,3 +192,22 @@ def test_refuses_to_start_without_users(app):
         create_dashboard(app)
     assert create_dashboard(app, open_access=True) is not None
     assert PASSWORD
+
+
+def test_signing_in_prunes_old_login_attempts_and_the_worker_does_not(dash_app, web, monkeypatch):
+    """The dashboard's tables are emptied by the dashboard (now and then, on sign-in), not by workers."""
+    from errands.services import sessions
+
+    store = dash_app.store
+    store.accounts.record_login("someone", "10.0.0.1", False)
+    store.db.run(lambda cur: cur.execute(store.dialect.q(
+        "UPDATE {login_attempts} SET at = {now_plus} WHERE username = {p}"), (-2 * 86400.0, "someone")), write=True)
+
+    def attempts() -> int:
+        return store.db.run(lambda cur: (cur.execute(store.dialect.q(
+            "SELECT COUNT(*) FROM {login_attempts} WHERE username = {p}"), ("someone",)), cur.fetchone()[0])[1])
+
+    assert attempts() == 1
+    monkeypatch.setattr(sessions, "_next_prune", 0.0)
+    assert login(web).status_code == 303
+    assert attempts() == 0

@@ -10,6 +10,9 @@ address in the database, so every dashboard process sees the same limits.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,11 +83,34 @@ def start(app: Errands, user: Any, *, remember: bool, policy: SessionPolicy) -> 
     return SignedIn(user.username, user.role, user.theme, csrf, token, remember_token)
 
 
+PRUNE_EVERY = 600.0
+"""Seconds between two prunes of expired sessions, tokens and old login attempts by one process."""
+_prune_lock = threading.Lock()
+_next_prune = 0.0
+log = logging.getLogger("errands.dashboard")
+
+
+def prune_now_and_then(app: Errands) -> None:
+    """Forget expired sessions and tokens and day-old login attempts, at most every PRUNE_EVERY
+    seconds per process.  Sign-ins are what fill these tables, so signing in is what empties them:
+    the worker, which never reads them, does not carry the dashboard's housekeeping."""
+    global _next_prune
+    with _prune_lock:
+        if time.monotonic() < _next_prune:
+            return
+        _next_prune = time.monotonic() + PRUNE_EVERY
+    try:
+        app.store.accounts.prune()
+    except StoreError as exc:  # the sign-in that follows reports the database; pruning can wait
+        log.warning("could not prune expired sessions: %s", exc)
+
+
 def sign_in(app: Errands, username: str, password: str, address: str, remember: bool, policy: SessionPolicy
             ) -> tuple[SignedIn | None, str]:
     """Check a password against the limits and the account; returns (the new session or None, the
     message for the login form).  An unknown or disabled account costs as long as a wrong password,
     so timing tells no user name; every attempt is recorded, a success also in the audit log."""
+    prune_now_and_then(app)
     store = app.store
     per_account = store.accounts.failed_logins(username=username, window=policy.failure_window)
     if per_account >= policy.max_failures_per_account or \

@@ -4,7 +4,7 @@ The heartbeat thread extends the leases of every job this process holds (buffere
 finished but not yet recorded) and reports the worker alive; every half lease it recovers
 stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
 :mod:`errands.worker.liveness`) and unblocks jobs whose dependency finished; once a minute it
-prunes expired results, old dead-letter entries, stats and accounts.  While async jobs run it
+prunes expired results, old dead-letter entries and stats.  While async jobs run it
 also looks for cancellation requests.  The listener thread wakes the claim loop when the
 database signals new jobs.  None of this is on the per-job path.
 """
@@ -112,7 +112,6 @@ class Maintenance:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             self.store.features.prune(self.app.failed_ttl)
             self.store.insights.prune_stats()
-            self.store.accounts.prune()
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
