@@ -158,7 +158,7 @@ class Settling:
         """The plain successes: one DELETE, or one per run if the database refuses the batch."""
         state, owner = self.state, self.owner
         try:
-            self.store.jobs.complete(owner, self.to_complete)
+            ours = self.store.jobs.complete(owner, self.to_complete)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -171,6 +171,12 @@ class Settling:
                 state.forget([job_id])
                 state.jobs_done += 1
         else:
+            if ours < len(self.to_complete):
+                # The lease lapsed (a partition, a stall) and another worker took these jobs over:
+                # the database refused this settle, as it must.  The run itself cannot be undone.
+                log.warning("%d finished run(s) were no longer this worker's (their lease lapsed and the "
+                            "jobs were handed to another worker); the database refused to record them",
+                            len(self.to_complete) - ours)
             state.forget(self.to_complete)
             state.jobs_done += len(self.to_complete)
             self.to_complete = []
