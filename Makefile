@@ -40,8 +40,15 @@ $(CHROMIUM):
 		(apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)) || \
 		echo "could not install chromium: the browser tests will be skipped"
 
+# The connection-pooler tests run a private PgBouncer (Debian's package) in front of the local PostgreSQL.
+PGBOUNCER = /usr/sbin/pgbouncer
+$(PGBOUNCER):
+	command -v apt-get >/dev/null && (apt-get install -y -q pgbouncer >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q pgbouncer >/dev/null)) || \
+		echo "could not install pgbouncer: the connection-pooler tests will be skipped"
+
 # The main suite, then the Django 6 suite (below) even if the first failed; either failing fails `make test`.
-test: venv $(CHROMIUM)
+test: venv $(CHROMIUM) $(PGBOUNCER)
 	@status=0; $(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 		$(MAKE) --no-print-directory test-django6 || status=1; exit $$status
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidQueueName
 
@@ -23,8 +23,14 @@ def database_url(explicit: str | None = None) -> str:
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for banners and logs)."""
+    """The URL with its password replaced by ``***`` (for banners and logs), also the password of a
+    URL nested in its query (PostgreSQL's ``?listen_url=``)."""
     parts = urlsplit(url)
+    if "listen_url=" in parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        pairs = [(k, mask_url(v) if k == "listen_url" else v) for k, v in pairs]
+        parts = parts._replace(query=urlencode(pairs, quote_via=quote, safe="*"))
+        url = urlunsplit(parts)
     if parts.password is None:
         return url
     netloc = parts.netloc.rsplit("@", 1)

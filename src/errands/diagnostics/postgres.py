@@ -9,8 +9,13 @@ doctor checks that they are in place, that autovacuum runs, and how many dead ro
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import psycopg
+
+from ..core.config import mask_url
+from ..store.dialects.postgres import PostgresDialect, driver_url
+from ..worker.settings import SLEEP
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 
@@ -87,6 +92,11 @@ def _options(text: str) -> dict[str, str]:
 
 
 def settings(ctx: Context) -> list[Check]:
+    """Autovacuum on the jobs table, then the pooler in force and how idle workers are woken."""
+    return [*_autovacuum(ctx), *pooler_checks(ctx)]
+
+
+def _autovacuum(ctx: Context) -> list[Check]:
     table = ctx.store.dialect.t_jobs
     expected = ctx.expected.tables.get(table)
     wanted = _options(expected.options) if expected else {}
@@ -114,6 +124,98 @@ def settings(ctx: Context) -> list[Check]:
                       f"({', '.join(sorted(differs))}): it is vacuumed only after 20 % of it is dead",
                       fix=f"ALTER TABLE {table} SET ({setting})", data=data)]
     return [Check("postgres_autovacuum", Status.OK, f"autovacuum on, with errands' settings on {table}", data=data)]
+
+
+# ---------------------------------------------------------------------- connection poolers
+def _probe(dialect: PostgresDialect) -> dict[str, Any]:
+    """What two of errands' own connections tell about a pooler between errands and the server.
+
+    A pooler answers the startup with a process id of its own, so the id psycopg was given and
+    ``pg_backend_pid()`` differ.  Transaction pooling shows when server backends move between
+    client connections: client A reads its backend, client B opens a transaction (so holds a
+    backend) and reads its backend, then A reads again.  With a direct connection or session
+    pooling, A keeps its backend and B has another; with transaction pooling either B got A's
+    backend (given back after A's statement) or A got a new one while B held the old.
+    """
+    first, second = dialect.connect(), dialect.connect()
+    try:
+        before = first.execute("SELECT pg_backend_pid()").fetchone()[0]
+        second.execute("BEGIN")
+        other = second.execute("SELECT pg_backend_pid()").fetchone()[0]
+        after = first.execute("SELECT pg_backend_pid()").fetchone()[0]
+        second.execute("COMMIT")
+        behind = first.info.backend_pid != before or second.info.backend_pid != other
+        return {"pooler_seen": behind, "transaction_pooling_seen": other == before or after != before}
+    finally:
+        first.close()
+        second.close()
+
+
+def _pooler_verdict(said: str | None, where: str, seen: dict[str, Any]) -> tuple[Status, str, str | None]:
+    """Compare the configured mode with what the probe saw: (status, sentence, fix)."""
+    transaction, pooled = seen["transaction_pooling_seen"], seen["pooler_seen"] or seen["transaction_pooling_seen"]
+    tell = "add ?pooler=transaction to the database URL (or set ERRANDS_POOLER=transaction)"
+    if transaction and said != "transaction":
+        return (Status.FAIL, "connections go through a transaction pooler (a server backend moved between "
+                f"errands' connections), but errands was told pooler={said or 'none'} ({where}): psycopg's "
+                "prepared statements collide on shared backends ('prepared statement \"_pg3_0\" already "
+                "exists') and LISTEN through the pooler never wakes a worker", tell)
+    if said == "transaction":
+        how = "transaction pooling seen" if transaction else \
+            "a pooler seen" if pooled else "no pooler seen (a direct connection works this way too)"
+        return (Status.OK, f"pooler=transaction ({where}), {how}: no prepared statements, no session state, "
+                "transaction-scoped locks only, no LISTEN through the pooler", None)
+    if said == "session":
+        how = "a pooler seen, keeping one backend per connection" if pooled else "no pooler seen"
+        return (Status.OK, f"pooler=session ({where}), {how}: errands works as on a direct connection "
+                "(the pool must hold a server connection for every client connection)", None)
+    if pooled:
+        return (Status.WARN, "a pooler sits between errands and PostgreSQL (its process id is not the "
+                "server's), keeping one backend per connection as session pooling does; errands was not told",
+                "add ?pooler=session to the database URL, or ?pooler=transaction if its pool_mode is transaction")
+    return Status.OK, "direct connection to PostgreSQL (no pooler seen)", None
+
+
+def _wakeup(dialect: PostgresDialect) -> Check:
+    """How an idle worker learns of a new job: LISTEN (where) or polling, and the latency to expect."""
+    if not dialect.listens:
+        return Check("postgres_wakeup", Status.INFO, "workers poll: no LISTEN through a transaction pooler and no "
+                     f"listen_url; an idle worker asks for jobs every --sleep seconds (default {SLEEP:g} s), so "
+                     f"expect a pickup latency of up to --sleep (about {SLEEP:g} s) when idle, none while busy",
+                     fix="for millisecond pickups give workers a direct URL to LISTEN on: ?listen_url=<percent-"
+                         "encoded postgresql://... URL> or ERRANDS_LISTEN_URL",
+                     data={"listen": False, "poll_interval": SLEEP})
+    target = dialect.listen_url or dialect.url
+    data = {"listen": True, "listen_url": mask_url(target), "listen_url_from": dialect.listen_url_from}
+    if dialect.listen_url:
+        try:
+            conn = psycopg.connect(driver_url(dialect.listen_url), autocommit=True, connect_timeout=10)
+        except Exception as exc:  # a doctor reports a bad listen_url rather than failing
+            return Check("postgres_wakeup", Status.FAIL, f"cannot connect to listen_url ({data['listen_url_from']}): "
+                         f"{' '.join(str(exc).split())}", fix="fix listen_url: workers would fail to LISTEN",
+                         data=data)
+        with conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            direct = row is not None and conn.info.backend_pid == row[0]
+        if not direct:
+            return Check("postgres_wakeup", Status.WARN, f"listen_url {data['listen_url']} goes through a pooler "
+                         "too: LISTEN works only if that pooler is in session mode", fix="point listen_url at "
+                         "PostgreSQL itself (or at a session-mode pool)", data=data)
+    return Check("postgres_wakeup", Status.OK, f"LISTEN/NOTIFY on {data['listen_url']}: an idle worker picks "
+                 f"up a new job within milliseconds (--sleep, default {SLEEP:g} s, is only a safety poll)", data=data)
+
+
+def pooler_checks(ctx: Context) -> list[Check]:
+    """Which pooler mode is in force (configured and seen), and how idle workers are woken."""
+    dialect = cast(PostgresDialect, ctx.store.dialect)
+    try:
+        seen = _probe(dialect)
+    except Exception as exc:  # the probe opens its own connections; a failure there is reported, not raised
+        return [Check("postgres_pooler", Status.WARN, f"could not probe for a pooler: {' '.join(str(exc).split())}",
+                      fix="run `errands doctor` again; the other checks stand")]
+    status, detail, fix = _pooler_verdict(dialect.pooler, dialect.pooler_from, seen)
+    data = {"configured": dialect.pooler, "configured_from": dialect.pooler_from, **seen}
+    return [Check("postgres_pooler", status, detail, fix=fix, data=data), _wakeup(dialect)]
 
 
 def jobs_table(ctx: Context, *, dead_warn_rows: int = DEAD_WARN_ROWS,

@@ -5,14 +5,21 @@ claim-index order and the UPDATE reserves them, so concurrent workers never wait
 on each other and never take the same row.  The claim index is partial (only
 unreserved rows), which keeps it small however many jobs are running.
 Timestamps are ``timestamptz`` compared against ``now()``, the server's clock.
+
+Behind a connection pooler (PgBouncer) ``pooler=transaction`` (``?pooler=`` in the URL or
+``ERRANDS_POOLER``) makes every connection safe to share between transactions: no prepared
+statements, nothing that outlives a transaction, and no LISTEN through the pooler (a worker
+LISTENs on ``listen_url``, a direct connection, or polls).  See :data:`POOLER_MODES`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
@@ -27,6 +34,67 @@ _PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 _COPY_TYPES = ["int8", "text", "text", "text", "int4", "int4", "int4", "float8", "int8", "int8"]
 """Binary COPY types of the copied columns; the two times are sent as int8 microseconds."""
+
+
+POOLER_ENV = "ERRANDS_POOLER"
+LISTEN_URL_ENV = "ERRANDS_LISTEN_URL"
+POOLER_MODES = ("transaction", "session")
+"""What sits between errands and PostgreSQL.  ``transaction``: a pooler that hands a server connection
+to a client for one transaction only (PgBouncer ``pool_mode = transaction``), so nothing may live
+longer than a transaction: psycopg prepares no statement (``prepare_threshold=None``: a statement
+prepared on one server connection would be missing, or another client's, on the next) and nobody
+LISTENs through it (a notification arrives on a server connection the listener no longer holds).
+``session``: a pooler that keeps one server connection per client connection, which behaves like
+a direct connection.  Unset: a direct connection, as before."""
+URL_OPTIONS = ("pooler", "listen_url")
+"""errands' own query options, removed before the URL reaches libpq (which refuses unknown ones)."""
+
+
+def _url_option(url: str, name: str) -> str | None:
+    values = [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == name]
+    return values[0] if values else None
+
+
+def pooler_setting(url: str, environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """The pooler mode for ``url`` and where it came from: ``?pooler=``, else ERRANDS_POOLER (empty
+    counts as unset), else None (a direct connection).  The URL wins, as for SQLite's
+    ``?synchronous=``: it is the more specific of the two.  ``none`` says "no pooler" explicitly."""
+    env = os.environ if environ is None else environ
+    given = _url_option(url, "pooler")
+    if given is not None:
+        raw, where = given, "?pooler= in the database URL"
+    elif env.get(POOLER_ENV, "").strip():
+        raw, where = env[POOLER_ENV], POOLER_ENV
+    else:
+        return None, "errands' default (no pooler)"
+    mode = raw.strip().lower()
+    if mode in ("", "none"):
+        return None, where
+    if mode not in POOLER_MODES:
+        raise ConfigurationError(f"pooler={raw!r} from {where} is not allowed: use {' or '.join(POOLER_MODES)} "
+                                 "(PgBouncer's pool_mode), or none for a direct connection")
+    return mode, where
+
+
+def listen_url_setting(url: str, environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """The direct URL a worker LISTENs on (bypassing a transaction pooler) and where it came from:
+    ``?listen_url=`` (percent-encoded), else ERRANDS_LISTEN_URL, else None (the store's own URL)."""
+    env = os.environ if environ is None else environ
+    given = _url_option(url, "listen_url")
+    if given:
+        return given, "?listen_url= in the database URL"
+    if env.get(LISTEN_URL_ENV, "").strip():
+        return env[LISTEN_URL_ENV].strip(), LISTEN_URL_ENV
+    return None, "not set"
+
+
+def driver_url(url: str) -> str:
+    """``url`` as libpq takes it: the SQLAlchemy-style scheme plain, errands' own options removed."""
+    parts = urlsplit(url.replace("postgresql+psycopg://", "postgresql://", 1))
+    if not parts.query:
+        return urlunsplit(parts)
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in URL_OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
 def _pg_microseconds(value: datetime) -> int:
@@ -59,7 +127,7 @@ class _NotifyListener(Listener):
     """A dedicated autocommit connection that LISTENs on the store's channel."""
 
     def __init__(self, connect: Any, channel: str) -> None:
-        self.conn = connect()
+        self.conn = connect()  # direct or session-pooled: LISTEN lasts as long as the session
         self.conn.execute(f'LISTEN "{channel}"')
 
     def wait(self, timeout: float) -> bool:
@@ -83,6 +151,16 @@ class PostgresDialect(Dialect):
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
     _id_sequence: str | None = None
 
+    def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+        super().__init__(url, prefix=prefix)
+        #: ``transaction``, ``session`` or None (direct), and where that was said (``errands doctor``).
+        self.pooler, self.pooler_from = pooler_setting(url)
+        #: A direct URL for the worker's LISTEN (None: the store's URL, or polling under ``transaction``).
+        self.listen_url, self.listen_url_from = listen_url_setting(url)
+        self._conninfo = driver_url(url)
+        #: Whether statements may be prepared on the server (never through a transaction pooler).
+        self.prepares = self.pooler != "transaction"
+
     def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
         return "id = ANY(%s)", [list(ids)]
 
@@ -90,11 +168,21 @@ class PostgresDialect(Dialect):
     def channel(self) -> str:
         return f"{self.prefix}jobs"
 
+    @property
+    def listens(self) -> bool:
+        """Whether workers get a LISTEN wake-up; False means they poll every ``--sleep`` when idle."""
+        return self.listen_url is not None or self.pooler != "transaction"
+
     def listener(self) -> Listener | None:
+        """LISTEN on ``listen_url`` when given, else on the store's URL, except through a transaction
+        pooler: there no LISTEN would be heard, so None, and the worker's claim loop polls instead."""
+        if not self.listens:
+            return None
+        target = self.listen_url or self.url
         try:
-            return _NotifyListener(self.connect, self.channel)
+            return _NotifyListener(lambda: self._open(driver_url(target), listen=True), self.channel)
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot LISTEN on {mask_url(self.url)}: {exc}") from exc
+            raise StoreUnavailable(f"cannot LISTEN on {mask_url(target)}: {exc}") from exc
 
     def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
         """One fixed statement whatever the batch size: columns travel as arrays and ``unnest``
@@ -110,7 +198,7 @@ class PostgresDialect(Dialect):
         if len(jobs) == 1:
             j = jobs[0]
             params = (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout, j.run_at, float(j.delay))
-            if ours:
+            if ours and self.prepares:
                 cur.execute(self._single_sql, params, prepare=True)
             else:
                 cur.execute(self._single_sql, params)
@@ -182,8 +270,15 @@ class PostgresDialect(Dialect):
                       f"RETURNING id, pg_notify('{self.channel}', queue)")
 
     def connect(self) -> Any:
-        url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        return self._open(self._conninfo)
+
+    def _open(self, conninfo: str, *, listen: bool = False) -> Any:
+        """An autocommit connection with no session state of errands' own.  Through a transaction
+        pooler psycopg never prepares (a prepared statement belongs to one server connection, and
+        the next transaction may get another); the listener's direct connection may."""
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+        if not self.prepares and not listen:
+            conn.prepare_threshold = None
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
         return conn
 
