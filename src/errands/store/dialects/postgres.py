@@ -18,6 +18,7 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
+from ..pool import connection_label, without_pool_options
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, Step, claim_order
 
 BULK_CHUNK = 5000
@@ -80,6 +81,9 @@ class PostgresDialect(Dialect):
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
     transaction_from = COPY_FROM
+    connections_sql = ("SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "GROUP BY application_name")
+    max_connections_sql = "SELECT current_setting('max_connections')::int"
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
     _id_sequence: str | None = None
 
@@ -181,9 +185,15 @@ class PostgresDialect(Dialect):
                       "%s::float8[]) WITH ORDINALITY AS u(q, n, p, pr, ma, t, ra, d, ord) ORDER BY ord "
                       f"RETURNING id, pg_notify('{self.channel}', queue)")
 
+    def pool(self) -> Any:
+        from .postgres_pool import PsycopgPool  # psycopg_pool is imported only by processes that pool
+
+        return PsycopgPool(self.connect, self.pool_size, self.pool_timeout)
+
     def connect(self) -> Any:
-        url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        url = without_pool_options(self.url.replace("postgresql+psycopg://", "postgresql://", 1))
+        named: dict[str, Any] = {} if "application_name" in url else {"application_name": connection_label()}
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10, **named)
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
         return conn
 
