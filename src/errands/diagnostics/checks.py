@@ -18,6 +18,7 @@ from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..store.registry import by_name
 from ..worker.liveness import ALIVE_AFTER_LEASES, forget_worker_after
+from .connections import connections
 from .context import Context
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
@@ -105,6 +106,7 @@ def _steps(ctx: Context, facts: DialectFacts) -> Iterable[tuple[str, Callable[[]
         yield "jobs_table", lambda: _not_checked("jobs_table", f"{ctx.store.dialect.t_jobs} does not exist")
     if ctx.schema_current:
         yield "workers", lambda: workers(ctx)
+        yield "connections", lambda: connections(ctx)
     else:
         yield "workers", lambda: _not_checked("workers", "the schema is not at the version this code needs")
 

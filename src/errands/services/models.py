@@ -173,9 +173,13 @@ class WorkerRow(ReadModel):
 
 @dataclass(eq=False)
 class WorkerView(WorkerRow):
-    """A worker with the ids of the jobs it holds now."""
+    """A worker with the ids of the jobs it holds now, and its database connections: those the
+    server counts for its process (PostgreSQL; None where the server cannot tell) and the most it
+    can hold (claim and settle, heartbeat, listener, and the shared pool's bound)."""
 
     current_jobs: list[Any] = field(default_factory=list)
+    connections: int | None = None
+    connection_bound: int = 0
 
 
 # ----------------------------------------------------------------------------------- jobs

@@ -20,6 +20,7 @@ from ..core.limits import ID_MAX
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
+from ..store.pool import connection_label
 from ..worker.liveness import ALIVE_AFTER_LEASES
 from .models import (
     AuditEntry,
@@ -154,11 +155,27 @@ def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow
     return out
 
 
+def connection_bound(app: Errands) -> int:
+    """The most connections one worker process holds: its claim-and-settle loop's, its heartbeat's,
+    its listener's, and the shared pool's bound (``?pool_size=``) for everything else."""
+    return app.store.db.pool_size + 3
+
+
+def worker_connections(app: Errands) -> dict[str, int]:
+    """Connections the server counts per client name: per errands process (``connection_label``)
+    where the server tells names apart (PostgreSQL's ``application_name``); empty for SQLite."""
+    counts = app.store.insights.connections()
+    return dict(counts.by_name) if counts else {}
+
+
 def workers_view(app: Errands, now: datetime | None = None) -> list[WorkerView]:
     """The registry with the jobs each worker holds: a read of up to 10,000 leases, so only the pages
     that list those jobs (workers, doctor) pay for it, not every overview refresh."""
     held = app.store.insights.held_jobs()
-    return [WorkerView(**vars(w), current_jobs=held.get(w.id, [])) for w in worker_registry(app, now)]
+    connections, bound = worker_connections(app), connection_bound(app)
+    return [WorkerView(**vars(w), current_jobs=held.get(w.id, []), connection_bound=bound,
+                       connections=connections.get(connection_label(w.pid, w.hostname)))
+            for w in worker_registry(app, now)]
 
 
 def queues_view(app: Errands) -> list[QueueView]:

@@ -63,6 +63,11 @@ class Store:
         """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
         return self.dialect.listener()
 
+    def dedicate_thread(self, dedicated: bool = True) -> None:
+        """Let this thread keep a connection of its own instead of borrowing from the shared pool
+        (see :meth:`Database.dedicate_thread`)."""
+        self.db.dedicate_thread(dedicated)
+
     def release_thread_connection(self) -> None:
         """Close this thread's connection (threads that end call this, so none is left open)."""
         self.db.release_thread_connection()

@@ -1,6 +1,10 @@
 """Connections, transactions and error mapping, the same on every database.
 
-One connection per thread, never used across a fork; ``run(fn, write=...)`` hands ``fn`` a
+A thread marked with :meth:`Database.dedicate_thread` (the worker's claim loop and its heartbeat)
+keeps a connection of its own, with no lock on its path; every other thread borrows one from a
+small shared pool for the length of one ``run`` call (no transaction spans two calls), so a
+worker holds a few connections whatever its concurrency.  No connection or pool is used across a
+fork.  ``run(fn, write=...)`` hands ``fn`` a
 cursor (inside a transaction when it writes), retries deadlocks and busy locks, and turns a
 lost server into :class:`StoreUnavailable` and any other refusal into :class:`StoreError`.
 The schema is checked (SQLite: created) once per process before the first statement.
@@ -21,6 +25,7 @@ from ..core.config import mask_url
 from ..core.errors import SchemaError, StoreError, StoreUnavailable
 from ..core.payload import safe_text
 from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+from .pool import Pool, PoolExhausted
 
 T = TypeVar("T")
 
@@ -53,15 +58,37 @@ class Database:
         self._schema_checked = False
         self._schema_lock = threading.Lock()
         self._guarded = dialect.wrap_run(self._attempts, self.connection)
+        self._pool: Pool | None = None
+        self._pool_forks = -1
+        self._pool_lock = threading.Lock()
 
     @property
     def safe_url(self) -> str:
         return mask_url(self.dialect.url)
 
     # ------------------------------------------------------------------ connections
+    def dedicate_thread(self, dedicated: bool = True) -> None:
+        """Let this thread keep a connection of its own (True) or borrow from the pool (False, the
+        default of every thread).  For the few threads that use the database all the time: the
+        worker's claim-and-settle loop and its heartbeat.  Leaving closes the thread's connection."""
+        if not dedicated and getattr(self._local, "dedicated", False):
+            self.release_thread_connection()
+        self._local.dedicated = dedicated
+
+    @property
+    def pool_size(self) -> int:
+        """The shared pool's bound (``?pool_size=``, ERRANDS_POOL_SIZE)."""
+        return self.dialect.pool_size
+
     def connection(self) -> Any:
-        """This thread's connection, opened on first use and never shared across a fork."""
+        """The connection of this call: the one borrowed for it from the pool, else this thread's
+        own, opened on first use and never shared across a fork."""
         local = self._local
+        if getattr(local, "lending", False):
+            conn = local.borrowed
+            if conn is None:  # the borrowed one broke mid-call (a failed rollback, say): borrow another
+                conn = local.borrowed = self._borrow(self._shared_pool())
+            return conn
         conn = getattr(local, "conn", None)
         if conn is not None:
             if getattr(local, "forks", None) == _FORKS[0]:
@@ -104,8 +131,65 @@ class Database:
         except (OSError, ValueError):
             return True
 
+    def _shared_pool(self) -> Pool:
+        """The pool of this process, created on first use and again in a forked child (whose
+        inherited pool, connections and pool threads are never touched)."""
+        pool = self._pool
+        if pool is None or self._pool_forks != _FORKS[0]:
+            with self._pool_lock:
+                pool = self._pool
+                if pool is None or self._pool_forks != _FORKS[0]:
+                    if pool is not None:
+                        _INHERITED.append(pool)
+                    try:
+                        pool = self._pool = self.dialect.pool()
+                    except Exception as exc:
+                        if self.dialect.classify(exc) is None:
+                            raise
+                        raise StoreUnavailable(f"database unavailable: {self.safe_url}: {exc}") from exc
+                    self._pool_forks = _FORKS[0]
+        return pool
+
+    def _borrow(self, pool: Pool) -> Any:
+        """An idle pooled connection that the server has not closed meanwhile (one restart can have
+        closed them all: each is dropped and the next tried, up to a fresh one)."""
+        for _ in range(pool.size + 1):
+            try:
+                conn = pool.get()
+            except PoolExhausted as exc:
+                raise StoreUnavailable(f"database {self.safe_url}: {exc} (raise ?pool_size=, now "
+                                       f"{pool.size}, or hold connections for shorter)") from exc
+            except Exception as exc:
+                if self.dialect.classify(exc) is None:
+                    raise
+                raise StoreUnavailable(f"database unavailable: cannot connect to {self.safe_url}: {exc}") from exc
+            if not self._closed_by_server(conn):
+                return conn
+            pool.discard(conn)
+        raise StoreUnavailable(f"database {self.safe_url}: every pooled connection was closed by the server")
+
+    def _lent(self, fn: Callable[[Any], T], write: bool, attempts: int) -> T:
+        """One call on a connection borrowed from the pool and given back after it, also when
+        it fails (a broken one is discarded instead: its place opens a new one)."""
+        pool = self._shared_pool()
+        local = self._local
+        local.borrowed = self._borrow(pool)
+        local.lending = True
+        try:
+            return self._guarded(fn, write=write, attempts=attempts)
+        finally:
+            conn, local.borrowed, local.lending = local.borrowed, None, False
+            if conn is not None:
+                pool.put(conn)
+
     def release_thread_connection(self) -> None:
-        """Close this thread's connection (threads that end call this too)."""
+        """Close this thread's connection (threads that end call this too); during a pooled call,
+        drop the borrowed connection instead (it broke)."""
+        if getattr(self._local, "lending", False):
+            conn, self._local.borrowed = self._local.borrowed, None
+            if conn is not None:
+                self._shared_pool().discard(conn)
+            return
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
@@ -117,8 +201,12 @@ class Database:
                 pass
 
     def close(self) -> None:
-        """Close every connection this process opened, in any thread."""
+        """Close every connection this process opened, in any thread, and its pool."""
         self.release_thread_connection()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pool_forks == _FORKS[0]:
+            pool.close()
         with self._open_lock:
             mine = [c for pid, c in self._open if pid == os.getpid()]
             self._open = [(pid, c) for pid, c in self._open if pid != os.getpid()]
@@ -137,11 +225,14 @@ class Database:
         :class:`StoreUnavailable` so the caller decides how long to wait.
         """
         self.ensure_schema()
-        return self._guarded(fn, write=write, attempts=attempts)
+        return self.run_unchecked(fn, write=write, attempts=attempts)
 
     def run_unchecked(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
         """:meth:`run` without the schema check (``errands doctor`` must not migrate what it looks at)."""
-        return self._guarded(fn, write=write, attempts=attempts)
+        local = self._local
+        if getattr(local, "dedicated", False) or getattr(local, "lending", False):
+            return self._guarded(fn, write=write, attempts=attempts)
+        return self._lent(fn, write, attempts)
 
     def _attempts(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
         for attempt in range(1, attempts + 1):

@@ -39,6 +39,14 @@ class StateCounts(NamedTuple):
     """When the oldest ready job became due, if the count saw every waiting job (else None)."""
 
 
+class ConnectionCount(NamedTuple):
+    """The server's sessions on this database, by client name, and its connection limit."""
+
+    by_name: dict[str, int]
+    total: int
+    server_max: int
+
+
 class FailureGroup(NamedTuple):
     name: str
     error_type: str
@@ -55,6 +63,24 @@ class InsightStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.d = db.dialect
+
+    # ------------------------------------------------------------------ connections
+    def connections(self) -> ConnectionCount | None:
+        """How many connections the server holds for this database (PostgreSQL by
+        ``application_name``, which names errands' process: see ``connection_label``), and its
+        ``max_connections``; None where the database has no server (SQLite)."""
+        d = self.d
+        if d.connections_sql is None or d.max_connections_sql is None:
+            return None
+        sessions, limit = d.connections_sql, d.max_connections_sql
+
+        def read(cur: Any) -> ConnectionCount:
+            cur.execute(sessions)
+            by_name = {str(name or ""): int(n) for name, n in cur.fetchall()}
+            cur.execute(limit)
+            return ConnectionCount(by_name, sum(by_name.values()), int(cur.fetchone()[0]))
+
+        return self.db.run(read)
 
     # ------------------------------------------------------------------ throughput
     def add_stats(self, counts: dict[tuple[str, bool], int]) -> None:

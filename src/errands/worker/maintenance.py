@@ -69,6 +69,7 @@ class Maintenance:
 
     # ------------------------------------------------------------------ heartbeat
     def heartbeat_loop(self) -> None:
+        self.store.dedicate_thread()  # heartbeats and maintenance: a connection of their own
         try:
             self._beat()
         finally:

@@ -110,12 +110,18 @@ class Worker:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> None:
-        self._start()
+        # Claiming and settling run on this thread's own connection (no pool, no lock per
+        # statement); job code on the runner threads borrows from the shared pool.
+        self.store.dedicate_thread()
         try:
-            self._loop()
-            self._drain()
+            self._start()
+            try:
+                self._loop()
+                self._drain()
+            finally:
+                self._shutdown()
         finally:
-            self._shutdown()
+            self.store.dedicate_thread(False)
 
     def _start(self) -> None:
         """Register, then start the runner, heartbeat, listener and scheduler threads."""

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from ...core.rows import FailedJobRow, JobRow, NewJob, WorkerRow, as_float, as_int
+from ..pool import BoundedPool, Pool, pool_setting
 
 T = TypeVar("T")
 
@@ -172,6 +173,10 @@ class Dialect(ABC):
     first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
                        "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
                        "ORDER BY id LIMIT 1000) first_ready")
+    #: Rows (client name, connections) of the server's sessions on this database; None: not countable.
+    connections_sql: str | None = None
+    #: One row, one column: how many connections the server accepts at most.
+    max_connections_sql: str | None = None
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
 
@@ -184,6 +189,8 @@ class Dialect(ABC):
         self._sql_cache: dict[str, str] = {}
         #: The name every dialect's DDL gives the index :meth:`pick_sql` walks.
         self.claim_index_name = self.q("{jobs}_claim")
+        #: The shared pool's bound and wait (``?pool_size=``, ``?pool_timeout=``, ERRANDS_POOL_*).
+        self.pool_size, self.pool_timeout = pool_setting(url)
 
     # ------------------------------------------------------------------ templates
     def q(self, template: str) -> str:
@@ -227,6 +234,10 @@ class Dialect(ABC):
     def listener(self) -> Listener | None:
         """A way to sleep until jobs are enqueued, where the database has one (None: poll)."""
         return None
+
+    def pool(self) -> Pool:
+        """The small pool that threads without a connection of their own borrow from."""
+        return BoundedPool(self.connect, self.pool_size, self.pool_timeout)
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:

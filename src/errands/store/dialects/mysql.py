@@ -80,6 +80,9 @@ class MySQLDialect(Dialect):
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
+    # MySQL tells no client name: every session on this database counts under one empty name.
+    connections_sql = "SELECT '', count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+    max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
 
     def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:

@@ -25,6 +25,7 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
+from ..pool import connection_label, without_pool_options
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, Step, claim_order
 
 BULK_CHUNK = 5000
@@ -148,6 +149,9 @@ class PostgresDialect(Dialect):
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
     transaction_from = COPY_FROM
+    connections_sql = ("SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "GROUP BY application_name")
+    max_connections_sql = "SELECT current_setting('max_connections')::int"
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
     _id_sequence: str | None = None
 
@@ -157,7 +161,7 @@ class PostgresDialect(Dialect):
         self.pooler, self.pooler_from = pooler_setting(url)
         #: A direct URL for the worker's LISTEN (None: the store's URL, or polling under ``transaction``).
         self.listen_url, self.listen_url_from = listen_url_setting(url)
-        self._conninfo = driver_url(url)
+        self._conninfo = without_pool_options(driver_url(url))
         #: Whether statements may be prepared on the server (never through a transaction pooler).
         self.prepares = self.pooler != "transaction"
 
@@ -180,7 +184,8 @@ class PostgresDialect(Dialect):
             return None
         target = self.listen_url or self.url
         try:
-            return _NotifyListener(lambda: self._open(driver_url(target), listen=True), self.channel)
+            return _NotifyListener(lambda: self._open(without_pool_options(driver_url(target)), listen=True),
+                                   self.channel)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot LISTEN on {mask_url(target)}: {exc}") from exc
 
@@ -269,6 +274,11 @@ class PostgresDialect(Dialect):
                       "%s::float8[]) WITH ORDINALITY AS u(q, n, p, pr, ma, t, ra, d, ord) ORDER BY ord "
                       f"RETURNING id, pg_notify('{self.channel}', queue)")
 
+    def pool(self) -> Any:
+        from .postgres_pool import PsycopgPool  # psycopg_pool is imported only by processes that pool
+
+        return PsycopgPool(self.connect, self.pool_size, self.pool_timeout)
+
     def connect(self) -> Any:
         return self._open(self._conninfo)
 
@@ -276,7 +286,8 @@ class PostgresDialect(Dialect):
         """An autocommit connection with no session state of errands' own.  Through a transaction
         pooler psycopg never prepares (a prepared statement belongs to one server connection, and
         the next transaction may get another); the listener's direct connection may."""
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+        named: dict[str, Any] = {} if "application_name" in conninfo else {"application_name": connection_label()}
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, **named)
         if not self.prepares and not listen:
             conn.prepare_threshold = None
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
