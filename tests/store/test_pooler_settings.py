@@ -57,7 +57,10 @@ def _prepared_everywhere(app: Errands) -> tuple[list[object], int]:
 
 
 def _busy(app: Errands) -> None:
-    """Every hot path more often than psycopg's threshold (5 uses) before it prepares."""
+    """Every hot path more often than psycopg's threshold (5 uses) before it prepares.  On a thread
+    with a connection of its own, as the worker's claim loop has (other threads borrow from the
+    shared pool, whose connections come from the same ``connect()``)."""
+    app.store.db.dedicate_thread()
     job = app.job(name="pooler_probe")(lambda: None)
     for _ in range(12):
         job.enqueue()
