@@ -141,8 +141,11 @@ def test_rate_limit_holds_across_four_worker_processes(fapp, spawn):
     granted = [fapp.store.dialect.to_datetime(t).timestamp()
                for (t,) in _rows(fapp, "SELECT started_at FROM {rate_starts} WHERE name = 'limited'")]
     assert len(granted) == 15 and most_in_any_window(granted, 1.0) <= 5
-    # What the handlers saw: the same, up to the few milliseconds between admission and start.
-    assert most_in_any_window(starts, 0.9) <= 5
+    # What the handlers saw: no handler started before the database granted its slot (the k-th start
+    # comes after the k-th grant; 5 ms for the two clocks' rounding).  How long after is the machine's
+    # scheduling, which the limit does not control: on a loaded machine a delayed start and a prompt
+    # one can fall within 0.9 s of each other, so the starts' own spacing is not asserted.
+    assert all(start >= grant - 0.005 for start, grant in zip(sorted(starts), sorted(granted)))
     assert max(starts) - min(starts) >= 2.0  # 15 starts at 5 per second take at least two more windows
     # The limited jobs are what the test waited for; the plain ones may still be finishing on a busy machine.
     wait_for(lambda: len(events(fapp, "plain")) == 200, timeout=120, message="every plain job to run")
