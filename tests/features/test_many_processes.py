@@ -145,7 +145,7 @@ def test_rate_limit_holds_across_four_worker_processes(fapp, spawn):
     # comes after the k-th grant; 5 ms for the two clocks' rounding).  How long after is the machine's
     # scheduling, which the limit does not control: on a loaded machine a delayed start and a prompt
     # one can fall within 0.9 s of each other, so the starts' own spacing is not asserted.
-    assert all(start >= grant - 0.005 for start, grant in zip(sorted(starts), sorted(granted)))
+    assert all(start >= grant - 0.005 for start, grant in zip(sorted(starts), sorted(granted), strict=True))
     assert max(starts) - min(starts) >= 2.0  # 15 starts at 5 per second take at least two more windows
     # The limited jobs are what the test waited for; the plain ones may still be finishing on a busy machine.
     wait_for(lambda: len(events(fapp, "plain")) == 200, timeout=120, message="every plain job to run")
