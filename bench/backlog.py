@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -218,6 +219,8 @@ def one(backend: str, size: int, args: argparse.Namespace, do_bloat: bool) -> di
               f"enqueue {r['enqueue']['value']:,.0f}/s, dashboard {r['dashboard_ms']}", file=sys.stderr)
         if do_bloat:
             r["bloat"] = bloat(url, workdir, args.bloat_timeout)
+    app.store.close()
+    shutil.rmtree(workdir, ignore_errors=True)
     return r
 
 
