@@ -92,6 +92,15 @@ DEAD ?= 100000
 bench-dashboard: venv
 	$(VENV_PYTHON) bench/dashboard_pages.py --backend $(BACKEND) --jobs $(JOBS) --dead $(DEAD) $(BENCH_ARGS)
 
+# make bench-backlog [SIZES=postgres:10000,1000000,10000000,sqlite:1000000,mariadb:1000000]: with N jobs waiting,
+# the drain rate, the pickup latency on another queue, single enqueues and the dashboard's reads; then the
+# largest PostgreSQL table drained whole and its size and dead tuples (docs/scaling.md, "Big backlogs").
+# About 12 minutes at the default sizes; BENCH_ARGS=--no-bloat skips the full drain.
+.PHONY: bench-backlog
+SIZES ?= postgres:10000,1000000,10000000,sqlite:1000000,mariadb:1000000
+bench-backlog: venv
+	$(VENV_PYTHON) bench/backlog.py --sizes $(SIZES) $(BENCH_ARGS)
+
 # ---- Django 6 -------------------------------------------------------------------------------
 # Django 6 needs Python >= 3.12 and .venv may be older, so `make test` also runs tests/django in a
 # second venv, .venv-django6, holding errands and only what those tests need.  Without a Python
