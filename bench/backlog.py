@@ -29,7 +29,6 @@ Writes bench/results/backlog-<timestamp>.md and .json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -41,7 +40,6 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
@@ -317,13 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(report)
     print(text)
     if not args.no_save:
-        os.makedirs(RESULTS, exist_ok=True)
-        base = os.path.join(RESULTS, "backlog-" + started.strftime("%Y%m%dT%H%M%SZ"))
-        with open(base + ".json", "w") as f:
-            json.dump(report, f, indent=2)
-        with open(base + ".md", "w") as f:
-            f.write(text)
-        print(f"written: {os.path.relpath(base, ROOT)}.json and .md", file=sys.stderr)
+        common.save_results("backlog-" + started.strftime("%Y%m%dT%H%M%SZ"), report, text)
     return 0
 
 

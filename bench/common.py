@@ -252,6 +252,18 @@ def median(values: Sequence[float]) -> float:
 # ---------------------------------------------------------------------------- one benchmark run
 
 
+def save_results(name: str, report: dict[str, Any], table: str) -> None:
+    """Write ``report`` as bench/results/<name>.json and ``table`` as <name>.md (every bench's one format)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    base = os.path.join(here, "results", name)
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    with open(base + ".json", "w") as f:
+        json.dump(report, f, indent=2)
+    with open(base + ".md", "w") as f:
+        f.write(table)
+    print(f"written: {os.path.relpath(base, os.path.dirname(here))}.json and .md", file=sys.stderr)
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     """The CLI every system's script shares."""
     p = argparse.ArgumentParser(description=description)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import platform
 import random
@@ -61,10 +60,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
+import common  # noqa: E402
+
 from errands import Errands  # noqa: E402
 from errands.core.rows import NewJob  # noqa: E402
 
-RESULTS = os.path.join(HERE, "results")
 BUDGET_MS = 300.0
 USER, PASSWORD = "bench-admin", "dashboard bench password"
 BACKENDS = {"postgres": "pg", "mariadb": "mysql", "sqlite": "sqlite"}
@@ -316,7 +316,8 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
             def move(cur: Any, rows: list[tuple[Any, ...]] = rows, gone: list[int] = gone) -> None:
                 cur.executemany(dead_sql, rows)
                 for part in _chunks(gone, 1000):
-                    cur.execute(store.dialect.q("DELETE FROM {jobs} WHERE id IN (") + store.dialect.marks(part) + ")", part)
+                    cur.execute(store.dialect.q("DELETE FROM {jobs} WHERE id IN (") + store.dialect.marks(part) + ")",
+                                part)
 
             store.db.run(move, write=True)
             dead_made += len(rows)
@@ -336,7 +337,8 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     for part in _chunks(sorted(out.retrying), 500):
         etype, emsg = _error(rng, rng.randrange(36))
         store.db.run(lambda cur, part=part, e=f"{etype}: {emsg}": cur.execute(store.dialect.q(
-            "UPDATE {jobs} SET attempts = 1, last_error = {p} WHERE id IN (") + store.dialect.marks(part) + ")", [e, *part]),
+            "UPDATE {jobs} SET attempts = 1, last_error = {p} WHERE id IN (") + store.dialect.marks(part) + ")",
+            [e, *part]),
             write=True)
     # Blocked jobs: each waits for a delayed job (so it stays blocked), through the public API.
     if out.delayed:
@@ -400,9 +402,10 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
         action, detail = rng.choice(actions)
         at = now - timedelta(days=30) + timedelta(seconds=k * 30 * 86400 / 20_000)
         target = f"queue {rng.choice(QUEUES)}" if action in ("pause", "resume") else f"jobs {rng.randrange(10**6)}"
-        audit.append((store.dialect.from_datetime(at), rng.choice(("ops-anna", "ops-bert", "oncall", USER)), action, target,
-                      detail))
-    audit_sql = store.dialect.q("INSERT INTO {audit} (at, actor, action, target, detail) VALUES ({p}, {p}, {p}, {p}, {p})")
+        actor = rng.choice(("ops-anna", "ops-bert", "oncall", USER))
+        audit.append((store.dialect.from_datetime(at), actor, action, target, detail))
+    audit_sql = store.dialect.q("INSERT INTO {audit} (at, actor, action, target, detail) "
+                                "VALUES ({p}, {p}, {p}, {p}, {p})")
     for part in _chunks(audit, 5_000):
         store.db.run(lambda cur, part=part: cur.executemany(audit_sql, part), write=True)
     # The schedules have run before; one queue is paused.
@@ -835,14 +838,8 @@ def main(argv: list[str] | None = None) -> int:
     text = table(report)
     print(text)
     if not args.no_save:
-        os.makedirs(RESULTS, exist_ok=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base = os.path.join(RESULTS, f"dashboard-{stamp}-{report['backend']}")
-        with open(base + ".json", "w") as f:
-            json.dump(report, f, indent=2)
-        with open(base + ".md", "w") as f:
-            f.write(text)
-        print(f"written: {os.path.relpath(base, ROOT)}.json and .md", file=sys.stderr)
+        common.save_results(f"dashboard-{stamp}-{report['backend']}", report, text)
     return 0
 
 
