@@ -79,15 +79,6 @@ def connection_label(pid: int | None = None, host: str | None = None) -> str:
     return f"errands {pid}@{host}"[:63]  # PostgreSQL keeps 63 bytes
 
 
-def without_pool_options(url: str) -> str:
-    """``url`` without errands' own pool options, for a driver that rejects unknown ones (libpq)."""
-    parts = urlsplit(url)
-    if not parts.query or not any(name in parts.query for name in POOL_OPTIONS):
-        return url
-    kept = "&".join(p for p in parts.query.split("&") if p.split("=", 1)[0] not in POOL_OPTIONS)
-    return parts._replace(query=kept).geturl()
-
-
 class BoundedPool:
     """At most ``size`` connections opened by ``connect``, idle ones reused last-in first-out (the
     most recently used is the one least likely to have been timed out by the server)."""

@@ -25,7 +25,7 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
-from ..pool import connection_label, without_pool_options
+from ..pool import POOL_OPTIONS, connection_label
 from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, Step, claim_order
 
 BULK_CHUNK = 5000
@@ -47,7 +47,7 @@ prepared on one server connection would be missing, or another client's, on the 
 LISTENs through it (a notification arrives on a server connection the listener no longer holds).
 ``session``: a pooler that keeps one server connection per client connection, which behaves like
 a direct connection.  Unset: a direct connection, as before."""
-URL_OPTIONS = ("pooler", "listen_url")
+URL_OPTIONS = ("pooler", "listen_url", *POOL_OPTIONS)
 """errands' own query options, removed before the URL reaches libpq (which refuses unknown ones)."""
 
 
@@ -161,7 +161,7 @@ class PostgresDialect(Dialect):
         self.pooler, self.pooler_from = pooler_setting(url)
         #: A direct URL for the worker's LISTEN (None: the store's URL, or polling under ``transaction``).
         self.listen_url, self.listen_url_from = listen_url_setting(url)
-        self._conninfo = without_pool_options(driver_url(url))
+        self._conninfo = driver_url(url)
         #: Whether statements may be prepared on the server (never through a transaction pooler).
         self.prepares = self.pooler != "transaction"
 
@@ -184,8 +184,7 @@ class PostgresDialect(Dialect):
             return None
         target = self.listen_url or self.url
         try:
-            return _NotifyListener(lambda: self._open(without_pool_options(driver_url(target)), listen=True),
-                                   self.channel)
+            return _NotifyListener(lambda: self._open(driver_url(target), listen=True), self.channel)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot LISTEN on {mask_url(target)}: {exc}") from exc
 
