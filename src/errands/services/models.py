@@ -10,6 +10,7 @@ metrics and diagnostics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,11 +37,17 @@ class ReadModel:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as the dicts were
 
+    @classmethod
+    @functools.cache
+    def _names(cls) -> frozenset[str]:
+        """The field names, looked up once per class (templates read fields by key, row by row)."""
+        return frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
     def keys(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self.keys():
+        if key not in self._names():
             raise KeyError(key)
         return getattr(self, key)
 
@@ -48,7 +55,7 @@ class ReadModel:
         return iter(self.keys())
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self.keys() else default
+        return getattr(self, key) if key in self._names() else default
 
     @classmethod
     def json_schema(cls, components: dict[str, Any]) -> dict[str, Any]:
