@@ -91,13 +91,23 @@ class Worker:
         stop from its service manager *and* from the supervisor; counting those as two would give
         every running job back.  The supervisor's "stop now" is SIGUSR1."""
 
+        signals = [0]  # counted here, not read from the stop event, which a thread sets a moment later
+
         def handle(signum: int, frame: Any) -> None:
-            self.request_stop(immediate=self.state.stop.is_set() and not supervised)
+            signals[0] += 1
+            self._stop_from_signal(immediate=(signals[0] > 1 or self.state.stop.is_set()) and not supervised)
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
         # The supervisor's "stop now" (a distinct signal, so that it cannot merge with a SIGTERM).
-        signal.signal(signal.SIGUSR1, lambda signum, frame: self.request_stop(immediate=True))
+        signal.signal(signal.SIGUSR1, lambda signum, frame: self._stop_from_signal(immediate=True))
+
+    def _stop_from_signal(self, immediate: bool) -> None:
+        """A signal handler runs on the main thread between two bytecodes, possibly inside
+        ``wake.wait()`` or ``wake.clear()`` while that thread holds the event's lock: setting the
+        events from the handler itself would wait for that lock for ever (a worker told to stop
+        now hung, seen under load).  So a short-lived thread sets them."""
+        threading.Thread(target=self.request_stop, args=(immediate,), name="errands-stop", daemon=True).start()
 
     @property
     def stopping(self) -> bool:
