@@ -2,7 +2,8 @@
 
 Each instance has its own directory (ini, userlist, log), a spare port on 127.0.0.1 and no Unix
 socket; it trusts every user named in its userlist (``auth_type = trust``) and forwards every
-database name to the shared server.  The shared server is never reconfigured: only this process
+database name to the shared server, or to another one (``upstream_port``: a private server of
+``private_postgres.py``).  The shared server is never reconfigured: only this process
 is started and stopped, as a child of the test process that the kernel stops if the test process
 dies (``PR_SET_PDEATHSIG``, as for the private servers in ``private_servers.py``).
 
@@ -46,9 +47,10 @@ class PrivatePgBouncer(PrivateServer):
     orphan_signal = signal.SIGTERM
 
     def __init__(self, binary: str, *, pool_mode: str, default_pool_size: int = 8, max_client_conn: int = 2000,
-                 max_db_connections: int = 0) -> None:
+                 max_db_connections: int = 0, upstream_port: int = UPSTREAM_PORT) -> None:
         super().__init__()
         self.binary = binary
+        self.upstream_port = upstream_port
         self.settings = {
             "listen_addr": "127.0.0.1", "listen_port": str(self.port), "unix_socket_dir": "",
             "auth_type": "trust", "auth_file": str(self.dir / "userlist.txt"),
@@ -76,7 +78,7 @@ class PrivatePgBouncer(PrivateServer):
     def write_config(self) -> Path:
         """The ini and the userlist (trust still needs the user listed)."""
         (self.dir / "userlist.txt").write_text(f'"{USER}" ""\n')
-        lines = ["[databases]", f"* = host={UPSTREAM_HOST} port={UPSTREAM_PORT}", "", "[pgbouncer]"]
+        lines = ["[databases]", f"* = host={UPSTREAM_HOST} port={self.upstream_port}", "", "[pgbouncer]"]
         lines += [f"{key} = {value}" for key, value in self.settings.items()]
         ini = self.dir / "pgbouncer.ini"
         ini.write_text("\n".join(lines) + "\n")

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -92,29 +92,34 @@ def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=scaled(120))
 
 
-def _counts(database: str) -> tuple[int, int, int, int]:
+Admin = Callable[[str], Any]
+"""Opens a direct superuser connection (autocommit) to a database of the server behind the pooler."""
+
+
+def _counts(database: str, admin: Admin = _admin) -> tuple[int, int, int, int]:
     """(runs recorded, distinct jobs run, jobs left in the table, of those reserved), read directly."""
-    with _admin(database) as conn:
+    with admin(database) as conn:
         runs, distinct = conn.execute("SELECT count(*), count(DISTINCT job_id) FROM pooler_runs").fetchone()
         left, reserved = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE reserved_by IS NOT NULL) FROM errands_jobs").fetchone()
     return int(runs), int(distinct), int(left), int(reserved)
 
 
-def _registered(database: str) -> int:
-    with _admin(database) as conn:
+def _registered(database: str, admin: Admin = _admin) -> int:
+    with admin(database) as conn:
         return int(conn.execute("SELECT count(*) FROM errands_workers").fetchone()[0])
 
 
 def drain_through(bouncer: PrivatePgBouncer, database: str, tmp_path: Path, *, roots: int = ROOTS,
                   supervisors: int = SUPERVISORS, concurrency: int = CONCURRENCY, timeout: float = 180,
-                  **options: str) -> dict[str, Any]:
+                  admin: Admin = _admin, **options: str) -> dict[str, Any]:
     """Migrate and enqueue through the pooler, run the supervisors until every job ran, stop them
-    (bench/pooler.py runs it at the issue's size)."""
+    (bench/pooler.py runs it at the issue's size).  ``admin`` reaches the server behind the pooler
+    directly: the shared one by default, a private one's ``connect`` otherwise."""
     url = bouncer.url(database, **options)
     done = _cli(url, "migrate")
     assert done.returncode == 0, done.stdout + done.stderr
-    with _admin(database) as conn:
+    with admin(database) as conn:
         conn.execute("CREATE TABLE pooler_runs (job_id BIGINT NOT NULL, pid INTEGER NOT NULL)")
     enqueue = ("import pooler_jobs as p; from errands import Errands\n"
                f"p.app.enqueue_many([p.step.prepare(True) for _ in range({roots})])")
@@ -130,9 +135,9 @@ def drain_through(bouncer: PrivatePgBouncer, database: str, tmp_path: Path, *, r
                                              "--sleep", "0.2"], env=_env(url), stdout=out,
                                             stderr=subprocess.STDOUT, text=True))
     try:
-        wait_for(lambda: _registered(database) == supervisors or any(w.poll() is not None for w in workers),
+        wait_for(lambda: _registered(database, admin) == supervisors or any(w.poll() is not None for w in workers),
                  timeout=max(60.0, 3.0 * supervisors), message="every worker registered")
-        wait_for(lambda: _counts(database)[0] >= 2 * roots and _counts(database)[2] == 0
+        wait_for(lambda: _counts(database, admin)[0] >= 2 * roots and _counts(database, admin)[2] == 0
                  or any(w.poll() is not None for w in workers), timeout=timeout, interval=0.2,
                  message=f"{2 * roots} runs through PgBouncer")
         seconds = time.monotonic() - began
@@ -143,7 +148,7 @@ def drain_through(bouncer: PrivatePgBouncer, database: str, tmp_path: Path, *, r
             if w.poll() is None:
                 w.send_signal(signal.SIGTERM)
         codes = [w.wait(scaled(60)) for w in workers]
-    runs, distinct, left, reserved = _counts(database)
+    runs, distinct, left, reserved = _counts(database, admin)
     servers = sum(int(p["sv_active"]) + int(p["sv_idle"]) + int(p["sv_used"]) for p in bouncer.show("POOLS")
                   if p["database"] == database)
     output = "\n".join(log.read_text() for log in logs)
