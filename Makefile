@@ -77,11 +77,21 @@ clean:
 	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts
 
 # make bench [QUICK=1]: errands against PgQueuer, procrastinate, Huey, dramatiq, Celery and bare-SQL loops
-# (docs/performance.md).  The peers go into their own venv, bench/.venv-peers, never into .venv.
+# (bench/run.py, docs/performance.md), then the backlog benchmark (bench/backlog.py, docs/scaling.md "Big
+# backlogs") at issue 13's sizes: 10,000, 1,000,000 and 10,000,000 waiting jobs on PostgreSQL, 1,000,000 on
+# SQLite and MariaDB, and the 10,000,000-job table drained whole (some 12 minutes more; SIZES= and
+# BACKLOG_ARGS= as for bench-backlog).  QUICK=1: both at small sizes, a few minutes in all.
+# The peers go into their own venv, bench/.venv-peers, never into .venv.
 .PHONY: bench
 BENCH_ARGS ?=
+BACKLOG_ARGS ?=
+SIZES ?= postgres:10000,1000000,10000000,sqlite:1000000,mariadb:1000000
+QUICK_SIZES = postgres:2000,20000,sqlite:20000,mariadb:20000
+QUICK_BACKLOG_ARGS = --drain 2000 --samples 50 --enqueues 200
 bench: venv
 	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
+	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
+		--sizes $(SIZES)) $(BACKLOG_ARGS)
 
 # make bench-dashboard [BACKEND=postgres|mariadb|sqlite] [JOBS=1000000] [DEAD=100000]: fills a scratch database
 # and times every dashboard page over HTTP (docs/performance.md, "Dashboard with 1,000,000 jobs").
@@ -97,7 +107,6 @@ bench-dashboard: venv
 # largest PostgreSQL table drained whole and its size and dead tuples (docs/scaling.md, "Big backlogs").
 # About 12 minutes at the default sizes; BENCH_ARGS=--no-bloat skips the full drain.
 .PHONY: bench-backlog
-SIZES ?= postgres:10000,1000000,10000000,sqlite:1000000,mariadb:1000000
 bench-backlog: venv
 	$(VENV_PYTHON) bench/backlog.py --sizes $(SIZES) $(BENCH_ARGS)
 
