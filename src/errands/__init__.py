@@ -27,6 +27,7 @@ from .core.errors import (
     PayloadTooLarge,
     Retry,
     SchemaError,
+    Snooze,
     StoreError,
     StoreUnavailable,
     UnknownJob,
@@ -35,7 +36,7 @@ from .core.hooks import Hooks
 from .core.jobs import JobDefinition, JobHandle
 from .core.limits import RateLimit
 from .core.retry import Backoff
-from .core.rows import BatchRow, JobState, ResultRow
+from .core.rows import BatchRow, FailedJob, JobState, ResultRow
 
 __all__ = [
     "Backoff",
@@ -48,6 +49,7 @@ __all__ = [
     "EnqueueError",
     "Errands",
     "ErrandsError",
+    "FailedJob",
     "Hooks",
     "InvalidOption",
     "InvalidQueueName",
@@ -66,6 +68,7 @@ __all__ = [
     "Retry",
     "Schedule",
     "SchemaError",
+    "Snooze",
     "StoreError",
     "StoreUnavailable",
     "UnknownJob",

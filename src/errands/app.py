@@ -10,11 +10,11 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
-from .core.errors import ConfigurationError, InvalidOption, JobNotFound, UnknownJob
+from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
-from .core.jobs import JobBehaviour, JobDefinition, JobHandle, JobOptions, job_id_of
+from .core.jobs import JobBehaviour, JobDefaults, JobDefinition, JobHandle, job_id_of
 from .core.limits import ID_MAX, RateLimit, parse_rate_limit
-from .core.retry import BackoffSpec, make_backoff
+from .core.retry import BackoffSpec
 from .core.rows import BatchRow
 from .core.settings import DEFAULTS, AppSettings
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
@@ -85,10 +85,15 @@ class Errands:
                  payload_limit: int = DEFAULTS["payload_limit"], lease: float = DEFAULTS["lease"],
                  table_prefix: str = DEFAULTS["table_prefix"], default_queue: str = DEFAULTS["default_queue"],
                  keep_results: bool = DEFAULTS["keep_results"], result_ttl: float = DEFAULTS["result_ttl"],
-                 failed_ttl: float | None = DEFAULTS["failed_ttl"], eager: bool = False) -> None:
+                 failed_ttl: float | None = DEFAULTS["failed_ttl"], max_attempts: int = DEFAULTS["max_attempts"],
+                 backoff: BackoffSpec = DEFAULTS["backoff"], timeout: float | None = DEFAULTS["timeout"],
+                 max_snoozes: int = DEFAULTS["max_snoozes"], eager: bool = False) -> None:
         """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
         ``result_ttl``: seconds results and cancellation records are kept (default a day);
         ``failed_ttl``: seconds dead-letter entries are kept (default 30 days; None: for ever);
+        ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` (None: no limit) and
+        ``max_snoozes``: the defaults of every job of this app that does not set its own
+        (:class:`errands.core.jobs.JobDefaults` gives the order);
         ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`)."""
         self.database_url = _database_url(database_url_ or database_url)
         if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
@@ -108,6 +113,7 @@ class Errands:
         self.lease = float(lease)
         self.table_prefix = table_prefix
         self.default_queue = check_queue_name(default_queue)
+        self.job_defaults = JobDefaults(self.default_queue, max_attempts, backoff, timeout, max_snoozes)
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()
@@ -145,44 +151,54 @@ class Errands:
 
     @overload
     def job(self, func: None = None, /, *, name: str | None = None, queue: str | None = None,
-            priority: int = 0, max_attempts: int = 3, backoff: BackoffSpec = "exponential",
+            priority: int = 0, max_attempts: int | None = None, backoff: BackoffSpec = None,
             jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
             keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
             concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
-            discard_on: Sequence[type[BaseException]] = ()
+            retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
+            discard_on: Sequence[type[BaseException]] | type[BaseException] = (), max_snoozes: int | None = None,
             ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 
     def job(self, func: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str | None = None,
-            priority: int = 0, max_attempts: int = 3, backoff: BackoffSpec = "exponential",
+            priority: int = 0, max_attempts: int | None = None, backoff: BackoffSpec = None,
             jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
             keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
             concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
-            discard_on: Sequence[type[BaseException]] = ()) -> Any:
+            retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
+            discard_on: Sequence[type[BaseException]] | type[BaseException] = (),
+            max_snoozes: int | None = None) -> Any:
         """Register a function (sync or ``async def``) as a job.
 
+        ``queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` left as None take
+        the app's defaults (``timeout=math.inf``: no limit even if the app sets one).
         ``unique``: while a run with the same arguments waits or runs, enqueueing returns it.
         ``keep_result``: keep the return value (``handle.result()``) for ``result_ttl`` seconds.
         ``rate_limit``: at most N starts per period across every worker, e.g. ``"10/minute"``.
         ``concurrency_limit`` / ``concurrency_key``: at most N running at once per group; the key is
         a string or a function of the job's arguments (default: the job's name).
+        ``retry_on``: only exceptions of these types (and subclasses) retry; any other goes to the
+        dead letter at once (None: every exception retries while attempts are left).
         ``discard_on``: exception types that skip the remaining attempts.
+        ``max_snoozes``: how many times a run may ``raise Snooze(...)`` before the dead letter.
         """
         if concurrency_limit is not None and (isinstance(concurrency_limit, bool) or
                                               not isinstance(concurrency_limit, int) or concurrency_limit < 1):
             raise ConfigurationError(f"concurrency_limit must be a positive integer, got {concurrency_limit!r}")
         if result_ttl is not None and result_ttl <= 0:
             raise ConfigurationError("result_ttl must be a positive number of seconds")
+        defaults = self.job_defaults
         behaviour = JobBehaviour(unique=unique, rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
                                  concurrency_limit=concurrency_limit, concurrency_key=concurrency_key,
-                                 result_ttl=result_ttl, discard_on=tuple(discard_on))
+                                 result_ttl=result_ttl, policy=defaults.job_policy(retry_on, discard_on, max_snoozes))
+        options = defaults.job_options(queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout,
+                                       keep_result=keep_result).validated()
+        job_backoff = defaults.job_backoff(backoff, jitter)
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
-            job_name = name or f"{f.__module__}.{f.__qualname__}"
+            job_name = name or f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', f)}"
             if job_name in self.registry and self.registry[job_name].func is not f:
                 raise ConfigurationError(f"a different job is already registered as {job_name!r}")
-            options = JobOptions(queue=queue or self.default_queue, priority=priority, max_attempts=max_attempts,
-                                 timeout=timeout, keep_result=keep_result).validated()
-            definition = JobDefinition(self, f, job_name, options, make_backoff(backoff, jitter=jitter), behaviour)
+            definition = JobDefinition(self, f, job_name, options, job_backoff, behaviour)
             self.registry[job_name] = definition
             return definition
 
@@ -201,7 +217,13 @@ class Errands:
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
             definition: JobDefinition[P, R] = self.job(**job_options)(f)
-            self.schedules[definition.name] = Schedule(definition, schedule_cron, args, kwargs or {})
+            schedule = Schedule(definition, schedule_cron, args, kwargs or {})
+            try:  # the arguments every run will get: refused now, not at the first slot
+                definition.prepare(*schedule.args, **schedule.kwargs)
+            except EnqueueError as exc:
+                del self.registry[definition.name]
+                raise ConfigurationError(f"periodic job {definition.name}: {exc}") from None
+            self.schedules[definition.name] = schedule
             return definition
 
         return register
@@ -220,11 +242,13 @@ class Errands:
         return self.hooks.around(fn)
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn(ctx, error_type, error_message)`` whenever a run lands in the dead letter."""
+        """``fn(job)`` whenever a run lands in the dead letter; ``job`` is the failed job's record
+        (:class:`errands.FailedJob`).  The older ``fn(ctx, error_type, error_message)`` works too."""
         return self.hooks.on_dead(fn)
 
     def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn(ctx, error_type, error_message, delay)`` whenever a failed run is given back for a retry."""
+        """``fn(job)`` whenever a failed run is given back for a retry (in ``job.retry_in`` seconds).
+        The older ``fn(ctx, error_type, error_message, delay)`` works too."""
         return self.hooks.on_retry(fn)
 
     def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -175,8 +175,8 @@ def test_a_version_1_schema_is_upgraded_in_place(db_url, monkeypatch):
     @app.job(name="u")
     def u(): ...
 
-    assert app.migrate() == [2, 3]
-    assert app.store.current_version() == app.store.dialect.schema_version == 3
+    assert app.migrate() == [v for v, _ in app.store.dialect.migrations()][1:]
+    assert app.store.current_version() == app.store.dialect.schema_version
     assert drain(app) == 1
     u.using(unique_key="k").enqueue()
     assert u.using(unique_key="k").enqueue().id == app.store.jobs.list_jobs()[0].id

@@ -32,7 +32,7 @@ def test_a_version_below_the_highest_is_counted_and_its_skipped_steps_tick(app):
     version_2 = dict(store.dialect.migrations())[2]
     assert any(isinstance(step, Step) for step in version_2)
     store.db.run(lambda cur: cur.execute(store.dialect.q("DELETE FROM {schema} WHERE version = 2")))
-    assert store.current_version() == 3  # the highest recorded version hides the gap
+    assert store.current_version() == store.dialect.schema_version  # the highest recorded version hides the gap
 
     assert store.pending_migration_steps() == len(version_2)
     ticks: list[int] = []

@@ -4,10 +4,10 @@ import errands
 def test_public_api_is_pinned():
     assert sorted(errands.__all__) == [
         "Backoff", "BadPayload", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "Discard", "EnqueueError",
-        "Errands", "ErrandsError", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled", "JobContext",
-        "JobDefinition", "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout", "PayloadNotSerializable",
-        "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError", "StoreError",
-        "StoreUnavailable", "UnknownJob", "__version__", "current_job",
+        "Errands", "ErrandsError", "FailedJob", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled",
+        "JobContext", "JobDefinition", "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout",
+        "PayloadNotSerializable", "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError",
+        "Snooze", "StoreError", "StoreUnavailable", "UnknownJob", "__version__", "current_job",
     ]
     for name in errands.__all__:
         assert hasattr(errands, name)

@@ -21,6 +21,7 @@ lets callers be precise where they care::
     ├── JobCancelled              the job was cancelled (raised in its handler, or by result())
     ├── JobFailed                 result(): the job ended in the dead letter
     ├── Retry                     raised by a handler: retry after a delay it chooses
+    ├── Snooze                    raised by a handler: run again later, without spending an attempt
     └── Discard                   raised by a handler: skip the remaining attempts
 
 Driver exceptions are mapped at the store boundary (``raise StoreUnavailable(...)
@@ -108,6 +109,20 @@ class Retry(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Retr
     def __init__(self, delay: float, reason: str = "") -> None:
         super().__init__(reason or f"retry requested in {delay:g}s")
         self.delay = max(0.0, float(delay))
+
+
+class Snooze(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Snooze(60)``
+    """Raised by a handler: not now; run this job again after ``seconds`` without spending an attempt.
+
+    Oban's snooze: for work that waits on something outside (a file not there yet, a partner's
+    API asking to come back later).  A job may snooze ``max_snoozes`` times (the job's, else the
+    app's; 100 by default); the next snooze sends it to the dead letter as ``errands.SnoozeLimit``."""
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise ValueError(f"Snooze needs a number of seconds >= 0, got {seconds!r}")
+        super().__init__(reason or f"snoozed for {seconds:g}s")
+        self.seconds = float(seconds)
 
 
 class Discard(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Discard("no phone number")``

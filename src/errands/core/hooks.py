@@ -8,10 +8,17 @@ Runs (per app and per job):
   attempt, with the exception object and its traceback.
 * ``around(ctx)`` returns a context manager entered around the handler (a generator
   function is accepted and wrapped with ``contextlib.contextmanager``), e.g. a span.
-* ``on_retry(ctx, error_type, error_message, delay)`` runs in the worker after a failed
-  run was given back for another attempt in ``delay`` seconds (the retry is committed).
-* ``on_dead(ctx, error_type, error_message)`` runs in the worker after a run was moved
-  to the dead letter (seed 004's ``failed()``).
+* ``on_retry(job)`` runs in the worker after a failed run was given back for another
+  attempt in ``job.retry_in`` seconds (the retry is committed).
+* ``on_dead(job)`` runs in the worker after a run was moved to the dead letter (seed 004's
+  ``failed()``).
+
+  ``job`` is the failed job's record, a :class:`~errands.core.rows.FailedJob` (id, name, queue,
+  arguments, error type and message, attempts).  Hooks written for the older calls,
+  ``on_retry(ctx, error_type, error_message, delay)`` and ``on_dead(ctx, error_type,
+  error_message)``, keep working: which call a hook gets is decided once, when it is registered,
+  from what its signature accepts (the older call when it takes those arguments, the record when
+  it takes one argument; neither is refused then, not at the first failure).
 
 App hooks wrap job hooks: app ``around`` is outermost, then the job's, then app
 ``before``, job ``before``, the handler, job ``after``, app ``after``.  For ``async
@@ -44,7 +51,7 @@ from .errors import ConfigurationError
 from .payload import encode_headers, read_headers, with_headers
 
 if TYPE_CHECKING:
-    from .rows import NewJob
+    from .rows import FailedJob, NewJob
 
 log = logging.getLogger("errands.core.hooks")
 
@@ -56,8 +63,9 @@ class Hooks:
         self.before_run: list[Callable[..., Any]] = []
         self.after_run: list[Callable[..., Any]] = []
         self.around_run: list[Callable[..., contextlib.AbstractContextManager[Any]]] = []
-        self.retry: list[Callable[..., Any]] = []
-        self.dead: list[Callable[..., Any]] = []
+        self.retry: list[tuple[Callable[..., Any], bool]] = []
+        """``on_retry`` hooks, each with whether it takes the record (else the older arguments)."""
+        self.dead: list[tuple[Callable[..., Any], bool]] = []
         self.enqueue_around: list[Callable[..., contextlib.AbstractContextManager[Any]]] = []
         self.any = False
         """Whether any run hook is registered: read for every run, so a plain attribute."""
@@ -70,36 +78,84 @@ class Hooks:
         return self.any
 
     def before(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        _require(fn, 1, "a before hook", "(ctx)")
         self.before_run.append(fn)
         self.any = True
         return fn
 
     def after(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        _require(fn, 2, "an after hook", "(ctx, error)")
         self.after_run.append(fn)
         self.any = True
         return fn
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        _require(fn, 1, "an around hook", "(ctx)")
         self.around_run.append(_context_manager(fn))
         self.any = True
         return fn
 
     def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        self.retry.append(fn)
+        self.retry.append((fn, _takes_record(fn, "on_retry", "(ctx, error_type, error_message, delay)")))
         self.any = True
         return fn
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        self.dead.append(fn)
+        self.dead.append((fn, _takes_record(fn, "on_dead", "(ctx, error_type, error_message)")))
         self.any = True
         return fn
 
     def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if self.scope != "app":
             raise ConfigurationError("enqueue hooks apply to a whole app: register them with app.around_enqueue")
+        _require(fn, 1, "an around_enqueue hook", "(enqueue)")
         self.enqueue_around.append(_context_manager(fn))
         self.enqueuing = True
         return fn
+
+
+def _accepts(fn: Callable[..., Any], count: int) -> bool | None:
+    """Whether ``fn`` can be called with ``count`` positional arguments (None: its signature is unknown)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins and C callables have none to read
+        return None
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        return False
+    return True
+
+
+def _require(fn: Callable[..., Any], count: int, what: str, call: str) -> None:
+    """Refuse, at registration, a hook the worker could not call as documented."""
+    if not callable(fn):
+        raise ConfigurationError(f"{what} must be callable, got {fn!r}")
+    if _accepts(fn, count) is False:
+        raise ConfigurationError(f"{what} is called with {call}, which "
+                                 f"{getattr(fn, '__qualname__', repr(fn))}{_signature_text(fn)} cannot take")
+
+
+def _takes_record(fn: Callable[..., Any], kind: str, legacy: str) -> bool:
+    """How an ``on_retry`` / ``on_dead`` hook is called: True, with the failed job's record alone;
+    False, with the older arguments ``legacy`` (what a hook that accepts them has always got)."""
+    if not callable(fn):
+        raise ConfigurationError(f"an {kind} hook must be callable, got {fn!r}")
+    old = _accepts(fn, legacy.count(",") + 1)
+    if old is not False:
+        return False
+    if _accepts(fn, 1):
+        return True
+    name = getattr(fn, "__qualname__", repr(fn))
+    raise ConfigurationError(f"the {kind} hook {name}{_signature_text(fn)} takes neither the failed job's record "
+                             f"({kind}(job), an errands.FailedJob) nor the older arguments {legacy}")
+
+
+def _signature_text(fn: Callable[..., Any]) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(...)"
 
 
 def _context_manager(fn: Callable[..., Any]) -> Callable[..., contextlib.AbstractContextManager[Any]]:
@@ -133,20 +189,26 @@ def call_after(chain: list[Hooks], ctx: Any, error: BaseException | None) -> Non
                 log.exception("after-hook %r failed", fn)
 
 
-def call_on_retry(chain: list[Hooks], ctx: Any, error_type: str, error_message: str, delay: float) -> None:
+def call_on_retry(chain: list[Hooks], ctx: Any, job: FailedJob) -> None:
     for hooks in reversed(chain):
-        for fn in hooks.retry:
+        for fn, takes_record in hooks.retry:
             try:
-                fn(ctx, error_type, error_message, delay)
+                if takes_record:
+                    fn(job)
+                else:
+                    fn(ctx, job.error_type, job.error_message, job.retry_in)
             except Exception:  # reported, never fatal to the worker
                 log.exception("on_retry hook %r failed", fn)
 
 
-def call_on_dead(chain: list[Hooks], ctx: Any, error_type: str, error_message: str) -> None:
+def call_on_dead(chain: list[Hooks], ctx: Any, job: FailedJob) -> None:
     for hooks in reversed(chain):
-        for fn in hooks.dead:
+        for fn, takes_record in hooks.dead:
             try:
-                fn(ctx, error_type, error_message)
+                if takes_record:
+                    fn(job)
+                else:
+                    fn(ctx, job.error_type, job.error_message)
             except Exception:  # reported, never fatal to the worker
                 log.exception("on_dead hook %r failed", fn)
 

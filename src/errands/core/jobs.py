@@ -20,12 +20,13 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .config import check_queue_name
-from .errors import BadPayload, InvalidOption, JobCancelled, JobFailed, JobNotFound
+from .errors import BadPayload, ConfigurationError, EnqueueError, InvalidOption, JobCancelled, JobFailed, JobNotFound
 from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
-from .payload import encode_payload, safe_text
-from .retry import Backoff
+from .payload import decode_arguments, encode_payload, safe_text
+from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
 from .rows import FLAG_RESULT, JobState, NewJob
+from .signatures import EnumParameters, check_handler
 
 if TYPE_CHECKING:
     from .host import AppHost
@@ -86,6 +87,70 @@ class JobOptions:
         return self
 
 
+NO_TIMEOUT = math.inf
+"""``timeout=math.inf`` on a job or a call: no time limit, whatever the app's default (``None``
+there means "not set here": the next level's value applies)."""
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """The app's defaults for its jobs, and the one place that decides which value a job gets.
+
+    Strongest first:
+
+    1. the call: ``job.using(queue=..., max_attempts=..., timeout=...)`` (for one enqueue);
+    2. the job: ``@app.job(queue=..., max_attempts=..., backoff=..., timeout=..., max_snoozes=...)``;
+    3. the app: ``Errands(default_queue=..., max_attempts=..., backoff=..., timeout=..., max_snoozes=...)``,
+       or ``Errands.from_settings`` (keyword overrides, the settings object, ``ERRANDS_*``
+       variables, ``[tool.errands]``, in that order);
+    4. :data:`errands.core.settings.DEFAULTS`.
+
+    ``None`` at a level means "not set here".  Levels 2-4 are resolved when the job is registered
+    (nothing is looked up per enqueue); ``using`` replaces what it names.  Backoff and
+    ``max_snoozes`` have no per-call level: the worker reads them from the job's definition."""
+
+    queue: str = "default"
+    max_attempts: int = 3
+    backoff: BackoffSpec = "exponential"
+    timeout: float | None = None
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+
+    def __post_init__(self) -> None:
+        try:
+            check_queue_name(self.queue)
+            self.job_options().validated()
+            RetryPolicy(max_snoozes=self.max_snoozes)
+            make_backoff(self.backoff)
+        except EnqueueError as exc:
+            raise ConfigurationError(f"app-wide job default: {exc}") from None
+
+    def job_options(self, *, queue: str | None = None, priority: int = 0, max_attempts: int | None = None,
+                    timeout: float | None = None, keep_result: bool = False) -> JobOptions:
+        """A job's options: what ``@app.job`` gave, else these defaults."""
+        limit = self.timeout if timeout is None else timeout
+        return JobOptions(queue=queue or self.queue, priority=priority,
+                          max_attempts=self.max_attempts if max_attempts is None else max_attempts,
+                          timeout=None if limit == NO_TIMEOUT else limit, keep_result=keep_result)
+
+    def job_backoff(self, backoff: BackoffSpec, jitter: float) -> Backoff:
+        return make_backoff(self.backoff if backoff is None else backoff, jitter=jitter)
+
+    def job_policy(self, retry_on: Any, discard_on: Any, max_snoozes: int | None) -> RetryPolicy:
+        return RetryPolicy(retry_on=None if retry_on is None else _exception_types(retry_on, "retry_on"),
+                           discard_on=_exception_types(discard_on, "discard_on"),
+                           max_snoozes=self.max_snoozes if max_snoozes is None else max_snoozes)
+
+
+def _exception_types(value: Any, what: str) -> tuple[Any, ...]:
+    """``retry_on`` / ``discard_on`` as a tuple (one class alone is accepted); RetryPolicy checks the items."""
+    if isinstance(value, type):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise ConfigurationError(f"{what} must be exception classes, got {value!r}") from None
+
+
 def _storable_key(key: object) -> bool:
     """A unique or concurrency key every backend stores and compares as given."""
     return isinstance(key, str) and 0 < len(key) <= UNIQUE_KEY_MAX and safe_text(key) == key
@@ -103,9 +168,9 @@ class JobBehaviour:
     """The group (a string, or a function of the job's arguments); the job's name when None."""
     result_ttl: float | None = None
     """Seconds a kept result stays; the app's ``result_ttl`` when None."""
-    discard_on: tuple[type[BaseException], ...] = ()
-    """Exception types that skip the remaining attempts (straight to the dead letter)."""
     hooks: Hooks | None = field(default=None, compare=False)
+    policy: RetryPolicy = RetryPolicy()
+    """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
 
 
 def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
@@ -230,8 +295,11 @@ class JobDefinition(Generic[P, R]):
         self._plain = not (self.behaviour.unique or self.behaviour.concurrency_limit is not None)
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self.is_async = inspect.iscoroutinefunction(func)
-        self._signature = inspect.signature(func)
+        self._signature = check_handler(func)
         self._positional = _positional_range(self._signature)
+        self.enums = EnumParameters(name, func, self._signature)
+        """The parameters annotated with an Enum class (falsy for most jobs): their members travel
+        as their values and come back as members."""
         self._cursor: Any = None
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -260,12 +328,19 @@ class JobDefinition(Generic[P, R]):
         return self.hooks.around(fn)
 
     def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Register ``fn(context, error_type, error_message, delay)``, called when a failed run will be retried."""
+        """Register ``fn(job)``, called with the failed job's record (:class:`~errands.core.rows.FailedJob`)
+        when a failed run will be retried; the older ``fn(ctx, error_type, error_message, delay)`` works too."""
         return self.hooks.on_retry(fn)
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Register ``fn(context, error_type, error_message)``, called when a run lands in the dead letter."""
+        """Register ``fn(job)``, called with the failed job's record when a run lands in the dead letter;
+        the older ``fn(ctx, error_type, error_message)`` works too."""
         return self.hooks.on_dead(fn)
+
+    def decode(self, payload: Any) -> tuple[list[Any], dict[str, Any]]:
+        """A stored payload's arguments as the handler gets them (BadPayload when they cannot be)."""
+        args, kwargs = decode_arguments(payload)
+        return self.enums.to_members(args, kwargs) if self.enums else (args, kwargs)
 
     def using(self, *, queue: str | None = None, priority: int | None = None, delay: float | None = None,
               run_at: datetime | None = None, max_attempts: int | None = None, timeout: float | None = None,
@@ -275,11 +350,14 @@ class JobDefinition(Generic[P, R]):
 
         ``after``: a job handle or id that must succeed before this run may start.
         ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
+        ``timeout=math.inf``: no time limit for this run (None leaves the job's own).
         """
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
             timeout=timeout, unique_key=unique_key, keep_result=keep_result,
             after=None if after is None else job_id_of(after)).items() if v is not None}
+        if timeout == NO_TIMEOUT:
+            changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
         clone.__dict__.update(self.__dict__)
         clone.options = replace(self.options, **changes).validated()
@@ -296,7 +374,11 @@ class JobDefinition(Generic[P, R]):
             except TypeError as exc:
                 raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
         o = self.options
-        payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
+        if self.enums:
+            stored, named = self.enums.to_values(args, kwargs)
+            payload = encode_payload(self.name, stored, named, self.app.payload_limit)
+        else:
+            payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
         if self._plain and o.unique_key is None and o.after is None and not o.keep_result \
                 and not self.app.keep_results:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)

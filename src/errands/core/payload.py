@@ -4,6 +4,17 @@ A job's arguments travel as one JSON object, ``{"args": [...], "kwargs": {...}}`
 with ``"headers": {...}`` that an enqueue hook added (a trace context, say).  This module alone
 writes that text and reads it back; the store moves it as an opaque string.
 
+The codec (docs/features/arguments.md): JSON's own values travel as they are.  ``datetime``,
+``date``, ``UUID`` and ``Decimal`` travel as tagged objects, ``{"__type__": "datetime",
+"__value__": "2030-01-02T03:04:05+02:00"}``, and come back equal and of the same type (an aware
+datetime keeps its offset, or its ``zoneinfo`` zone; a naive one stays naive).  A dict of the
+arguments' own that has a ``"__type__"`` key is tagged too (``"dict"``, its items as pairs), so no
+argument can pass for a tag.  A payload holding any tag says so with ``"codec": 1``: only then does
+the reader look for tags, so payloads written before the codec (and plain ones) decode as always,
+at the cost of one dict lookup.  Enum members and every other type are refused at enqueue
+(:class:`~errands.core.jobs.JobDefinition` turns the members of an Enum its handler's parameter
+is annotated with into their values first, and back at run time).
+
 Everything read back from a row is untrusted: another program may have written it with raw SQL,
 a disk may have flipped a byte, SQLite keeps whatever bytes it is given in a TEXT column.  So
 the readers here never raise anything but :class:`~errands.core.errors.BadPayload`, and the worker
@@ -16,10 +27,15 @@ for the surrogates a value holds, which decode back to the very same string.
 
 from __future__ import annotations
 
+import enum
 import json
 import json.scanner
 import re
+from datetime import date, datetime, timezone
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from .errors import BadPayload, InvalidOption, PayloadNotSerializable, PayloadTooLarge
 
@@ -34,6 +50,10 @@ HEADERS_LIMIT = 4096
 ERROR_TEXT_CAP = 2000
 """Characters of an error message kept with a job (the traceback goes to the worker's log)."""
 REPLACEMENT = "\ufffd"
+CODEC_KEY = "codec"
+"""The payload key saying that tagged values are inside (see the module docstring)."""
+TYPE_KEY, VALUE_KEY = "__type__", "__value__"
+"""The keys of a tagged value."""
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """Made once: ``json.dumps`` with options builds a new encoder on every call."""
@@ -99,9 +119,18 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
 
 
 def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
-    """Arguments as compact JSON; refuse what JSON cannot carry, what nests too deeply, what is too big."""
+    """Arguments as compact JSON; refuse what the codec cannot carry, what nests too deeply, what is too big."""
     try:
-        payload = _encode({"args": list(args), "kwargs": kwargs})
+        if _PLAIN.issuperset(map(type, args)) and _PLAIN.issuperset(map(type, kwargs.values())):
+            payload = _encode({"args": list(args), "kwargs": kwargs})  # the usual case: no tag possible
+        else:
+            tagger = _Tagger()
+            data: dict[str, Any] = {"args": tagger.list(args), "kwargs": tagger.dict(kwargs)}
+            if tagger.tagged:
+                data[CODEC_KEY] = 1
+            payload = _encode(data)
+    except _Refused as exc:
+        raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored: {exc}") from None
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadNotSerializable(f"arguments of job {name!r} cannot be stored as JSON: "
                                      f"{safe_text(exc, 300)}") from None
@@ -114,6 +143,138 @@ def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[st
         raise PayloadNotSerializable(f"arguments of job {name!r} nest lists and objects more than {MAX_DEPTH} "
                                      "levels deep")
     return payload
+
+
+# ---------------------------------------------------------------------------------- the codec
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""Types JSON carries as they are (exact types: a subclass, an Enum member say, is no plain value)."""
+
+
+class _Refused(TypeError):
+    """A value the codec will not carry, with the reason and what to do instead."""
+
+
+def _describe(value: Any) -> str:
+    kind = type(value)
+    return f"{safe_text(repr(value), 80)} (a {kind.__module__}.{kind.__qualname__})"
+
+
+class _Tagger:
+    """Turns arguments into JSON's values and tagged objects; ``tagged`` once it wrote a tag."""
+
+    __slots__ = ("tagged",)
+
+    def __init__(self) -> None:
+        self.tagged = False
+
+    def list(self, values: Any) -> list[Any]:
+        if _PLAIN.issuperset(map(type, values)):
+            return list(values)
+        return [self.value(v) for v in values]
+
+    def dict(self, mapping: dict[Any, Any]) -> dict[Any, Any] | dict[str, Any]:
+        for key in mapping:
+            if type(key) not in _PLAIN:
+                if isinstance(key, enum.Enum):
+                    raise _Refused(f"the dict key {_describe(key)} is an Enum member, which JSON would turn "
+                                   f"into a plain {type(key.value).__name__}; use its value as the key")
+                if not isinstance(key, (str, int, float)):
+                    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+        if TYPE_KEY in mapping:  # the arguments' own "__type__" key: tag the dict, so it is no tag
+            self.tagged = True
+            return {TYPE_KEY: "dict", VALUE_KEY: [[k, self.value(v)] for k, v in mapping.items()]}
+        if _PLAIN.issuperset(map(type, mapping.values())):
+            return mapping
+        return {k: self.value(v) for k, v in mapping.items()}
+
+    def value(self, value: Any) -> Any:
+        kind = type(value)
+        if kind in _PLAIN:
+            return value
+        if kind is list or kind is tuple:
+            return self.list(value)
+        if kind is dict:
+            return self.dict(value)
+        tag = _tag_of(value)
+        if tag is not None:
+            self.tagged = True
+            return tag
+        if isinstance(value, enum.Enum):
+            raise _Refused(f"{_describe(value)} is an Enum member, which would come back as its plain value; "
+                           f"annotate the handler's parameter with {kind.__qualname__} (errands then passes "
+                           f"{kind.__qualname__}(value) to it), or pass {safe_text(repr(value), 40)}.value")
+        if isinstance(value, (datetime, date, UUID, Decimal)):
+            base = next(t for t in (datetime, date, UUID, Decimal) if isinstance(value, t))
+            raise _Refused(f"{_describe(value)} is a subclass of {base.__name__} and would come back as a plain "
+                           f"{base.__name__}; pass a {base.__module__}.{base.__name__}")
+        if isinstance(value, (str, int, float)):
+            return value  # another str/int/float subclass: JSON carries its plain value, as it always did
+        if isinstance(value, (list, tuple)):
+            return self.list(value)
+        if isinstance(value, dict):
+            return self.dict(value)
+        raise TypeError(f"Object of type {kind.__name__} is not JSON serializable")
+
+
+def _tag_of(value: Any) -> dict[str, Any] | None:
+    """The tagged object of a datetime, date, UUID or Decimal (exact types); None for anything else."""
+    kind = type(value)
+    if kind is datetime:
+        return _datetime_tag(value)
+    if kind is date:
+        return {TYPE_KEY: "date", VALUE_KEY: value.isoformat()}
+    if kind is UUID:
+        return {TYPE_KEY: "uuid", VALUE_KEY: str(value)}
+    if kind is Decimal:
+        return {TYPE_KEY: "decimal", VALUE_KEY: str(value)}
+    return None
+
+
+def _datetime_tag(value: datetime) -> dict[str, Any]:
+    tag: dict[str, Any] = {TYPE_KEY: "datetime", VALUE_KEY: value.isoformat()}
+    tz = value.tzinfo
+    if tz is not None:
+        if type(tz) is ZoneInfo and tz.key is not None:
+            tag["zone"] = tz.key  # the wall time and the zone: a DST rule, not only today's offset
+        elif type(tz) is not timezone or tz.tzname(None) != timezone(tz.utcoffset(None)).tzname(None):
+            raise _Refused(f"{_describe(value)} has a tzinfo errands cannot restore ({_describe(tz)}); "
+                           "use datetime.timezone (a fixed offset, UTC) or zoneinfo.ZoneInfo")
+    if value.fold:
+        tag["fold"] = 1
+    return tag
+
+
+def _untag(value: Any) -> Any:
+    """A decoded value of a payload that says ``"codec"``, with its tagged objects restored."""
+    kind = type(value)
+    if kind is list:
+        return [_untag(v) for v in value]
+    if kind is not dict:
+        return value
+    tag = value.get(TYPE_KEY)
+    if tag is None:
+        return {k: _untag(v) for k, v in value.items()}
+    raw = value.get(VALUE_KEY)
+    try:
+        if tag == "dict" and type(raw) is list:
+            return {k: _untag(v) for k, v in raw}
+        if type(raw) is str:
+            if tag == "datetime":
+                restored = datetime.fromisoformat(raw)
+                zone = value.get("zone")
+                if zone is not None:
+                    restored = restored.replace(tzinfo=ZoneInfo(zone))
+                return restored.replace(fold=1) if value.get("fold") == 1 else restored
+            if tag == "date":
+                return date.fromisoformat(raw)
+            if tag == "uuid":
+                return UUID(raw)
+            if tag == "decimal":
+                return Decimal(raw)
+    except Exception as exc:  # a tag written by hand: any fault is the payload's
+        raise BadPayload(f"the stored payload holds a {safe_text(tag, 40)} that cannot be read: "
+                         f"{safe_text(exc, 200)}") from None
+    raise BadPayload(f"the stored payload holds a tagged value errands does not know: {safe_text(value, 200)}")
 
 
 def encode_result(value: Any) -> str:
@@ -181,7 +342,7 @@ def decode_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
             data, end = _scan(payload, 0)
         except (StopIteration, ValueError, RecursionError):
             end = -1
-        if end == len(payload) and type(data) is dict:
+        if end == len(payload) and type(data) is dict and CODEC_KEY not in data:
             args = data.get("args", [])
             kwargs = data.get("kwargs", {})
             if type(args) is list and type(kwargs) is dict:
@@ -193,6 +354,11 @@ def decode_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     kwargs = data.get("kwargs", {})
     if type(args) is not list or type(kwargs) is not dict:
         raise BadPayload("args must be a JSON array and kwargs a JSON object")
+    if CODEC_KEY in data:
+        try:
+            return _untag(args), _untag(kwargs)
+        except RecursionError:
+            raise BadPayload("the stored payload nests too deeply to decode") from None
     return args, kwargs
 
 
@@ -219,7 +385,7 @@ def without_headers(payload: Any) -> str:
     """The payload as compact JSON without the headers an enqueue hook added (for log lines);
     the stored text itself when it cannot be decoded."""
     text = safe_text(payload)
-    if f'"{HEADERS_KEY}":' not in text:
+    if f'"{HEADERS_KEY}":' not in text and f'"{CODEC_KEY}":' not in text:
         return text
     try:
         data = _load(payload)
@@ -228,6 +394,7 @@ def without_headers(payload: Any) -> str:
     if type(data) is not dict:
         return text
     data.pop(HEADERS_KEY, None)
+    data.pop(CODEC_KEY, None)
     return _encode(data)
 
 

@@ -11,8 +11,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .errors import ConfigurationError
-from .limits import clamp_delay
+from .errors import ConfigurationError, Discard, Retry, Snooze
+from .limits import INT_MAX, clamp_delay
 
 DelayFunction = Callable[[int], float]
 
@@ -102,16 +102,70 @@ def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
     raise ConfigurationError(f"cannot use {spec!r} as a backoff")
 
 
+DEFAULT_MAX_SNOOZES = 100
+"""How many times a job may snooze (``raise Snooze(...)``) when neither it nor its app says."""
+
+ExceptionTypes = tuple[type[BaseException], ...]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """What a job's exceptions come to, beyond its attempts and backoff (``@app.job(...)``)."""
+
+    retry_on: ExceptionTypes | None = None
+    """Only these exception types (and subclasses) retry; None: every exception does."""
+    discard_on: ExceptionTypes = ()
+    """These exception types skip the remaining attempts (straight to the dead letter)."""
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+    """Snoozes allowed over the job's life; the next one sends it to the dead letter."""
+
+    def __post_init__(self) -> None:
+        for field_name in ("retry_on", "discard_on"):
+            types = getattr(self, field_name)
+            if types is not None and not (isinstance(types, tuple) and all(
+                    isinstance(t, type) and issubclass(t, BaseException) for t in types)):
+                raise ConfigurationError(f"{field_name} must be a tuple of exception classes, got {types!r}")
+        if isinstance(self.max_snoozes, bool) or not isinstance(self.max_snoozes, int) \
+                or not 0 <= self.max_snoozes <= INT_MAX:
+            raise ConfigurationError(f"max_snoozes must be an integer from 0 to {INT_MAX}, got {self.max_snoozes!r}")
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether ``error``, raised by a run, may be retried (attempts permitting).
+
+        ``Retry`` always may (the handler asked), ``Discard`` never; then ``discard_on`` wins over
+        ``retry_on``, so a type listed in both is discarded."""
+        if isinstance(error, Retry):
+            return True
+        if isinstance(error, Discard) or (self.discard_on and isinstance(error, self.discard_on)):
+            return False
+        return self.retry_on is None or isinstance(error, self.retry_on)
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
 def decide(attempts: int, max_attempts: int, backoff: DelayFunction | None, *, retryable: bool = True,
-           requested_delay: float | None = None) -> float | None:
+           requested_delay: float | None = None, error: BaseException | None = None,
+           policy: RetryPolicy = DEFAULT_POLICY, snoozes: int = 0) -> float | None:
     """The one retry policy: seconds until the next attempt, or None for the dead letter.
 
-    Every path that ends an attempt asks this (the worker settling a failure, the supervisor
-    settling the jobs of a killed process, stale-lease recovery), so they cannot disagree.
-    ``attempts`` were counted at claim time; ``backoff`` is the job's (None: come back at once,
-    as after a lost lease); ``retryable`` is False for a failure that must not retry (an unknown
-    job); a delay the handler asked for (``Retry(delay=...)``) wins over the backoff.
+    Every path that ends an attempt asks this (the worker settling a failure or a snooze, the
+    supervisor settling the jobs of a killed process, stale-lease recovery), so they cannot
+    disagree.  ``attempts`` were counted at claim time; ``backoff`` is the job's (None: come
+    back at once, as after a lost lease); ``retryable`` is False for a failure that must not
+    retry (an unknown job); a delay the handler asked for (``Retry(delay=...)``) wins over the
+    backoff.  ``error`` is the exception that ended the run, when there is one: the job's
+    ``policy`` says whether its type retries (``retry_on``, ``discard_on``).  A
+    :class:`~errands.core.errors.Snooze` spends no attempt: its delay, while the job has snoozed
+    (``snoozes``, before this one) fewer than ``policy.max_snoozes`` times.
     """
+    if error is not None:
+        if isinstance(error, Snooze):
+            return clamp_delay(error.seconds) if snoozes < policy.max_snoozes else None
+        if not policy.retries(error):
+            return None
+        if isinstance(error, Retry) and requested_delay is None:
+            requested_delay = error.delay
     if not retryable or attempts >= max_attempts:
         return None
     if requested_delay is not None:

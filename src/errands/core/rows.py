@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from .errors import BadPayload
 from .payload import decode_arguments
 
 FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
@@ -191,6 +192,50 @@ class FailedJobRow:
     failed_at: datetime
     error_type: str
     error_message: str
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """A run that failed, as ``on_retry`` and ``on_dead`` hooks receive it (one-argument hooks).
+
+    ``args`` and ``kwargs`` are the arguments as the handler got them (both empty when the
+    stored payload cannot be decoded: its error says so); ``attempts`` counts this run;
+    ``retry_in`` is the seconds until the next attempt (None: the job went to the dead letter)."""
+
+    id: int
+    name: str
+    queue: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    error_type: str
+    error_message: str
+    attempts: int
+    max_attempts: int
+    retry_in: float | None = None
+    batch_id: int | None = None
+
+    @property
+    def dead(self) -> bool:
+        """Whether the job went to the dead letter (no retry)."""
+        return self.retry_in is None
+
+    @property
+    def error(self) -> str:
+        """``"ErrorType: message"``, as logs and the dashboard show it."""
+        return f"{self.error_type}: {self.error_message}"
+
+    @classmethod
+    def of(cls, row: ClaimedJob, error_type: str, error_message: str, retry_in: float | None = None,
+           arguments: tuple[list[Any], dict[str, Any]] | None = None) -> FailedJob:
+        """The record of claimed ``row``'s run; ``arguments`` as the handler got them, when known."""
+        if arguments is None:
+            try:
+                arguments = decode_arguments(row.payload)
+            except BadPayload:
+                arguments = ([], {})
+        args, kwargs = arguments
+        return cls(row.id, row.name, row.queue, tuple(args), dict(kwargs), error_type, error_message,
+                   row.attempts, row.max_attempts, retry_in, row.batch_id)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigurationError
+from .retry import DEFAULT_MAX_SNOOZES, Backoff, make_backoff
 
 DAY = 86400.0
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
@@ -37,14 +38,20 @@ _FIELDS: dict[str, tuple[type, bool]] = {
     "database_url": (str, True), "lease": (float, False), "payload_limit": (int, False),
     "table_prefix": (str, False), "default_queue": (str, False), "keep_results": (bool, False),
     "result_ttl": (float, False), "failed_ttl": (float, True),
+    "max_attempts": (int, False), "backoff": (Backoff, False), "timeout": (float, True), "max_snoozes": (int, False),
 }
 """The keyword arguments of ``Errands(...)`` a settings source may give: (type, whether None is allowed)."""
 
 DEFAULTS: Mapping[str, Any] = {
     "database_url": None, "lease": 30.0, "payload_limit": DEFAULT_PAYLOAD_LIMIT, "table_prefix": "errands_",
     "default_queue": "default", "keep_results": False, "result_ttl": DAY, "failed_ttl": 30 * DAY,
+    "max_attempts": 3, "backoff": "exponential", "timeout": None, "max_snoozes": DEFAULT_MAX_SNOOZES,
 }
-"""The one home of the app's defaults: ``Errands.__init__``'s signature reads them from here."""
+"""The one home of the app's defaults: ``Errands.__init__``'s signature reads them from here.
+
+``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` are the defaults of
+the app's jobs: a job's own ``@app.job(...)`` options win over them, and a call's ``.using(...)``
+over those (:class:`errands.core.jobs.JobDefaults` applies that order, in one place)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,27 @@ def _as_str(value: Any, text: Any) -> str:
     return str(text)
 
 
-_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str}
+def _as_backoff(value: Any, text: Any) -> Any:
+    """A backoff as ``@app.job(backoff=...)`` takes it.  From text (a variable, a file): a name
+    (``exponential``), seconds (``5``: fixed) or delays separated by commas (``1,5,30``)."""
+    spec = value
+    if isinstance(value, str):
+        spec = text
+        if "," in text:
+            spec = [float(part) for part in text.split(",")]
+        else:
+            try:
+                spec = float(text)
+            except ValueError:
+                spec = text
+    try:
+        make_backoff(spec)
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
+    return spec
+
+
+_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str, Backoff: _as_backoff}
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:

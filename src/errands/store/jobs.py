@@ -17,8 +17,8 @@ from typing import Any
 
 from ..core.limits import clamp_delay
 from ..core.payload import safe_text
-from ..core.retry import DelayFunction, decide
-from ..core.rows import FLAG_BATCH, ClaimedJob, FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport
+from ..core.retry import DEFAULT_POLICY, DelayFunction, RetryPolicy, decide
+from ..core.rows import FLAG_BATCH, ClaimedJob, FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, as_int
 from .database import Database
 from .dialects.base import FAILED_COLUMNS, INSERT_CHUNK, JOB_COLUMNS, failed_row, job_row
 from .steps import ERROR_MESSAGE_CAP, Steps
@@ -112,6 +112,33 @@ class JobStore:
 
         return self.db.run(update)
 
+    def snooze(self, owner: str, job_id: int, delay_for: Callable[[int], float | None], error_type: str,
+               error_message: str) -> tuple[str, float | None]:
+        """A run that raised ``Snooze``: back in line after ``delay_for(snoozes so far)`` seconds of database
+        time with its attempt given back (attempts count at claim), or, when that says None (the job
+        snoozed as often as it may), to the dead letter with the error given.  One transaction.
+
+        Returns ("snoozed", delay), ("buried", None), or ("lost", None) when the run is no longer
+        ``owner``'s (its lease lapsed): then nothing changes."""
+
+        def settle(cur: Any) -> tuple[str, float | None]:
+            cur.execute(self.d.q("SELECT snoozes FROM {jobs} WHERE id = {p} AND reserved_by = {p}") + self.d.lock_rows,
+                        (job_id, owner))
+            row = cur.fetchone()
+            if row is None:
+                return "lost", None
+            delay = delay_for(as_int(row[0]))
+            if delay is None:
+                self.steps.bury_locked(cur, "id = {p}", [job_id], error_type, error_message)
+                return "buried", None
+            cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                                 "available_at = {now_plus}, snoozes = snoozes + 1, "
+                                 "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}"),
+                        (clamp_delay(delay), job_id))
+            return "snoozed", delay
+
+        return self.db.run(settle, write=True)
+
     def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str) -> bool:
         """Move a job to the dead letter in one transaction (``owner=None``: whoever holds it)."""
 
@@ -192,11 +219,15 @@ class JobStore:
         return self.db.run(read)
 
     def force_release(self, owner: str, ids: Sequence[int], error_type: str, error_message: str,
-                      backoff_for: Callable[[str], DelayFunction | None]) -> tuple[list[int], list[int]]:
+                      backoff_for: Callable[[str], DelayFunction | None],
+                      policy_for: Callable[[str], RetryPolicy] | None = None,
+                      error: BaseException | None = None) -> tuple[list[int], list[int]]:
         """Fail the current attempt of jobs whose worker process was killed or died.
 
         Used by the supervisor.  The retry policy (:func:`errands.core.retry.decide`) sends each job
-        back after its job's backoff (``backoff_for(name)``) or to the dead letter.
+        back after its job's backoff (``backoff_for(name)``) or to the dead letter.  ``error``: the
+        exception the attempt counts as having raised (a hard timeout's JobTimeout, which the job's
+        ``retry_on`` / ``discard_on`` from ``policy_for(name)`` judge); None for a process that died.
         """
 
         def settle(cur: Any) -> tuple[list[int], list[int]]:
@@ -205,7 +236,8 @@ class JobStore:
             cur.execute(self.d.q("SELECT id, attempts, max_attempts, name FROM {jobs} WHERE reserved_by = {p} "
                                "AND id IN (") + self.d.marks(ids) + ")" + self.d.lock_rows, [owner, *ids])
             rows = cur.fetchall()
-            delays = {r[0]: decide(r[1], r[2], backoff_for(r[3])) for r in rows}
+            delays = {r[0]: decide(r[1], r[2], backoff_for(r[3]), error=error,
+                                   policy=DEFAULT_POLICY if policy_for is None else policy_for(r[3])) for r in rows}
             again = [job_id for job_id, delay in delays.items() if delay is not None]
             dead = [job_id for job_id, delay in delays.items() if delay is None]
             message = safe_text(f"{error_type}: {error_message}", ERROR_MESSAGE_CAP)

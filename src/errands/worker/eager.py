@@ -35,8 +35,8 @@ class EagerHandle(JobHandle):
         self.outcome = outcome
 
     def status(self) -> JobState:
-        return {Result.OK: JobState.SUCCEEDED, Result.CANCELLED: JobState.CANCELLED}.get(
-            self.outcome.result, JobState.FAILED)
+        return {Result.OK: JobState.SUCCEEDED, Result.CANCELLED: JobState.CANCELLED,
+                Result.SNOOZED: JobState.DELAYED}.get(self.outcome.result, JobState.FAILED)
 
     def _outcome(self) -> tuple[bool, Any]:
         o = self.outcome
@@ -44,6 +44,9 @@ class EagerHandle(JobHandle):
             return True, o.value
         if o.result is Result.CANCELLED:
             raise JobCancelled(f"job {self.id} ({self.name}) was cancelled")
+        if o.result is Result.SNOOZED:  # eager mode stores nothing, so nothing runs it again
+            raise JobFailed(f"job {self.id} ({self.name}) snoozed, and eager mode does not run it again: "
+                            f"{o.error_text}", o.error_type, o.error_message)
         raise JobFailed(f"job {self.id} ({self.name}) failed: {o.error_text}", o.error_type, o.error_message)
 
     def cancel(self) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.context import JobContext, context_of, running_row
-from ..core.errors import BadPayload, Discard, JobCancelled, JobTimeout, Retry
+from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
@@ -48,6 +48,8 @@ class Result(str, enum.Enum):
     """The job can never run (unknown name, undecodable payload, ``Discard``): bury at once."""
     CANCELLED = "cancelled"
     """It stopped because its cancellation was requested: record it, never retry."""
+    SNOOZED = "snoozed"
+    """The handler raised ``Snooze``: run it again later without spending an attempt."""
 
 
 class Outcome(NamedTuple):
@@ -60,7 +62,8 @@ class Outcome(NamedTuple):
     value: Any = None
     """The handler's return value (OK runs)."""
     retry_delay: float | None = None
-    """Seconds the handler asked to wait before the next attempt (``raise Retry(delay)``)."""
+    """Seconds the handler asked to wait before the next attempt (``raise Retry(delay)``) or run
+    (``raise Snooze(seconds)``)."""
 
     @property
     def error_text(self) -> str:
@@ -99,6 +102,8 @@ def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
                                  f"{', '.join(sorted(app.registry)) or 'none'})", ERROR_TEXT_CAP))
     try:
         args, kwargs = decode_arguments(row.payload)
+        if definition.enums:
+            args, kwargs = definition.enums.to_members(args, kwargs)
     except BadPayload as exc:
         return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", str(exc), exc)
     return definition, args, kwargs
@@ -118,7 +123,7 @@ def run_sync(app: RunHost, row: ClaimedJob) -> Outcome:
     try:
         value = definition.func(*args, **kwargs)
     except Exception as exc:  # a handler's failure is data for the retry decision
-        return failure(row, exc, _clock() - started, definition)
+        return failure(row, exc, _clock() - started)
     finally:
         running_row.reset(token)
     return Outcome(row, Result.OK, _clock() - started, value=value)
@@ -136,7 +141,7 @@ def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[An
             value = definition.func(*args, **kwargs)
     except Exception as exc:  # a handler's (or a before-hook's) failure is data for the retry decision
         error = exc
-        return failure(row, exc, _clock() - started, definition)
+        return failure(row, exc, _clock() - started)
     finally:
         call_after(chain, ctx, error)
         running_row.reset(token)
@@ -162,7 +167,7 @@ async def run_async(app: RunHost, row: ClaimedJob) -> Outcome:
             value = await _with_timeout(definition.func(*args, **kwargs), row.timeout)
     except Exception as exc:  # a handler's failure is data for the retry decision
         error = exc
-        return failure(row, exc, _clock() - started, definition)
+        return failure(row, exc, _clock() - started)
     finally:
         if chain:
             call_after(chain, ctx, error)
@@ -179,21 +184,20 @@ async def _with_timeout(coro: Any, timeout: float | None) -> Any:
         raise JobTimeout(f"job exceeded its timeout of {timeout:g}s and was cancelled") from None
 
 
-def failure(row: ClaimedJob, exc: BaseException, duration: float,
-            definition: JobDefinition[Any, Any] | None = None) -> Outcome:
-    """How a run that raised ends: retried (``Retry`` picks the delay), buried at once
-    (``Discard``, or a type in the job's ``discard_on``), or cancelled.
+def failure(row: ClaimedJob, exc: BaseException, duration: float) -> Outcome:
+    """How a run that raised ends: cancelled, snoozed, or an error for the retry policy
+    (:func:`errands.core.retry.decide` reads the exception: ``Retry`` picks the delay, ``Discard``,
+    ``discard_on`` and ``retry_on`` say whether it may retry).
 
     The message is made storable here (see :func:`errands.core.payload.safe_text`): a handler may raise
     anything, including text no database accepts and exceptions whose ``__str__`` raises."""
     text = safe_text(exc, ERROR_TEXT_CAP) or safe_text(repr(exc), ERROR_TEXT_CAP)
     if isinstance(exc, JobCancelled):
         return Outcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
+    if isinstance(exc, Snooze):
+        return Outcome(row, Result.SNOOZED, duration, error_name(exc), text, exc, retry_delay=exc.seconds)
     if isinstance(exc, Retry):
         return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc, retry_delay=exc.delay)
-    if isinstance(exc, Discard) or (definition is not None and definition.behaviour.discard_on
-                                    and isinstance(exc, definition.behaviour.discard_on)):
-        return Outcome(row, Result.FATAL, duration, error_name(exc), text, exc)
     return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc)
 
 

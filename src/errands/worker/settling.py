@@ -16,11 +16,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..core.context import context_of
-from ..core.errors import StoreUnavailable
+from ..core.errors import BadPayload, StoreUnavailable
 from ..core.hooks import call_on_dead, call_on_retry, chain_of
 from ..core.payload import encode_result, safe_text
-from ..core.retry import decide
-from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob
+from ..core.retry import DEFAULT_POLICY, decide
+from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, FailedJob
 from ..store.features import Finished
 from .execution import Outcome, Result, describe_arguments
 
@@ -107,8 +107,9 @@ class Settling:
         while failed:
             outcome = failed.popleft()
             unsettled.append(outcome)
-            key = (outcome.row.queue, outcome.result is Result.OK)
-            stats[key] = stats.get(key, 0) + 1
+            if outcome.result is not Result.SNOOZED:  # a snooze is neither a success nor a failure
+                key = (outcome.row.queue, outcome.result is Result.OK)
+                stats[key] = stats.get(key, 0) + 1
 
     def flush_stats(self, force: bool = False) -> None:
         """Add the finished runs to the per-minute stats table (the dashboard's throughput)."""
@@ -237,8 +238,8 @@ class Settling:
         return Finished(row.id, row.flags, row.batch_id, result, ttl)
 
     def _settle_failure(self, outcome: Outcome) -> None:
-        """A run that did not succeed: recorded as cancelled, retried later or buried, as the retry
-        policy decides from its attempts, its job's backoff and the failure."""
+        """A run that did not succeed: recorded as cancelled, snoozed, retried later or buried, as the
+        retry policy decides from its attempts, its job's backoff and policy, and the failure."""
         row = outcome.row
         app, owner = self.app, self.owner
         definition = app.registry.get(row.name)
@@ -246,25 +247,67 @@ class Settling:
             if self.store.features.settle_cancelled(owner, row.id, app.result_ttl, outcome.error_message):
                 log.info("job %d %s was cancelled while running", row.id, row.name)
             return
+        if outcome.result is Result.SNOOZED and definition is not None:
+            self._settle_snooze(outcome, definition)
+            return
         delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
                        retryable=outcome.result is Result.ERROR and definition is not None,
-                       requested_delay=outcome.retry_delay)
+                       requested_delay=outcome.retry_delay, error=outcome.exc,
+                       policy=definition.behaviour.policy if definition else DEFAULT_POLICY)
         if delay is not None and definition is not None:
             if self.store.jobs.retry_later(owner, row.id, delay, outcome.error_text):
                 chain = chain_of(app.hooks, definition.behaviour.hooks)
                 if chain:
-                    call_on_retry(chain, context_of(row, app), outcome.error_type, outcome.error_message, delay)
+                    call_on_retry(chain, context_of(row, app), self._record_of(outcome, delay))
                 log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, delay,
                          row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
                                                                 "queue": row.queue, "retry_in": delay})
             return
-        if self.store.jobs.bury(owner, row.id, outcome.error_type, outcome.error_message):
-            log.warning("job %d %s moved to the dead letter after %d attempt(s): %s", row.id, row.name,
-                        row.attempts, outcome.error_text, extra={"job_id": row.id, "job_name": row.name,
-                                                                 "queue": row.queue, "attempt": row.attempts})
-            chain = chain_of(app.hooks, definition.behaviour.hooks if definition else None)
-            if chain:
-                call_on_dead(chain, context_of(row, app), outcome.error_type, outcome.error_message)
+        self._bury(outcome, outcome.error_type, outcome.error_message)
+
+    def _settle_snooze(self, outcome: Outcome, definition: Any) -> None:
+        """``raise Snooze(seconds)``: back in line after ``seconds``, its attempt given back, unless the
+        job has snoozed as often as its policy allows (then the dead letter, as errands.SnoozeLimit)."""
+        row = outcome.row
+        policy = definition.behaviour.policy
+
+        def delay_for(snoozes: int) -> float | None:
+            return decide(row.attempts, row.max_attempts, None, error=outcome.exc, policy=policy, snoozes=snoozes)
+
+        message = (f"the job snoozed {policy.max_snoozes} times, the most it may (max_snoozes), and asked to "
+                   f"snooze again: {outcome.error_message}")
+        done, delay = self.store.jobs.snooze(self.owner, row.id, delay_for, "errands.SnoozeLimit", message)
+        if done == "snoozed":
+            log.info("job %d %s snoozed: runs again in %.1fs", row.id, row.name, delay,
+                     extra={"job_id": row.id, "job_name": row.name, "queue": row.queue, "retry_in": delay})
+        elif done == "buried":
+            self._buried(outcome, "errands.SnoozeLimit", message, definition)
+
+    def _bury(self, outcome: Outcome, error_type: str, error_message: str) -> None:
+        row = outcome.row
+        if self.store.jobs.bury(self.owner, row.id, error_type, error_message):
+            self._buried(outcome, error_type, error_message, self.app.registry.get(row.name))
+
+    def _buried(self, outcome: Outcome, error_type: str, error_message: str, definition: Any) -> None:
+        """Log a move to the dead letter that committed, and call the ``on_dead`` hooks."""
+        row = outcome.row
+        log.warning("job %d %s moved to the dead letter after %d attempt(s): %s: %s", row.id, row.name,
+                    row.attempts, error_type, error_message, extra={"job_id": row.id, "job_name": row.name,
+                                                                     "queue": row.queue, "attempt": row.attempts})
+        chain = chain_of(self.app.hooks, definition.behaviour.hooks if definition else None)
+        if chain:
+            record = self._record_of(outcome._replace(error_type=error_type, error_message=error_message), None)
+            call_on_dead(chain, context_of(row, self.app), record)
+
+    def _record_of(self, outcome: Outcome, retry_in: float | None) -> FailedJob:
+        """The failed job's record for ``on_retry`` / ``on_dead`` hooks (built only when some are registered)."""
+        row = outcome.row
+        definition = self.app.registry.get(row.name)
+        try:
+            arguments = definition.decode(row.payload) if definition is not None else None
+        except BadPayload:
+            arguments = ([], {})
+        return FailedJob.of(row, outcome.error_type, outcome.error_message, retry_in, arguments)
 
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row
@@ -273,6 +316,9 @@ class Settling:
                   "duration_ms": round(outcome.duration * 1000, 3)}
         if outcome.result is Result.OK:
             log.info("job %d %s done in %.1f ms", row.id, row.name, outcome.duration * 1000, extra=fields)
+        elif outcome.result is Result.SNOOZED:
+            log.info("job %d %s snoozed after %.1f ms: %s", row.id, row.name, outcome.duration * 1000,
+                     outcome.error_message, extra=fields)
         else:
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
                         describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,

@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ConfigurationError, SchemaError, StoreError
-from ..core.retry import Backoff
+from ..core.errors import ConfigurationError, JobTimeout, SchemaError, StoreError
+from ..core.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from .runner import Worker
 from .settings import WorkerSettings
 from .slots import SlotTable
@@ -188,7 +188,7 @@ class Supervisor:
             child.process.join()
             del self.children[pid]
             self._settle_dead(child, late, "errands.JobTimeout",
-                              "job exceeded its timeout of {timeout}s and was stopped")
+                              "job exceeded its timeout of {timeout}s and was stopped", timed_out=True)
             if not self.stopping:
                 self._spawn(child.index)
 
@@ -216,8 +216,10 @@ class Supervisor:
                 self._crashes = self._crashes + 1 if time.monotonic() - child.started < 5 else 0
                 self._restarts[child.index] = time.monotonic() + min(30.0, 0.1 * 2 ** min(self._crashes, 9))
 
-    def _settle_dead(self, child: _Child, charged: list[int], error_type: str, message: str) -> None:
-        """Fail the charged runs, give everything else the process held back untouched."""
+    def _settle_dead(self, child: _Child, charged: list[int], error_type: str, message: str,
+                     timed_out: bool = False) -> None:
+        """Fail the charged runs, give everything else the process held back untouched.  A run that
+        overran its timeout counts as having raised JobTimeout (its job's ``retry_on`` decides)."""
         owner = child.worker_id
         if not owner:
             return
@@ -228,12 +230,17 @@ class Supervisor:
             definition = registry.get(name)
             return definition.backoff if definition is not None else None
 
+        def policy_for(name: str) -> RetryPolicy:
+            definition = registry.get(name)
+            return definition.behaviour.policy if definition is not None else DEFAULT_POLICY
+
         for attempt in range(5):
             try:
                 for job_id in charged:
                     row = store.jobs.get_job(job_id)
                     text = message.format(timeout=f"{row.timeout:g}" if row and row.timeout else "?")
-                    again, dead = store.jobs.force_release(owner, [job_id], error_type, text, backoff_for)
+                    again, dead = store.jobs.force_release(owner, [job_id], error_type, text, backoff_for, policy_for,
+                                                           JobTimeout(text) if timed_out else None)
                     if dead:
                         log.warning("job %d moved to the dead letter: %s: %s", job_id, error_type, text)
                     elif again:

@@ -90,7 +90,7 @@ class ErrandsBackend(BaseTaskBackend):
             if app is None:
                 o = self.config
                 app = Errands(url, table_prefix=o.table_prefix, keep_results=True, result_ttl=o.result_ttl,
-                              lease=o.lease)
+                              lease=o.lease, max_attempts=o.max_attempts, backoff=o.backoff, timeout=o.timeout)
                 for task in self._tasks.values():
                     self._register(app, task)
                 self._app = app
@@ -110,9 +110,8 @@ class ErrandsBackend(BaseTaskBackend):
         definition = app.registry.get(name)
         if definition is not None:
             return definition
-        o = self.config
-        register = app.job(name=name, queue=task.queue_name, priority=task.priority, max_attempts=o.max_attempts,
-                           backoff=o.backoff, timeout=o.timeout, keep_result=True)
+        # max_attempts, backoff and timeout: OPTIONS are the app's job defaults (Errands(...) above).
+        register = app.job(name=name, queue=task.queue_name, priority=task.priority, keep_result=True)
         return register(job_function(task, self))
 
     def _definition(self, task: Any) -> JobDefinition[Any, Any]:

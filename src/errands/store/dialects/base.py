@@ -154,7 +154,7 @@ class Dialect(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 3
+    schema_version = 6
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).

@@ -192,7 +192,8 @@ class MySQLDialect(Dialect):
     # ------------------------------------------------------------------ schema
     def migrations(self) -> Migrations:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table))]
+        return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
+                (6, self._version_6())]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -243,14 +244,22 @@ class MySQLDialect(Dialect):
             " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))" + table,
         )]
 
+    def _add_column(self, tbl: str, spec: str) -> Step:
+        """``ALTER TABLE ... ADD COLUMN``, skipped when the column is there (MySQL 8 has no IF NOT EXISTS)."""
+        return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
+                    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                    f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
+
+    def _version_6(self) -> list[str | Step]:
+        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
+        # MariaDB 10.3+ and MySQL 8 add a column with a constant default in place (no table copy).
+        return [self._add_column("jobs", "snoozes INT NOT NULL DEFAULT 0")]
+
     def _version_2(self, table: str) -> list[str | Step]:
         """MySQL commits each DDL statement on its own, so a step that ran before a crash must be
         skippable: every ALTER is guarded by a look at information_schema (MySQL 8 has no
         ``ADD COLUMN IF NOT EXISTS``)."""
-        def column(tbl: str, spec: str) -> Step:
-            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
-                        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
+        column = self._add_column
 
         def index(tbl: str, name: str, spec: str) -> Step:
             return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD {spec}"),

@@ -336,7 +336,7 @@ class PostgresDialect(Dialect):
         yield
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3())]
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -366,6 +366,11 @@ class PostgresDialect(Dialect):
             " queues TEXT NOT NULL, concurrency INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL,"
             " heartbeat_at TIMESTAMPTZ NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)",
         )]
+
+    def _version_6(self) -> list[str | Step]:
+        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
+        # A constant default: PostgreSQL 11+ adds the column without rewriting the table.
+        return [self.q("ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS snoozes INTEGER NOT NULL DEFAULT 0")]
 
     def _version_2(self) -> list[str | Step]:
         return [self.q(s) for s in (

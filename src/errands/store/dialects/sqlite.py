@@ -222,7 +222,7 @@ class SQLiteDialect(Dialect):
         return value.timestamp()
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3())]
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -308,6 +308,10 @@ class SQLiteDialect(Dialect):
             "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
             " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
         )]
+
+    def _version_6(self) -> list[str | Step]:
+        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
+        return [self.q("ALTER TABLE {jobs} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")]
 
     def floor_sql(self, expr: str) -> str:
         """SQLite has FLOOR only when built with its math functions (CPython's Windows build is not)."""
