@@ -12,7 +12,7 @@ from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
-from .core.jobs import JobBehaviour, JobDefaults, JobDefinition, JobHandle, job_id_of
+from .core.jobs import JobBehaviour, JobDefaults, JobDefinition, JobHandle, check_cost, check_unique_for, job_id_of
 from .core.limits import ID_MAX, RateLimit, parse_rate_limit
 from .core.retry import BackoffSpec
 from .core.rows import BatchRow
@@ -87,8 +87,10 @@ class Errands:
                  keep_results: bool = DEFAULTS["keep_results"], result_ttl: float = DEFAULTS["result_ttl"],
                  failed_ttl: float | None = DEFAULTS["failed_ttl"], max_attempts: int = DEFAULTS["max_attempts"],
                  backoff: BackoffSpec = DEFAULTS["backoff"], timeout: float | None = DEFAULTS["timeout"],
-                 max_snoozes: int = DEFAULTS["max_snoozes"], eager: bool = False) -> None:
+                 max_snoozes: int = DEFAULTS["max_snoozes"], eager: bool = False,
+                 keep_traceback: bool = False) -> None:
         """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
+        ``keep_traceback``: keep each failed attempt's traceback (trimmed) in the error history;
         ``result_ttl``: seconds results and cancellation records are kept (default a day);
         ``failed_ttl``: seconds dead-letter entries are kept (default 30 days; None: for ever);
         ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` (None: no limit) and
@@ -99,6 +101,7 @@ class Errands:
         if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
             raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
         self.keep_results = keep_results
+        self.keep_traceback = bool(keep_traceback)
         self.result_ttl = float(result_ttl)
         self.failed_ttl = None if failed_ttl is None else float(failed_ttl)
         self.eager_mode = eager
@@ -157,6 +160,7 @@ class Errands:
             concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
             retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
             discard_on: Sequence[type[BaseException]] | type[BaseException] = (), max_snoozes: int | None = None,
+            unique_for: float | None = None, cost: int | None = None, keep_traceback: bool | None = None,
             ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 
     def job(self, func: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str | None = None,
@@ -166,7 +170,8 @@ class Errands:
             concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
             retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
             discard_on: Sequence[type[BaseException]] | type[BaseException] = (),
-            max_snoozes: int | None = None) -> Any:
+            max_snoozes: int | None = None, unique_for: float | None = None, cost: int | None = None,
+            keep_traceback: bool | None = None) -> Any:
         """Register a function (sync or ``async def``) as a job.
 
         ``queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` left as None take
@@ -180,6 +185,9 @@ class Errands:
         dead letter at once (None: every exception retries while attempts are left).
         ``discard_on``: exception types that skip the remaining attempts.
         ``max_snoozes``: how many times a run may ``raise Snooze(...)`` before the dead letter.
+        ``unique_for``: seconds a unique key stays taken after its job ended (Oban's unique period).
+        ``cost``: units of ``rate_limit`` one run uses (default 1; ``using(cost=...)`` per call).
+        ``keep_traceback``: keep failed attempts' tracebacks (None: the app's ``keep_traceback``).
         """
         if concurrency_limit is not None and (isinstance(concurrency_limit, bool) or
                                               not isinstance(concurrency_limit, int) or concurrency_limit < 1):
@@ -187,9 +195,20 @@ class Errands:
         if result_ttl is not None and result_ttl <= 0:
             raise ConfigurationError("result_ttl must be a positive number of seconds")
         defaults = self.job_defaults
-        behaviour = JobBehaviour(unique=unique, rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
+        limit = None if rate_limit is None else parse_rate_limit(rate_limit)
+        try:
+            period = None if unique_for is None else check_unique_for(unique_for)
+            if cost is not None:
+                check_cost(cost)
+        except InvalidOption as exc:
+            raise ConfigurationError(str(exc)) from None
+        if cost is not None and limit is not None and cost > limit.count:
+            raise ConfigurationError(f"cost {cost} is more than the rate limit {limit} allows in a window: "
+                                     "such a run could never start")
+        behaviour = JobBehaviour(unique=unique, rate_limit=limit,
                                  concurrency_limit=concurrency_limit, concurrency_key=concurrency_key,
-                                 result_ttl=result_ttl, policy=defaults.job_policy(retry_on, discard_on, max_snoozes))
+                                 result_ttl=result_ttl, policy=defaults.job_policy(retry_on, discard_on, max_snoozes),
+                                 unique_for=period, cost=cost, keep_traceback=keep_traceback)
         options = defaults.job_options(queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout,
                                        keep_result=keep_result).validated()
         job_backoff = defaults.job_backoff(backoff, jitter)

@@ -36,6 +36,11 @@ def limited(n: int) -> None:
     _record(time.time())
 
 
+@app.job(name="weighted", rate_limit="10/1s", queue="weighted", cost=2)
+def weighted(n: int) -> None:
+    _record(time.time())
+
+
 @app.job(name="grouped", concurrency_limit=2, concurrency_key=lambda customer, n: f"customer:{customer}",
          queue="grouped")
 def grouped(customer: int, n: int) -> None:

@@ -8,7 +8,7 @@ import json
 import math
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -280,7 +280,7 @@ def test_enum_members_are_refused_unless_the_parameter_is_annotated(app):
 
 def test_annotated_enum_parameters_travel_as_values_and_come_back_as_members(app):
     @app.job
-    def paint(colour: Colour, *sizes: Size, shade: Optional[Colour] = None, **extra: Colour) -> None: ...
+    def paint(colour: Colour, *sizes: Size, shade: Colour | None = None, **extra: Colour) -> None: ...
 
     new = paint.prepare(Colour.RED, Size.S, 3, shade=Colour.BLUE, trim="blue")
     assert '"red"' in new.payload and "codec" not in new.payload

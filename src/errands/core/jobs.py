@@ -25,7 +25,7 @@ from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
-from .rows import FLAG_RESULT, JobState, NewJob
+from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, JobState, NewJob
 from .signatures import EnumParameters, check_handler
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ R = TypeVar("R")
 
 PRIORITY_RANGE = (-INT_MAX - 1, INT_MAX)
 UNIQUE_KEY_MAX = 255
+LABEL_MAX = 255
+"""The longest display label (``using(label=...)``), in characters."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,12 @@ class JobOptions:
     after: int | None = None
     """Id of the job that must succeed first."""
     keep_result: bool = False
+    label: str | None = None
+    """A display label (e.g. "Invoice #42"), shown and searchable in the CLI and the dashboard."""
+    cost: int | None = None
+    """Units of the job's rate limit one run uses (None: the job's default, else 1)."""
+    unique_for: float | None = None
+    """Seconds the unique key stays taken after the job ended (None: the job's default, else 0)."""
 
     def validated(self) -> JobOptions:
         check_queue_name(self.queue)
@@ -84,7 +92,41 @@ class JobOptions:
         if self.after is not None and (isinstance(self.after, bool) or not isinstance(self.after, int)
                                        or not 0 < self.after <= ID_MAX):
             raise InvalidOption(f"after must be a job, a job handle or a job id, got {self.after!r}")
+        self._check_display_and_limits()
         return self
+
+    def _check_display_and_limits(self) -> None:
+        """``label``, ``cost`` and ``unique_for``."""
+        if self.label is not None and not _storable_label(self.label):
+            raise InvalidOption(f"label must be a string of at most {LABEL_MAX} characters (valid Unicode, no NUL), "
+                                f"got {_shown(self.label)}")
+        if self.cost is not None:
+            check_cost(self.cost)
+        if self.unique_for is not None:
+            check_unique_for(self.unique_for)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _storable_label(label: object) -> bool:
+    return isinstance(label, str) and len(label) <= LABEL_MAX and safe_text(label) == label
+
+
+def check_cost(cost: object) -> int:
+    """A rate-limit cost: a positive 32-bit integer."""
+    if isinstance(cost, bool) or not isinstance(cost, int) or not 1 <= cost <= INT_MAX:
+        raise InvalidOption(f"cost must be a positive integer, got {_shown(cost)}")
+    return cost
+
+
+def check_unique_for(seconds: object) -> float:
+    """A unique period: 0 to ten years of seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_DELAY:
+        raise InvalidOption(f"unique_for must be 0 to {MAX_DELAY:.0f} seconds (ten years), got {_shown(seconds)}")
+    return float(seconds)
 
 
 NO_TIMEOUT = math.inf
@@ -168,6 +210,12 @@ class JobBehaviour:
     """The group (a string, or a function of the job's arguments); the job's name when None."""
     result_ttl: float | None = None
     """Seconds a kept result stays; the app's ``result_ttl`` when None."""
+    unique_for: float | None = None
+    """Seconds a unique key stays taken after its job ended (Oban's unique period)."""
+    cost: int | None = None
+    """Units of ``rate_limit`` one run uses unless ``using(cost=...)`` says otherwise."""
+    keep_traceback: bool | None = None
+    """Keep each failed attempt's traceback in the error history (None: the app's ``keep_traceback``)."""
     hooks: Hooks | None = field(default=None, compare=False)
     policy: RetryPolicy = RetryPolicy()
     """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
@@ -292,7 +340,9 @@ class JobDefinition(Generic[P, R]):
         self.options = options
         self.backoff = backoff
         self.behaviour = behaviour or JobBehaviour()
-        self._plain = not (self.behaviour.unique or self.behaviour.concurrency_limit is not None)
+        b = self.behaviour
+        self._plain = not (b.unique or b.concurrency_limit is not None
+                           or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = check_handler(func)
@@ -345,17 +395,21 @@ class JobDefinition(Generic[P, R]):
     def using(self, *, queue: str | None = None, priority: int | None = None, delay: float | None = None,
               run_at: datetime | None = None, max_attempts: int | None = None, timeout: float | None = None,
               unique_key: str | None = None, after: Any = None, keep_result: bool | None = None,
+              label: str | None = None, cost: int | None = None, unique_for: float | None = None,
               cursor: Any = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched.
 
         ``after``: a job handle or id that must succeed before this run may start.
+        ``label``: a display label shown in the CLI and the dashboard (at most 255 characters).
+        ``cost``: units of the job's rate limit this run uses (at most the limit's count).
+        ``unique_for``: seconds the unique key stays taken after the job ended.
         ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
         ``timeout=math.inf``: no time limit for this run (None leaves the job's own).
         """
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
-            timeout=timeout, unique_key=unique_key, keep_result=keep_result,
-            after=None if after is None else job_id_of(after)).items() if v is not None}
+            timeout=timeout, unique_key=unique_key, keep_result=keep_result, label=label, cost=cost,
+            unique_for=unique_for, after=None if after is None else job_id_of(after)).items() if v is not None}
         if timeout == NO_TIMEOUT:
             changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
@@ -380,7 +434,7 @@ class JobDefinition(Generic[P, R]):
         else:
             payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
         if self._plain and o.unique_key is None and o.after is None and not o.keep_result \
-                and not self.app.keep_results:
+                and not self.app.keep_results and o.label is None and o.cost is None:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour
         unique_key = o.unique_key
@@ -394,8 +448,25 @@ class JobDefinition(Generic[P, R]):
                 raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
                                     "(valid Unicode, no NUL)")
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
+        cost = self._cost(o)
+        unique_for = None
+        if unique_key is not None:
+            unique_for = (o.unique_for if o.unique_for is not None else b.unique_for) or None
+            if unique_for:
+                flags |= FLAG_UNIQUE_PERIOD
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at,
-                      unique_key, o.after, group, flags)
+                      unique_key, o.after, group, flags, None, o.label, cost, unique_for)
+
+    def _cost(self, o: JobOptions) -> int | None:
+        """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""
+        limit = self.behaviour.rate_limit
+        if limit is None:
+            return None
+        cost = o.cost if o.cost is not None else self.behaviour.cost
+        if cost is not None and cost > limit.count:
+            raise InvalidOption(f"cost {cost} of job {self.name!r} is more than its rate limit allows in a "
+                                f"window ({limit}): such a run could never start")
+        return None if cost == 1 else cost
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Store one run of this job; returns as soon as the row is committed."""

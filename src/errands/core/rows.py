@@ -78,6 +78,8 @@ FLAG_BATCH = 2
 """Counts towards its batch (or chain): the batch's counters and callbacks."""
 FLAG_DEPENDENTS = 4
 """Other jobs wait for this one (set when such a job is enqueued): unblock them on success."""
+FLAG_UNIQUE_PERIOD = 256
+"""Its unique key stays taken for a while after it ends (``unique_for``): stamp the key's expiry then."""
 
 
 class NewJob(NamedTuple):
@@ -103,6 +105,12 @@ class NewJob(NamedTuple):
     """The concurrency group this run belongs to (``concurrency_limit``)."""
     flags: int = 0
     batch_id: int | None = None
+    label: str | None = None
+    """A display label for people (CLI, dashboard); searchable."""
+    cost: int | None = None
+    """Units of its rate limit a run uses (None: 1)."""
+    unique_for: float | None = None
+    """Seconds ``unique_key`` stays taken after the job ended (None: free at once)."""
 
 
 class ClaimedJob(NamedTuple):
@@ -161,6 +169,9 @@ class JobRow:
     cancel_requested_at: datetime | None = None
     progress: float | None = None
     progress_message: str | None = None
+    label: str | None = None
+    cost: int | None = None
+    """Units of its rate limit a run uses (None: 1)."""
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
@@ -192,6 +203,8 @@ class FailedJobRow:
     failed_at: datetime
     error_type: str
     error_message: str
+    label: str | None = None
+    cost: int | None = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +298,20 @@ class ResultRow:
     undecodable: bool = False
     """The stored result is not JSON (written by hand): ``result`` holds its text, for people to
     read; ``handle.result()`` raises BadPayload instead of returning it."""
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """One failed attempt of a job, from its error history (``errands_job_errors``)."""
+
+    job_id: int
+    attempt: int
+    failed_at: datetime
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+    """Kept only when the app or the job opts in (``keep_traceback``)."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,17 @@ from typing import Any, NamedTuple
 
 from ..core.errors import BadPayload
 from ..core.payload import decode_result, for_display
-from ..core.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, BatchRow, JobState, NewJob, ResultRow, as_int
+from ..core.rows import (
+    FLAG_BATCH,
+    FLAG_DEPENDENTS,
+    FLAG_RESULT,
+    FLAG_UNIQUE_PERIOD,
+    BatchRow,
+    JobState,
+    NewJob,
+    ResultRow,
+    as_int,
+)
 from .database import Database
 from .steps import RESULT_COLUMNS, Steps, job_spec
 
@@ -92,19 +102,20 @@ class FeatureStore:
         def record(cur: Any) -> int:
             by_id = {r.id: r for r in runs}
             ids = list(by_id)
-            cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id FROM {jobs} "
+            cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id, label FROM {jobs} "
                                  "WHERE reserved_by = {p} AND id IN (") + self.d.marks(ids) + ")" + self.d.lock_rows,
                         [owner, *ids])
             rows = cur.fetchall()
             if not rows:
                 return 0
-            for job_id, queue, name, attempts, flags, batch_id in rows:
+            for job_id, queue, name, attempts, flags, batch_id, label in rows:
                 run = by_id[job_id]
                 if flags & FLAG_RESULT:
                     self.steps.record_result(cur, job_id, queue, name, JobState.SUCCEEDED, run.result, int(attempts),
-                                        batch_id, run.result_ttl)
+                                        batch_id, run.result_ttl, label=label)
             mine = [r[0] for r in rows]
             cur.execute(self.d.q("DELETE FROM {jobs} WHERE id IN (") + self.d.marks(mine) + ")", mine)
+            self.steps.stamp_unique_expiry(cur, [r[0] for r in rows if r[4] & FLAG_UNIQUE_PERIOD])
             batches: dict[int, int] = {}
             for r in rows:
                 if r[4] & FLAG_BATCH and r[5] is not None:
@@ -133,7 +144,7 @@ class FeatureStore:
                     value, undecodable = for_display(r[4]), True
             state = JobState.CANCELLED if r[3] == JobState.CANCELLED.value else JobState.SUCCEEDED
             return ResultRow(as_int(r[0]), r[1], r[2], state, value, as_int(r[5]),
-                             None if r[6] is None else as_int(r[6]), t(r[7]), t(r[8]), r[9], undecodable)
+                             None if r[6] is None else as_int(r[6]), t(r[7]), t(r[8]), r[9], undecodable, r[10])
 
         return self.db.run(read)
 
@@ -180,7 +191,7 @@ class FeatureStore:
         a job a worker claimed a moment ago is not cancelled behind the caller's back."""
 
         def cancel(cur: Any) -> str:
-            cur.execute(self.d.q("SELECT reserved_by, queue, name, attempts, flags, batch_id FROM {jobs} "
+            cur.execute(self.d.q("SELECT reserved_by, queue, name, attempts, flags, batch_id, label FROM {jobs} "
                                "WHERE id = {p}") + self.d.lock_rows, (job_id,))
             row = cur.fetchone()
             if row is None:
@@ -190,7 +201,8 @@ class FeatureStore:
                     return "running"
                 cur.execute(self.d.q("UPDATE {jobs} SET cancel_requested_at = {now} WHERE id = {p}"), (job_id,))
                 return "requested"
-            self._end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl, message)
+            self._end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl, message,
+                                row[6])
             return "cancelled"
 
         return self.db.run(cancel, write=True)
@@ -199,20 +211,24 @@ class FeatureStore:
         """Record a run that stopped because it was cancelled (only if ``owner`` still holds it)."""
 
         def settle(cur: Any) -> bool:
-            cur.execute(self.d.q("SELECT queue, name, attempts, flags, batch_id FROM {jobs} WHERE id = {p} "
+            cur.execute(self.d.q("SELECT queue, name, attempts, flags, batch_id, label FROM {jobs} WHERE id = {p} "
                                "AND reserved_by = {p}") + self.d.lock_rows, (job_id, owner))
             row = cur.fetchone()
             if row is None:
                 return False
-            self._end_cancelled(cur, job_id, row[0], row[1], int(row[2]), int(row[3]), row[4], record_ttl, message)
+            self._end_cancelled(cur, job_id, row[0], row[1], int(row[2]), int(row[3]), row[4], record_ttl, message,
+                                row[5])
             return True
 
         return self.db.run(settle, write=True)
 
     def _end_cancelled(self, cur: Any, job_id: int, queue: str, name: str, attempts: int, flags: int,
-                       batch_id: int | None, ttl: float, message: str) -> None:
-        self.steps.record_result(cur, job_id, queue, name, JobState.CANCELLED, None, attempts, batch_id, ttl, message)
+                       batch_id: int | None, ttl: float, message: str, label: str | None = None) -> None:
+        self.steps.record_result(cur, job_id, queue, name, JobState.CANCELLED, None, attempts, batch_id, ttl, message,
+                                 label)
         cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))
+        if flags & FLAG_UNIQUE_PERIOD:
+            self.steps.stamp_unique_expiry(cur, [job_id])
         if flags & FLAG_BATCH and batch_id is not None:
             self.steps.count_in_batch(cur, int(batch_id), done=0, failed=1)
 
@@ -345,26 +361,40 @@ class FeatureStore:
 
     def _admit_rates(self, cur: Any, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
                      refused: dict[int, float]) -> None:
-        """Record a start for each run a rate limit allows; refuse the others until the window moves."""
+        """Record a start for each run a rate limit allows; refuse the others until the window moves.
+
+        A run uses ``cost`` units of its limit (the jobs' ``cost`` column; NULL is 1), and the
+        units started in any window never exceed the limit.  Runs are taken in claim order and
+        the first one that does not fit stops the rest of its limit for this admission, so a
+        costly run is not starved by cheap ones claimed with it."""
+        costs: dict[int, int] = {}
+        rated = sorted({job_id for (kind, _), members in by_limit.items() if kind == "rate"
+                        for job_id, _ in members})
+        if rated:
+            cur.execute(self.d.q("SELECT id, cost FROM {jobs} WHERE cost IS NOT NULL AND id IN (")
+                        + self.d.marks(rated) + ")", rated)
+            costs = {int(r[0]): max(1, as_int(r[1], 1)) for r in cur.fetchall()}
         for (kind, name), members in sorted(by_limit.items()):
             if kind != "rate":
                 continue
             lim = members[0][1]
-            cur.execute(self.d.q("SELECT COUNT(*), MIN(started_at) FROM {rate_starts} WHERE name = {p} "
+            cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)), MIN(started_at) FROM {rate_starts} WHERE name = {p} "
                                  "AND started_at > {now_plus}"), (name, -float(lim.period)))
             count, oldest = cur.fetchone()
-            free = lim.limit - int(count)
+            free = lim.limit - as_int(count or 0)
             wait = float(lim.period)
             if oldest is not None:
                 wait = max(0.05, (self.d.to_datetime(oldest) - self.db.now_in(cur)).total_seconds() + lim.period)
             for job_id, _ in members:
                 if job_id in refused:
                     continue
-                if free > 0:
-                    free -= 1
-                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at) VALUES ({p}, {now})"),
-                                (name,))
+                cost = costs.get(job_id, 1)
+                if cost <= free:
+                    free -= cost
+                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
+                                         "VALUES ({p}, {now}, {p})"), (name, None if cost == 1 else cost))
                 else:
+                    free = 0  # keep claim order: nothing after a run that did not fit starts now
                     refused[job_id] = max(refused.get(job_id, 0.0), wait)
 
     def _record_admission(self, cur: Any, owner: str, ours: list[int], grouped: list[tuple[int, str]],
@@ -395,14 +425,26 @@ class FeatureStore:
             out["results"] = int(cur.rowcount)
             cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE started_at < {now_plus}"), (-2 * 86400.0,))
             out["rate_starts"] = int(cur.rowcount)
-            for table in ("{group_runs}", "{unique_keys}"):  # rows of jobs that are gone
-                cur.execute(self.d.q(f"DELETE FROM {table} WHERE NOT EXISTS "
-                                   f"(SELECT 1 FROM {{jobs}} j WHERE j.id = {table}.job_id)"))
+            # Rows of jobs that are gone; a unique key also waits for the end of its unique period.
+            cur.execute(self.d.q("DELETE FROM {group_runs} WHERE NOT EXISTS "
+                                 "(SELECT 1 FROM {jobs} j WHERE j.id = {group_runs}.job_id)"))
+            cur.execute(self.d.q("DELETE FROM {unique_keys} WHERE (expires_at IS NULL OR expires_at < {now}) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = {unique_keys}.job_id)"))
+            out["unique_keys"] = int(cur.rowcount)
             if failed_ttl is not None:
+                cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id IN (SELECT id FROM {failed} "
+                                     "WHERE failed_at < {now_plus})"), (-float(failed_ttl),))
                 cur.execute(self.d.q("DELETE FROM {failed} WHERE failed_at < {now_plus}"), (-float(failed_ttl),))
                 out["failed"] = int(cur.rowcount)
                 cur.execute(self.d.q("DELETE FROM {batches} WHERE completed_at < {now_plus}"), (-float(failed_ttl),))
                 out["batches"] = int(cur.rowcount)
+            # The error history of jobs that left every table (succeeded after a retry, or their
+            # record expired): kept while the job waits, is dead, or has a result record.
+            cur.execute(self.d.q("DELETE FROM {job_errors} WHERE "
+                                 "NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = {job_errors}.job_id) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = {job_errors}.job_id) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = {job_errors}.job_id)"))
+            out["errors"] = int(cur.rowcount)
             return out
 
         return self.db.run(delete, write=True)

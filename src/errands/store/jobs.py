@@ -18,17 +18,27 @@ from typing import Any
 from ..core.limits import clamp_delay
 from ..core.payload import safe_text
 from ..core.retry import DEFAULT_POLICY, DelayFunction, RetryPolicy, decide
-from ..core.rows import FLAG_BATCH, ClaimedJob, FailedJobRow, JobRow, NewJob, QueueCounts, RecoveryReport, as_int
+from ..core.rows import (
+    FLAG_BATCH,
+    ClaimedJob,
+    ErrorRow,
+    FailedJobRow,
+    JobRow,
+    NewJob,
+    QueueCounts,
+    RecoveryReport,
+    as_int,
+)
 from .database import Database
 from .dialects.base import FAILED_COLUMNS, INSERT_CHUNK, JOB_COLUMNS, failed_row, job_row
-from .steps import ERROR_MESSAGE_CAP, Steps
+from .steps import ERROR_MESSAGE_CAP, Failure, Steps
 
 _new_claimed = functools.partial(tuple.__new__, ClaimedJob)
 """ClaimedJob from a claimed row without ``_make``'s Python-level length check (hundreds per
 claim): every dialect's claim returns exactly CLAIM_COLUMNS."""
-_PLAIN = (None, None, None, 0, None)
-"""The feature fields of a NewJob that uses none (unique_key, after, concurrency_key, flags, batch_id):
-such jobs take the fast insert paths."""
+_PLAIN = (None, None, None, 0, None, None, None, None)
+"""The feature fields of a NewJob that uses none (unique_key, after, concurrency_key, flags, batch_id, label,
+cost, unique_for): such jobs take the fast insert paths."""
 
 
 class JobStore:
@@ -101,16 +111,23 @@ class JobStore:
 
         return self.db.run(delete)
 
-    def retry_later(self, owner: str, job_id: int, delay: float, error: str) -> bool:
-        """Put a failed run back in line after ``delay`` seconds of database time."""
+    def retry_later(self, owner: str, job_id: int, delay: float, error: str, *,
+                    failure: Failure | None = None) -> bool:
+        """Put a failed run back in line after ``delay`` seconds of database time.
+
+        ``failure``: the failed attempt, added to the job's error history in the same transaction."""
 
         def update(cur: Any) -> bool:
             cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                "available_at = {now_plus}, last_error = {p} WHERE id = {p} AND reserved_by = {p}"),
                         (clamp_delay(delay), safe_text(error, ERROR_MESSAGE_CAP), job_id, owner))
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            if failure is not None:
+                self.steps.record_errors(cur, [failure])
+            return True
 
-        return self.db.run(update)
+        return self.db.run(update, write=failure is not None)
 
     def snooze(self, owner: str, job_id: int, delay_for: Callable[[int], float | None], error_type: str,
                error_message: str) -> tuple[str, float | None]:
@@ -139,13 +156,15 @@ class JobStore:
 
         return self.db.run(settle, write=True)
 
-    def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str) -> bool:
-        """Move a job to the dead letter in one transaction (``owner=None``: whoever holds it)."""
+    def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str, *,
+             traceback: str | None = None) -> bool:
+        """Move a job to the dead letter in one transaction (``owner=None``: whoever holds it);
+        its last attempt joins its error history (with ``traceback`` when one was kept)."""
 
         def move(cur: Any) -> bool:
             where = "id = {p}" + ("" if owner is None else " AND reserved_by = {p}")
             params = [job_id] if owner is None else [job_id, owner]
-            return self.steps.bury_locked(cur, where, params, error_type, error_message) == 1
+            return self.steps.bury_locked(cur, where, params, error_type, error_message, traceback) == 1
 
         return self.db.run(move, write=True)
 
@@ -201,6 +220,9 @@ class JobStore:
                 cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "last_error = {p} WHERE id IN (") + self.d.marks(release) + ")",
                             ["errands.LeaseExpired: the worker stopped heart-beating during this attempt", *release])
+                self.steps.record_errors(cur, [Failure(r[0], as_int(r[1]), "errands.LeaseExpired",
+                                                       "the worker stopped heart-beating during this attempt")
+                                               for r in rows if r[0] in release])
             if bury:
                 self.steps.bury_locked(cur, "id IN (" + self.d.marks(bury) + ")", bury, "errands.LeaseExpired",
                                   "the worker stopped heart-beating (it died or hung) during the last "
@@ -245,6 +267,8 @@ class JobStore:
                 cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                                    "available_at = {now_plus}, last_error = {p} WHERE id = {p}"),
                             (delays[job_id], message, job_id))
+            attempts = {r[0]: as_int(r[1]) for r in rows}
+            self.steps.record_errors(cur, [Failure(j, attempts[j], error_type, error_message) for j in again])
             if dead:
                 self.steps.bury_locked(cur, "id IN (" + self.d.marks(dead) + ")", dead, error_type, error_message)
             return again, dead
@@ -302,13 +326,15 @@ class JobStore:
                     if holder is not None:
                         cur.execute(self.d.q("UPDATE {failed} SET unique_key = NULL WHERE id = {p}"), (job_id,))
                     else:
-                        cur.execute(self.d.q(self.d.upsert("{unique_keys}", "name", ("job_id",))), (key, job_id))
+                        cur.execute(self.d.q(self.d.upsert("{unique_keys}", "name", ("job_id", "expires_at"))),
+                                    (key, job_id, None))
+                # The error history (errands_job_errors, keyed by id) stays: the retried job keeps it.
                 cur.execute(self.d.q("INSERT INTO {jobs} (id, queue, name, payload, priority, attempts, max_attempts, "
                                    "timeout, available_at, created_at, last_error, unique_key, batch_id, "
-                                   "concurrency_key, flags) SELECT id, queue, name, payload, "
+                                   "concurrency_key, flags, label, cost) SELECT id, queue, name, payload, "
                                    "priority, 0, max_attempts, timeout, {now}, created_at, "
-                                   "error_message, unique_key, batch_id, concurrency_key, flags FROM {failed} "
-                                   "WHERE id IN (") + marks + ")", chunk)
+                                   "error_message, unique_key, batch_id, concurrency_key, flags, label, cost "
+                                   "FROM {failed} WHERE id IN (") + marks + ")", chunk)
                 cur.execute(self.d.q("DELETE FROM {failed} WHERE id IN (") + marks + ")", chunk)
             return found
 
@@ -333,10 +359,25 @@ class JobStore:
             if ids is not None and not ids:
                 return 0
             where, params = self._failed_filter(ids, queue)
+            # The entries' error history goes with them (a forgotten job is gone for good).
+            cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id IN (SELECT id FROM {failed}") + where + ")",
+                        params)
             cur.execute(self.d.q("DELETE FROM {failed}") + where, params)
             return int(cur.rowcount)
 
-        return self.db.run(delete)
+        return self.db.run(delete, write=True)
+
+    def errors(self, job_id: int) -> list[ErrorRow]:
+        """The error history of a job (waiting, in the dead letter, or ended with a kept record),
+        oldest first: one entry per failed attempt, at most ``HISTORY_CAP`` (the latest)."""
+
+        def read(cur: Any) -> list[ErrorRow]:
+            cur.execute(self.d.q("SELECT job_id, attempt, failed_at, error_type, error_message, traceback "
+                                 "FROM {job_errors} WHERE job_id = {p} ORDER BY id"), (job_id,))
+            t = self.d.to_datetime
+            return [ErrorRow(as_int(r[0]), as_int(r[1]), t(r[2]), r[3], r[4], r[5]) for r in cur.fetchall()]
+
+        return self.db.run(read)
 
     def highest_job_id(self) -> int | None:
         """The highest job id this database has issued (0: none yet), from the id sequence itself,

@@ -61,6 +61,10 @@ class RunHost(AppHost, Protocol):
         """Seconds results and cancellation records are kept, unless a job says otherwise."""
 
     @property
+    def keep_traceback(self) -> bool:
+        """Keep failed attempts' tracebacks in the error history (a job's ``keep_traceback`` wins)."""
+
+    @property
     def failed_ttl(self) -> float | None:
         """Seconds dead-letter entries are kept (None: for ever); the heartbeat prunes older ones."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+import traceback
 from typing import TYPE_CHECKING, Any
 
 from ..core.context import context_of
@@ -22,6 +23,7 @@ from ..core.payload import encode_result, safe_text
 from ..core.retry import DEFAULT_POLICY, decide
 from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, FailedJob
 from ..store.features import Finished
+from ..store.steps import Failure
 from .execution import Outcome, Result, describe_arguments
 
 if TYPE_CHECKING:
@@ -254,8 +256,10 @@ class Settling:
                        retryable=outcome.result is Result.ERROR and definition is not None,
                        requested_delay=outcome.retry_delay, error=outcome.exc,
                        policy=definition.behaviour.policy if definition else DEFAULT_POLICY)
+        trace = self._traceback(outcome, definition)
         if delay is not None and definition is not None:
-            if self.store.jobs.retry_later(owner, row.id, delay, outcome.error_text):
+            failure = Failure(row.id, row.attempts, outcome.error_type, outcome.error_message, trace)
+            if self.store.jobs.retry_later(owner, row.id, delay, outcome.error_text, failure=failure):
                 chain = chain_of(app.hooks, definition.behaviour.hooks)
                 if chain:
                     call_on_retry(chain, context_of(row, app), self._record_of(outcome, delay))
@@ -263,7 +267,7 @@ class Settling:
                          row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
                                                                 "queue": row.queue, "retry_in": delay})
             return
-        self._bury(outcome, outcome.error_type, outcome.error_message)
+        self._bury(outcome, outcome.error_type, outcome.error_message, trace)
 
     def _settle_snooze(self, outcome: Outcome, definition: Any) -> None:
         """``raise Snooze(seconds)``: back in line after ``seconds``, its attempt given back, unless the
@@ -283,9 +287,9 @@ class Settling:
         elif done == "buried":
             self._buried(outcome, "errands.SnoozeLimit", message, definition)
 
-    def _bury(self, outcome: Outcome, error_type: str, error_message: str) -> None:
+    def _bury(self, outcome: Outcome, error_type: str, error_message: str, trace: str | None = None) -> None:
         row = outcome.row
-        if self.store.jobs.bury(self.owner, row.id, error_type, error_message):
+        if self.store.jobs.bury(self.owner, row.id, error_type, error_message, traceback=trace):
             self._buried(outcome, error_type, error_message, self.app.registry.get(row.name))
 
     def _buried(self, outcome: Outcome, error_type: str, error_message: str, definition: Any) -> None:
@@ -308,6 +312,16 @@ class Settling:
         except BadPayload:
             arguments = ([], {})
         return FailedJob.of(row, outcome.error_type, outcome.error_message, retry_in, arguments)
+
+    def _traceback(self, outcome: Outcome, definition: Any) -> str | None:
+        """The failure's traceback when the job (or else the app) keeps tracebacks; the store trims it."""
+        keep = definition.behaviour.keep_traceback if definition is not None else None
+        if not (self.app.keep_traceback if keep is None else keep) or outcome.exc is None:
+            return None
+        try:
+            return "".join(traceback.format_exception(outcome.exc))
+        except Exception:  # an exception that cannot be formatted keeps its type and message only
+            return None
 
     def _log(self, outcome: Outcome) -> None:
         row = outcome.row

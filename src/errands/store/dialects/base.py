@@ -23,9 +23,9 @@ T = TypeVar("T")
 
 JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, "
                "created_at, reserved_by, reserved_at, reserved_until, last_error, unique_key, blocked_by, batch_id, "
-               "concurrency_key, flags, cancel_requested_at, progress, progress_message")
+               "concurrency_key, flags, cancel_requested_at, progress, progress_message, label, cost")
 FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
-                  "failed_at, error_type, error_message")
+                  "failed_at, error_type, error_message, label, cost")
 CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id, "
                  "concurrency_key")
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
@@ -40,7 +40,7 @@ RunFn = Callable[..., Any]
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
-          "stats")
+          "stats", "job_errors")
 _TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
 """Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
 
@@ -124,13 +124,14 @@ def job_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> JobRow:
     return JobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), f(r[7]), t(r[8]), t(r[9]), r[10],
                   None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13],
                   r[14], None if r[15] is None else n(r[15]), None if r[16] is None else n(r[16]), r[17],
-                  n(r[18]), None if r[19] is None else t(r[19]), f(r[20]), r[21])
+                  n(r[18]), None if r[19] is None else t(r[19]), f(r[20]), r[21], r[22],
+                  None if r[23] is None else n(r[23], 1))
 
 
 def failed_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> FailedJobRow:
     n = as_int
     return FailedJobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), as_float(r[7]), t(r[8]), t(r[9]),
-                        r[10], r[11])
+                        r[10], r[11], r[12], None if r[13] is None else n(r[13], 1))
 
 
 def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
@@ -200,6 +201,10 @@ class Dialect(ABC):
             cached = self._sql_cache[template] = template.format(
                 **self.tables, now=self.now_sql, now_plus=self.plus_seconds_sql, p=self.placeholder)
         return cached
+
+    def plus_column_sql(self, column: str) -> str:
+        """Now plus a number of seconds held by ``column`` (``{now_plus}`` with a column for its parameter)."""
+        return self.plus_seconds_sql.replace(self.placeholder, column)
 
     def marks(self, values: Sequence[Any]) -> str:
         """One placeholder per value, comma-separated (the inside of ``IN (...)``)."""

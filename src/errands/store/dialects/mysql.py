@@ -193,7 +193,7 @@ class MySQLDialect(Dialect):
     def migrations(self) -> Migrations:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
-                (6, self._version_6())]
+                (4, self._version_4(table)), (6, self._version_6())]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -254,6 +254,27 @@ class MySQLDialect(Dialect):
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
         # MariaDB 10.3+ and MySQL 8 add a column with a constant default in place (no table copy).
         return [self._add_column("jobs", "snoozes INT NOT NULL DEFAULT 0")]
+
+    def _version_4(self, table: str) -> list[str | Step]:
+        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
+        and a new side table; each ALTER guarded (MySQL's DDL commits on its own)."""
+        def column(tbl: str, spec: str) -> Step:
+            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
+                        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
+
+        return [
+            column("jobs", "label VARCHAR(255) NULL"), column("jobs", "cost INT NULL"),
+            column("failed", "label VARCHAR(255) NULL"), column("failed", "cost INT NULL"),
+            column("results", "label VARCHAR(255) NULL"),
+            column("unique_keys", "period DOUBLE NULL"), column("unique_keys", "expires_at DATETIME(6) NULL"),
+            column("rate_starts", "units INT NULL"),
+            # One row per failed attempt, keyed by job id: a plain successful job writes none.
+            self.q("CREATE TABLE IF NOT EXISTS {job_errors} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                   " job_id BIGINT NOT NULL, attempt INT NOT NULL, failed_at DATETIME(6) NOT NULL,"
+                   " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL, traceback MEDIUMTEXT NULL,"
+                   " KEY {job_errors}_job (job_id, id))" + table),
+        ]
 
     def _version_2(self, table: str) -> list[str | Step]:
         """MySQL commits each DDL statement on its own, so a step that ran before a crash must be

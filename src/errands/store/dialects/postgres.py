@@ -336,7 +336,8 @@ class PostgresDialect(Dialect):
         yield
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (6, self._version_6())]
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+                (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -432,6 +433,24 @@ class PostgresDialect(Dialect):
             "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
             "CREATE TABLE IF NOT EXISTS {stats} (minute TIMESTAMPTZ NOT NULL, queue VARCHAR(60) NOT NULL,"
             " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))",
+        )]
+
+    def _version_4(self) -> list[str | Step]:
+        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
+        (no table rewrite) and a new side table."""
+        return [self.q(s) for s in (
+            "ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS label VARCHAR(255), ADD COLUMN IF NOT EXISTS cost INTEGER",
+            "ALTER TABLE {failed} ADD COLUMN IF NOT EXISTS label VARCHAR(255), "
+            "ADD COLUMN IF NOT EXISTS cost INTEGER",
+            "ALTER TABLE {results} ADD COLUMN IF NOT EXISTS label VARCHAR(255)",
+            "ALTER TABLE {unique_keys} ADD COLUMN IF NOT EXISTS period DOUBLE PRECISION, "
+            "ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ",
+            "ALTER TABLE {rate_starts} ADD COLUMN IF NOT EXISTS units INTEGER",
+            # One row per failed attempt, keyed by job id: a plain successful job writes none.
+            "CREATE TABLE IF NOT EXISTS {job_errors} (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
+            " attempt INTEGER NOT NULL, failed_at TIMESTAMPTZ NOT NULL, error_type VARCHAR(255) NOT NULL,"
+            " error_message TEXT NOT NULL, traceback TEXT)",
+            "CREATE INDEX IF NOT EXISTS {job_errors}_job ON {job_errors} (job_id, id)",
         )]
 
     # ------------------------------------------------------------------ feature statements

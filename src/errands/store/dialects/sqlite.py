@@ -222,7 +222,8 @@ class SQLiteDialect(Dialect):
         return value.timestamp()
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (6, self._version_6())]
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+                (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -307,6 +308,25 @@ class SQLiteDialect(Dialect):
             "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
             "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
             " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
+        )]
+
+    def _version_4(self) -> list[str | Step]:
+        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
+        and a new side table only, so it runs on a populated database without rewriting a row."""
+        return [self.q(s) for s in (
+            "ALTER TABLE {jobs} ADD COLUMN label TEXT",
+            "ALTER TABLE {jobs} ADD COLUMN cost INTEGER",
+            "ALTER TABLE {failed} ADD COLUMN label TEXT",
+            "ALTER TABLE {failed} ADD COLUMN cost INTEGER",
+            "ALTER TABLE {results} ADD COLUMN label TEXT",
+            "ALTER TABLE {unique_keys} ADD COLUMN period REAL",
+            "ALTER TABLE {unique_keys} ADD COLUMN expires_at REAL",
+            "ALTER TABLE {rate_starts} ADD COLUMN units INTEGER",
+            # One row per failed attempt, keyed by job id: a plain successful job writes none.
+            "CREATE TABLE {job_errors} (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL,"
+            " attempt INTEGER NOT NULL, failed_at REAL NOT NULL, error_type TEXT NOT NULL,"
+            " error_message TEXT NOT NULL, traceback TEXT)",
+            "CREATE INDEX {job_errors}_job ON {job_errors} (job_id, id)",
         )]
 
     def _version_6(self) -> list[str | Step]:
