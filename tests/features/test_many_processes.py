@@ -156,6 +156,27 @@ def test_rate_limit_holds_across_four_worker_processes(fapp, spawn):
     assert len(plain_done) == 200 and min(plain_done) < max(starts)
 
 
+def test_weighted_rate_limit_holds_across_four_worker_processes(fapp, spawn):
+    # 10 units a second; runs cost 1 to 5 units (the job's default is 2): never more than 10 units
+    # granted in any second, by the database's own clock.
+    costs = [1, 2, 3, 4, 5] * 4
+    fapp.enqueue_many([feature_jobs.weighted.using(cost=c).prepare(i) for i, c in enumerate(costs)]
+                      + [feature_jobs.weighted.prepare(100 + i) for i in range(5)])
+    for _ in range(2):
+        spawn("-p", "2", "-c", "2", "--queue", "weighted")
+    wait_for(lambda: len(events(fapp, "weighted")) == 25, timeout=120, message="every weighted job to run")
+    granted = [(fapp.store.dialect.to_datetime(t).timestamp(), 1 if u is None else int(u))
+               for t, u in _rows(fapp, "SELECT started_at, units FROM {rate_starts} WHERE name = 'weighted'")]
+    assert sorted(u for _, u in granted) == sorted(costs + [2] * 5)
+    granted.sort()
+    most = 0
+    for i, (start, _) in enumerate(granted):
+        most = max(most, sum(u for t, u in granted[i:] if t - start < 1.0))
+    assert most <= 10
+    starts = [s for _, _, s, _ in events(fapp, "weighted")]
+    assert max(starts) - min(starts) >= 5.0  # 70 units at 10 a second take at least six windows
+
+
 def test_concurrency_group_never_runs_more_than_its_limit(fapp, spawn):
     fapp.enqueue_many([feature_jobs.grouped.prepare(customer, n) for n in range(8) for customer in range(3)])
     for _ in range(2):

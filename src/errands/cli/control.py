@@ -84,11 +84,20 @@ def job() -> None:
 
 
 def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
+    info = _describe_row(ctx, job_id)
+    errors, _ = ops.error_history(ctx.app(), job_id)
+    if errors:
+        info["errors"] = [e.to_json() for e in errors]
+    return info
+
+
+def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
     app = ctx.app()
     store = app.store
     row = store.jobs.get_job(job_id)
     if row is not None:
-        return {"id": row.id, "name": row.name, "queue": row.queue, "state": row.state(store.now()).value,
+        return {"id": row.id, "name": row.name, "label": row.label, "queue": row.queue,
+                "state": row.state(store.now()).value,
                 "arguments": display_arguments(row.payload), "attempts": row.attempts, "max_attempts": row.max_attempts,
                 "priority": row.priority, "created_at": row.created_at.isoformat(),
                 "available_at": row.available_at.isoformat(), "owner": row.reserved_by,
@@ -98,12 +107,13 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
                 "cancel_requested": row.cancel_requested_at is not None}
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
-        return {"id": dead.id, "name": dead.name, "queue": dead.queue, "state": "failed",
+        return {"id": dead.id, "name": dead.name, "label": dead.label, "queue": dead.queue, "state": "failed",
                 "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
                 "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
     result = store.features.get_result(job_id)
     if result is not None:
-        return {"id": result.id, "name": result.name, "queue": result.queue, "state": result.state.value,
+        return {"id": result.id, "name": result.name, "label": result.label, "queue": result.queue,
+                "state": result.state.value,
                 "result": result.result, "attempts": result.attempts, "finished_at": result.finished_at.isoformat(),
                 "message": result.message, "batch_id": result.batch_id}
     raise JobNotFound(f"job {job_id} is in no table: it finished (without a kept result), or never existed")
@@ -122,9 +132,22 @@ def show(ctx: Context, job_id: int, as_json: bool) -> None:
     for key, value in info.items():
         if value is None or value == "":
             continue
+        if key == "errors":
+            click.echo(f"{key:>18}:")
+            echo_history(value)
+            continue
         if key == "progress" and isinstance(value, (int, float)):
             value = f"{value * 100:.0f}%"
         click.echo(f"{key:>18}: {json.dumps(value) if isinstance(value, (dict, list)) else safe_text(value)}")
+
+
+def echo_history(entries: list[dict[str, Any]]) -> None:
+    """A job's error history, one attempt a line (tracebacks indented below their attempt)."""
+    for e in entries:
+        click.echo(safe_text(f"{'attempt ' + str(e['attempt']):>18}  {e['failed_at']}  "
+                             f"{e['error_type']}: {str(e['error_message'])[:300]}"))
+        if e.get("traceback"):
+            click.echo("\n".join("                    " + line for line in str(e["traceback"]).splitlines()))
 
 
 @job.command("cancel")

@@ -11,7 +11,9 @@ from ..core.errors import JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import safe_text
 from ..services import operator as ops
+from ..services.models import DeadJob
 from .context import CLI, Context
+from .control import echo_history
 
 
 @click.group()
@@ -32,13 +34,36 @@ def list_failed(ctx: Context, queue: str | None, limit: int, as_json: bool) -> N
         click.echo(json.dumps(ops.displayable([{
             "id": r.id, "name": r.name, "queue": r.queue, "payload": ops.display_arguments(r.payload),
             "attempts": r.attempts, "failed_at": r.failed_at.isoformat(), "error_type": r.error_type,
-            "error_message": r.error_message} for r in rows]), indent=2))
+            "error_message": r.error_message, "label": r.label} for r in rows]), indent=2))
         return
     if not rows:
         click.echo("the dead letter is empty")
     for r in rows:
-        click.echo(safe_text(f"{r.id:>8}  {r.failed_at:%Y-%m-%d %H:%M:%S}  {r.queue}  {r.name}  attempts={r.attempts}\n"
-                             f"          {r.error_type}: {str(r.error_message)[:300]}"))
+        label = f"  [{r.label}]" if r.label else ""
+        click.echo(safe_text(f"{r.id:>8}  {r.failed_at:%Y-%m-%d %H:%M:%S}  {r.queue}  {r.name}{label}  "
+                             f"attempts={r.attempts}\n          {r.error_type}: {str(r.error_message)[:300]}"))
+
+
+@failed.command("show")
+@click.argument("job_id", type=click.IntRange(1, ID_MAX))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def show_failed(ctx: Context, job_id: int, as_json: bool) -> None:
+    """One dead-letter entry with its whole error history (tracebacks too, where kept)."""
+    detail = ops.job_detail(ctx.app(), job_id)
+    if not isinstance(detail, DeadJob):
+        raise click.ClickException(f"job {job_id} is not in the dead letter (it is {detail.state})")
+    info = ops.displayable(detail)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    for key in ("id", "name", "label", "queue", "attempts", "created_at", "failed_at"):
+        if info.get(key) not in (None, ""):
+            click.echo(safe_text(f"{key:>18}: {info[key]}"))
+    click.echo(f"{'arguments':>18}: {json.dumps(info['arguments'])}")
+    click.echo(safe_text(f"{'error':>18}: {info['error_type']}: {info['error_message']}"))
+    click.echo(f"{'errors':>18}:")
+    echo_history(info["errors"])
 
 
 @failed.command("retry")

@@ -113,7 +113,7 @@ def api_jobs(d: Dashboard, request: Request, user: Principal, body: Any) -> JobP
 
 
 def api_job(d: Dashboard, request: Request, user: Principal, body: Any) -> JobDetail:
-    return ops.job_detail(d.app, params.job_id(request))
+    return ops.job_detail(d.app, params.job_id(request), tracebacks=d.shows_tracebacks(user))
 
 
 def api_dead(d: Dashboard, request: Request, user: Principal, body: Any) -> DeadLetterPage:

@@ -52,19 +52,27 @@ ACTIONS: tuple[tuple[str, Handler], ...] = (
 """Forms that change something: admins only."""
 
 
+TRACEBACK_AUDIENCES = ("admins", "everyone")
+
+
 def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_access: bool = False,
-                     settings: AuthSettings | None = None) -> Starlette:
+                     settings: AuthSettings | None = None, tracebacks_for: str = "admins") -> Starlette:
     """The dashboard for ``app``.
 
     Without ``host_auth`` it has its own logins (``errands users create``) and refuses to run
     with no user at all; ``host_auth(request) -> Principal | None`` lets the host application's
     authentication decide instead; ``open_access=True`` turns authentication off, for a
     dashboard that sits behind the host's own access control (say so explicitly).
+    ``tracebacks_for``: who sees the tracebacks kept in error histories (``keep_traceback``),
+    on the pages and in the API: ``"admins"`` (the default) or ``"everyone"`` signed in.
     """
     if host_auth is not None and open_access:
         raise ConfigurationError("give host_auth or open_access, not both")
+    if tracebacks_for not in TRACEBACK_AUDIENCES:
+        raise ConfigurationError(f"tracebacks_for must be one of {', '.join(TRACEBACK_AUDIENCES)}, "
+                                 f"got {tracebacks_for!r}")
     auth = Authenticator(app, settings or AuthSettings(), host_auth, open_access)
-    d = Dashboard(app, auth)
+    d = Dashboard(app, auth, tracebacks_for)
     if auth.own_logins and accounts.count_users(app) == 0:
         raise ConfigurationError(NO_USER)
     starlette = Starlette(routes=routes(d), exception_handlers=exception_handlers(d))

@@ -98,10 +98,15 @@ def environment() -> Environment:
 class Dashboard:
     """What every handler needs: the app, who is asking (the authenticator) and how to draw a page."""
 
-    def __init__(self, app: Errands, auth: Authenticator) -> None:
+    def __init__(self, app: Errands, auth: Authenticator, tracebacks_for: str = "admins") -> None:
         self.app = app
         self.auth = auth
         self.env = environment()
+        self.tracebacks_for = tracebacks_for
+        """Who sees kept tracebacks: "admins" (the default) or "everyone" signed in."""
+
+    def shows_tracebacks(self, principal: Principal | None) -> bool:
+        return self.tracebacks_for == "everyone" or (principal is not None and principal.is_admin)
 
     def render(self, request: Request, template: str, principal: Principal | None, status: int = 200,
                cookies: list[Any] | None = None, **context: Any) -> HTMLResponse:

@@ -206,6 +206,18 @@ class JobSummary(ReadModel):
     arguments: Any
     last_error: str | None
     progress: float | None
+    label: str | None = None
+
+
+@dataclass(eq=False)
+class ErrorEntry(ReadModel):
+    """One failed attempt from a job's error history (``traceback`` only when kept and shown)."""
+
+    attempt: int
+    failed_at: str | None
+    error_type: str
+    error_message: str
+    traceback: str | None = None
 
 
 @dataclass(eq=False)
@@ -224,6 +236,10 @@ class LiveJob(JobSummary):
     progress_message: str | None = None
     cancel_requested: bool = False
     why: list[str] = field(default_factory=list)
+    errors: list[ErrorEntry] = field(default_factory=list)
+    """The error history, oldest first (at most 100 entries, the latest)."""
+    tracebacks_hidden: bool = False
+    """Tracebacks were kept but are not shown to this viewer (not an admin)."""
 
 
 @dataclass(eq=False)
@@ -244,6 +260,9 @@ class DeadJob(ReadModel):
     error_type: str | None
     error_message: str | None
     why: list[str]
+    label: str | None = None
+    errors: list[ErrorEntry] = field(default_factory=list)
+    tracebacks_hidden: bool = False
 
 
 @dataclass(eq=False)
@@ -261,6 +280,9 @@ class FinishedJob(ReadModel):
     message: str | None
     batch_id: int | None
     why: list[str]
+    label: str | None = None
+    errors: list[ErrorEntry] = field(default_factory=list)
+    tracebacks_hidden: bool = False
 
 
 JobDetail = LiveJob | DeadJob | FinishedJob
@@ -300,6 +322,7 @@ class DeadEntry(ReadModel):
     error_type: str | None
     error_message: str | None
     arguments: Any
+    label: str | None = None
 
 
 @dataclass(eq=False)

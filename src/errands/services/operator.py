@@ -28,6 +28,7 @@ from .models import (
     DeadJob,
     DeadLetterPage,
     EnqueueableJob,
+    ErrorEntry,
     FailureGroupView,
     FinishedJob,
     JobDetail,
@@ -223,7 +224,7 @@ def _summary_fields(row: Any, now: datetime) -> dict[str, Any]:
             "attempts": row.attempts, "max_attempts": row.max_attempts, "priority": row.priority,
             "created_at": _iso(row.created_at), "available_at": _iso(row.available_at),
             "arguments": display_arguments(row.payload), "last_error": row.last_error,
-            "progress": _finite(row.progress)}
+            "progress": _finite(row.progress), "label": row.label}
 
 
 def job_summary(row: Any, now: datetime) -> JobSummary:
@@ -309,29 +310,44 @@ def _searched(searching: bool, edge: int | None, window: int) -> Searched | None
     return Searched(window, edge, edge is None)
 
 
-def job_detail(app: Errands, job_id: int) -> JobDetail:
-    """One job wherever it is (jobs, dead letter, results), with why it waits if it does."""
+def error_history(app: Errands, job_id: int, *, tracebacks: bool = True) -> tuple[list[ErrorEntry], bool]:
+    """A job's error history for people, oldest first, and whether kept tracebacks were left out
+    (``tracebacks=False``: the viewer may not see them)."""
+    rows = app.store.jobs.errors(job_id)
+    hidden = not tracebacks and any(r.traceback is not None for r in rows)
+    return [ErrorEntry(r.attempt, _iso(r.failed_at), r.error_type, r.error_message,
+                       r.traceback if tracebacks else None) for r in rows], hidden
+
+
+def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDetail:
+    """One job wherever it is (jobs, dead letter, results), with why it waits if it does and its
+    error history (``tracebacks=False``: without the kept tracebacks, for viewers who may not see them)."""
     if not _is_job_id(job_id):
         raise JobNotFound(f"no job has the id {job_id!r}: job ids are integers from 1 to {ID_MAX}")
     store = app.store
     row = store.jobs.get_job(job_id)
     if row is not None:
         now = store.now()
+        errors, hidden = error_history(app, job_id, tracebacks=tracebacks) if row.attempts else ([], False)
         return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
                        reserved_at=_iso(row.reserved_at), lease_until=_iso(row.reserved_until),
                        timeout=_finite(row.timeout), unique_key=row.unique_key, blocked_by=row.blocked_by,
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
-                       why=why_waiting(app, row, now))
+                       why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden)
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
+        errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
         return DeadJob(dead.id, dead.name, dead.queue, JobState.FAILED.value, "failed", dead.attempts,
                        dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
-                       display_arguments(dead.payload), dead.error_type, dead.error_message, [])
+                       display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
+                       errors, hidden)
     result = store.features.get_result(job_id)
     if result is not None:
+        errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
         return FinishedJob(result.id, result.name, result.queue, result.state.value, "results", result.attempts,
-                           _iso(result.finished_at), result.result, result.message, result.batch_id, [])
+                           _iso(result.finished_at), result.result, result.message, result.batch_id, [],
+                           result.label, errors, hidden)
     raise JobNotFound(f"job {job_id} is in no table: it finished without a kept result, or never existed")
 
 
@@ -421,7 +437,7 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
     groups = store.insights.failure_groups(**args, edge_id=top_edge)
     return DeadLetterPage(
         [DeadEntry(r.id, r.name, r.queue, r.attempts, _iso(r.failed_at), r.error_type, r.error_message,
-                   display_arguments(r.payload)) for r in rows],
+                   display_arguments(r.payload), r.label) for r in rows],
         [FailureGroupView(g.name, g.error_type, g.message, g.entries, _iso(g.last_failed_at), g.example_id)
          for g in groups],
         min(total, COUNT_CAP), total > COUNT_CAP, rows[-1].id if full else edge,

@@ -128,8 +128,9 @@ class InsightStore:
             params.append(f"%{like_pattern(name)}%")
         if text:
             escape = self.d.like_escape
-            clauses.append("(payload LIKE {p}" + escape + " OR last_error LIKE {p}" + escape + ")")
-            params += [f"%{like_pattern(text)}%"] * 2
+            clauses.append("(payload LIKE {p}" + escape + " OR last_error LIKE {p}" + escape
+                           + " OR label LIKE {p}" + escape + ")")
+            params += [f"%{like_pattern(text)}%"] * 3
         if state == "ready":
             clauses.append("reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}")
         elif state == "delayed":
@@ -315,8 +316,9 @@ class InsightStore:
             params.append(f"%{like_pattern(name)}%")
         if text:
             clauses.append("(payload LIKE {p}" + self.d.like_escape + " OR error_message LIKE {p}" + self.d.like_escape
-                           + " OR error_type LIKE {p}" + self.d.like_escape + ")")
-            params += [f"%{like_pattern(text)}%"] * 3
+                           + " OR error_type LIKE {p}" + self.d.like_escape + " OR label LIKE {p}" + self.d.like_escape
+                           + ")")
+            params += [f"%{like_pattern(text)}%"] * 4
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
     def search_failed(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,

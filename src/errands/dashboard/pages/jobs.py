@@ -33,7 +33,8 @@ async def stale_page(d: Dashboard, request: Request, user: Principal) -> Respons
 async def job_page(d: Dashboard, request: Request, user: Principal) -> Response:
     """One job wherever it is, with why it waits."""
     try:
-        job = await run_in_threadpool(ops.job_detail, d.app, params.job_id(request))
+        job = await run_in_threadpool(ops.job_detail, d.app, params.job_id(request),
+                                      tracebacks=d.shows_tracebacks(user))
     except JobNotFound as exc:
         return d.render(request, "error.html", user, status=404, message=str(exc))
     return d.render(request, "job.html", user, job=job)

@@ -1,0 +1,32 @@
+"""``errands failed list/show`` and ``errands job show`` with labels and the error history (issue 14)."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import drain, run_cli
+
+
+def test_failed_list_and_show_print_labels_and_every_attempt(app, db_url):
+    @app.job(name="invoice", max_attempts=2, backoff=0, keep_traceback=True)
+    def invoice(n):
+        raise ValueError(f"invoice {n} failed")
+
+    dead = invoice.using(label="Invoice #42").enqueue(42)
+    waiting = invoice.using(label="Invoice #43", delay=3600).enqueue(43)
+    drain(app)
+    listed = run_cli(db_url, "failed", "list")
+    assert listed.returncode == 0 and "[Invoice #42]" in listed.stdout
+    assert json.loads(run_cli(db_url, "failed", "list", "--json").stdout)[0]["label"] == "Invoice #42"
+    shown = run_cli(db_url, "failed", "show", str(dead.id))
+    assert shown.returncode == 0, shown.stderr
+    assert "Invoice #42" in shown.stdout and "attempt 1" in shown.stdout and "attempt 2" in shown.stdout
+    assert "Traceback (most recent call last)" in shown.stdout  # the CLI is an operator's tool: it shows them
+    as_json = json.loads(run_cli(db_url, "failed", "show", str(dead.id), "--json").stdout)
+    assert [e["error_message"] for e in as_json["errors"]] == ["invoice 42 failed"] * 2
+    not_dead = run_cli(db_url, "failed", "show", str(waiting.id))
+    assert not_dead.returncode != 0 and "not in the dead letter" in not_dead.stderr
+    job = json.loads(run_cli(db_url, "job", "show", str(waiting.id), "--json").stdout)
+    assert job["label"] == "Invoice #43" and "errors" not in job
+    text = run_cli(db_url, "job", "show", str(dead.id)).stdout
+    assert "Invoice #42" in text and "attempt 2" in text
