@@ -8,7 +8,7 @@
 """
 
 from .__version__ import __version__
-from .app import BatchHandle, Errands, Schedule
+from .app import BatchHandle, Errands, Schedule, WorkflowHandle
 from .core.context import JobContext, current_job
 from .core.cron import Cron
 from .core.errors import (
@@ -36,7 +36,8 @@ from .core.hooks import Hooks
 from .core.jobs import JobDefinition, JobHandle
 from .core.limits import RateLimit
 from .core.retry import Backoff
-from .core.rows import BatchRow, FailedJob, JobState, ResultRow
+from .core.rows import BatchRow, FailedJob, JobState, ResultRow, StepRow, WorkflowRow
+from .core.workflows import StepRef, Workflow, chain, group
 
 __all__ = [
     "Backoff",
@@ -69,9 +70,16 @@ __all__ = [
     "Schedule",
     "SchemaError",
     "Snooze",
+    "StepRef",
+    "StepRow",
     "StoreError",
     "StoreUnavailable",
     "UnknownJob",
+    "Workflow",
+    "WorkflowHandle",
+    "WorkflowRow",
     "__version__",
+    "chain",
     "current_job",
+    "group",
 ]

@@ -14,9 +14,11 @@ from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNot
 from .core.hooks import Enqueue, Hooks, enqueuing
 from .core.jobs import JobBehaviour, JobDefaults, JobDefinition, JobHandle, check_cost, check_unique_for, job_id_of
 from .core.limits import ID_MAX, RateLimit, parse_rate_limit
+from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
 from .core.retry import BackoffSpec
-from .core.rows import BatchRow
+from .core.rows import BatchRow, WorkflowRow
 from .core.settings import DEFAULTS, AppSettings
+from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
 from .worker import settings as worker_defaults
 from .worker.eager import run_inline
@@ -59,8 +61,53 @@ class BatchHandle:
             raise ConfigurationError(f"batch {self.id} does not exist (or was pruned)")
         return row
 
+    def workflow(self) -> WorkflowRow:
+        """Its steps with their states (see :meth:`Errands.workflow_status`)."""
+        row = self._app.workflow_status(self.id)
+        if row is None:
+            raise ConfigurationError(f"batch {self.id} does not exist (or was pruned)")
+        return row
+
+    def cancel(self) -> int:
+        """Cancel every member that has not started; returns how many (see :meth:`Errands.cancel_workflow`)."""
+        return self._app.cancel_workflow(self.id)
+
     def __repr__(self) -> str:
-        return f"<BatchHandle id={self.id} jobs={len(self.jobs)}>"
+        return f"<{type(self).__name__} id={self.id} jobs={len(self.jobs)}>"
+
+
+class WorkflowHandle(BatchHandle):
+    """What ``workflow.enqueue()`` returns: the workflow's id, its jobs and a way to follow it."""
+
+    def status(self) -> BatchRow:  # noqa: D102 - as BatchHandle's: total, done, failed, percent, finished
+        return super().status()
+
+
+class BlockedHandle(JobHandle):
+    """Eager mode: a workflow step that did not run because a step it waits for failed."""
+
+    __slots__ = ()
+
+    def status(self) -> JobState:
+        return JobState.BLOCKED
+
+
+def _flatten(node: Chain | Group) -> list[NewJob]:
+    wf = Workflow()
+    wf.add(node)
+    return wf.members()
+
+
+def _json_copy(handle: JobHandle) -> Any:
+    """An eager result as the database would carry it to a later step (through JSON)."""
+    value = handle.result(timeout=0)
+    return decode_result(encode_result(value))
+
+
+def _eager_inputs(spec: Any, position: int, outcomes: list[Any]) -> Any:
+    if isinstance(spec, list):
+        return [_eager_inputs(item, position, outcomes) for item in spec]
+    return outcomes[position + spec][1]
 
 
 class Errands:
@@ -316,44 +363,127 @@ class Errands:
         return batch
 
     def batch(self, jobs: Iterable[NewJob], *, on_complete: NewJob | None = None,
-              on_failure: NewJob | None = None) -> BatchHandle:
+              on_failure: NewJob | None = None, queue: str | None = None, priority: int | None = None,
+              pass_results: bool = False) -> BatchHandle:
         """Enqueue jobs as one batch whose progress the database counts.
 
         ``on_complete`` is enqueued once when every member has ended (succeeded or in the dead
         letter); ``on_failure`` once, when the first member lands in the dead letter.  Both run
         exactly once even when the last members end at the same moment on different workers;
-        inside them ``current_job().batch_id`` names the batch.
+        inside them ``current_job().batch_id`` names the batch.  ``pass_results``: ``on_complete``
+        receives the members' results as its first argument, a list in member order (None for a
+        member that did not succeed).  An ``on_failure`` job whose handler has a ``failure``
+        parameter receives the failed member's record there.  ``queue``/``priority``: of every
+        member and callback.
         """
-        return self._group("batch", jobs, on_complete, on_failure)
+        members = self._checked(jobs)
+        if not members:
+            raise InvalidOption("a batch needs at least one job")
+        return self._store_batch("batch", members, on_complete=on_complete, on_failure=on_failure, queue=queue,
+                                 priority=priority, pass_results=pass_results)
 
-    def chain(self, *jobs: NewJob, on_failure: NewJob | None = None, on_complete: NewJob | None = None) -> BatchHandle:
+    def chain(self, *jobs: Node, on_failure: NewJob | None = None, on_complete: NewJob | None = None,
+              queue: str | None = None, priority: int | None = None, pass_results: bool = False) -> BatchHandle:
         """Enqueue jobs that run one after the other, each once the previous one succeeded.
 
         When one ends in the dead letter, ``on_failure`` runs and the rest of the chain stays
-        blocked (visible, not lost; retrying the dead job resumes the chain).
+        blocked (visible, not lost; retrying the dead job resumes the chain).  Links may be
+        groups and chains (``errands.group``, ``errands.chain``).  ``pass_results``: each link
+        receives the result of the link before as its first argument (a list after a group).
         """
-        return self._group("chain", jobs, on_complete, on_failure)
+        members = self._checked(_flatten(chain(*jobs, pass_results=pass_results)))
+        self._check_steps(members)
+        return self._store_batch("chain", members, on_complete=on_complete, on_failure=on_failure,
+                                 queue=queue, priority=priority)
 
-    def _group(self, kind: str, jobs: Iterable[NewJob], on_complete: NewJob | None,
-               on_failure: NewJob | None) -> BatchHandle:
-        members = self._checked(jobs)
-        if not members:
-            raise InvalidOption(f"a {kind} needs at least one job")
+    def workflow(self, name: str | None = None, *, policy: str = "block", on_complete: NewJob | None = None,
+                 on_failure: NewJob | None = None, queue: str | None = None,
+                 priority: int | None = None) -> Workflow:
+        """A graph of jobs to build with ``add()`` and store with ``enqueue()``, in one transaction.
+
+        ``policy``: when a step ends in the dead letter, the steps after it stay "block"ed
+        (visible; retrying the dead step resumes the workflow) or are "cancel"led.
+        """
+        return Workflow(name, policy, on_complete, on_failure, queue, priority, store=self._enqueue_workflow)
+
+    def _enqueue_workflow(self, wf: Workflow) -> WorkflowHandle:
+        members = self._checked(wf.members())
+        self._check_steps(members)
+        handle = self._store_batch("workflow", members, on_complete=wf.on_complete, on_failure=wf.on_failure,
+                                   queue=wf.queue, priority=wf.priority, name=wf.name, policy=wf.policy)
+        wf.id, wf.handles = handle.id, handle.jobs
+        return WorkflowHandle(self, handle.id, handle.jobs)
+
+    def _store_batch(self, kind: str, members: list[NewJob], *, on_complete: NewJob | None,
+                     on_failure: NewJob | None, queue: str | None, priority: int | None,
+                     pass_results: bool = False, name: str | None = None,
+                     policy: str | None = None) -> BatchHandle:
         self._checked([c for c in (on_complete, on_failure) if c is not None])
+        if on_complete is not None:
+            self._check_steps([on_complete], receives=pass_results)
+        changes: dict[str, Any] = {}
+        if queue is not None:
+            check_queue_name(queue)
+            changes["queue"] = queue
+        if priority is not None:
+            JobOptions(priority=priority).validated()
+            changes["priority"] = priority
+        if changes:
+            members = [m._replace(**changes) for m in members]
+            on_complete, on_failure = (None if c is None else c._replace(**changes) for c in (on_complete, on_failure))
         if self.eager_mode:
-            handles = [self.run_eagerly(self.get_job(new.name), new) for new in members]
-            return BatchHandle(self, 0, handles)
+            return self._run_batch_eagerly(members)
+        wants_failure = on_failure is not None and "failure" in self.get_job(on_failure.name).parameters
+        options: dict[str, Any] = dict(name=name, policy=policy, result_ttl=float(self.result_ttl),
+                                       pass_results=pass_results, failure_record=wants_failure)
         if self.hooks.enqueuing:
             with enqueuing(self.hooks, Enqueue(kind, members)) as call:
                 complete, fail = (None if c is None else call.stamped(c) for c in (on_complete, on_failure))
-                batch_id, ids = self.store.features.create_batch(kind, call.stamp(members), complete, fail)
+                batch_id, ids = self.store.features.create_batch(kind, call.stamp(members), complete, fail, **options)
                 call.batch_id, call.ids = batch_id, ids
         else:
-            batch_id, ids = self.store.features.create_batch(kind, members, on_complete, on_failure)
+            batch_id, ids = self.store.features.create_batch(kind, members, on_complete, on_failure, **options)
         return BatchHandle(self, batch_id, [JobHandle(self, i, new.name) for i, new in zip(ids, members, strict=True)])
+
+    def _check_steps(self, members: Sequence[NewJob], *, receives: bool = False) -> None:
+        """Each step's arguments against its handler, counting the result it receives (calls
+        made with ``job.s(...)`` were not checked when they were made)."""
+        for new in members:
+            args, kwargs = decode_arguments(new.payload)
+            self.get_job(new.name).check_arguments(args, kwargs, receives=receives or new.inputs is not None)
+
+    def _run_batch_eagerly(self, members: list[NewJob]) -> BatchHandle:
+        """Eager mode: run the members in order, each receiving its inputs from earlier results;
+        a member whose dependency failed does not run (it would stay blocked)."""
+        handles: list[JobHandle] = []
+        outcomes: list[Any] = []  # (succeeded, value as JSON would carry it) per position
+        for position, new in enumerate(members):
+            deps = [position + a for a in new.after if a < 0]
+            if any(not outcomes[d][0] for d in deps):
+                outcomes.append((False, None))
+                handles.append(BlockedHandle(self, -1, new.name))
+                continue
+            if new.inputs is not None:
+                new = new._replace(payload=with_inputs(new.payload, has_first=True, first=_eager_inputs(
+                    new.inputs, position, outcomes)))
+            handle = self.run_eagerly(self.get_job(new.name), new)
+            state = handle.status()
+            outcomes.append((state is JobState.SUCCEEDED, _json_copy(handle) if state is JobState.SUCCEEDED else None))
+            handles.append(handle)
+        return BatchHandle(self, 0, handles)
 
     def batch_status(self, batch_id: int) -> BatchRow | None:
         return self.store.features.get_batch(batch_id)
+
+    def workflow_status(self, workflow_id: int) -> WorkflowRow | None:
+        """A workflow's (or chain's, or batch's) progress and each step with its state, parents
+        and error; None when there is no such workflow (or it was pruned)."""
+        return self.store.workflows.get(workflow_id)
+
+    def cancel_workflow(self, workflow_id: int) -> int:
+        """Cancel every step of a workflow (or chain, or batch) that has not started; running
+        steps finish.  Returns how many steps were cancelled."""
+        return self.store.workflows.cancel(workflow_id, float(self.result_ttl))
 
     # ------------------------------------------------------------------ eager mode (for tests)
     @contextlib.contextmanager

@@ -62,3 +62,26 @@ def part(n: int) -> None:
 @app.job(name="batch_done")
 def batch_done() -> None:
     _record(time.time(), f"batch:{current_job().batch_id}")
+
+
+@app.job(name="wf_part")
+def wf_part(n: int) -> int:
+    """A workflow step: its result is n squared."""
+    started = time.time()
+    _record(started, f"wf_part:{n}")
+    return n * n
+
+
+@app.job(name="wf_total")
+def wf_total(values: list[int], tag: str) -> int:
+    """A fan-in step: the sum of the results it receives."""
+    _record(time.time(), tag)
+    return sum(values)
+
+
+@app.job(name="wf_slow")
+def wf_slow(n: int) -> int:
+    started = time.time()
+    time.sleep(0.02)
+    _record(started, f"wf_slow:{n}")
+    return n

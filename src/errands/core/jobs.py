@@ -14,7 +14,7 @@ import hashlib
 import inspect
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -38,6 +38,7 @@ PRIORITY_RANGE = (-INT_MAX - 1, INT_MAX)
 UNIQUE_KEY_MAX = 255
 LABEL_MAX = 255
 """The longest display label (``using(label=...)``), in characters."""
+MAX_AFTER = 1000
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class JobOptions:
     run_at: datetime | None = None
     unique_key: str | None = None
     """While a job with this key waits or runs, enqueueing another returns the existing job."""
-    after: int | None = None
-    """Id of the job that must succeed first."""
+    after: tuple[int, ...] = ()
+    """Ids of the jobs that must all succeed first."""
     keep_result: bool = False
     label: str | None = None
     """A display label (e.g. "Invoice #42"), shown and searchable in the CLI and the dashboard."""
@@ -89,9 +90,7 @@ class JobOptions:
         if self.unique_key is not None and not _storable_key(self.unique_key):
             raise InvalidOption(f"unique_key must be a non-empty string of at most {UNIQUE_KEY_MAX} characters "
                                 "(valid Unicode, no NUL)")
-        if self.after is not None and (isinstance(self.after, bool) or not isinstance(self.after, int)
-                                       or not 0 < self.after <= ID_MAX):
-            raise InvalidOption(f"after must be a job, a job handle or a job id, got {self.after!r}")
+        _check_after(self.after)
         self._check_display_and_limits()
         return self
 
@@ -193,6 +192,14 @@ def _exception_types(value: Any, what: str) -> tuple[Any, ...]:
         raise ConfigurationError(f"{what} must be exception classes, got {value!r}") from None
 
 
+def _check_after(after: tuple[int, ...]) -> None:
+    for parent in after:
+        if isinstance(parent, bool) or not isinstance(parent, int) or not 0 < parent <= ID_MAX:
+            raise InvalidOption(f"after must be jobs, job handles or job ids, got {parent!r}")
+    if len(after) > MAX_AFTER:
+        raise InvalidOption(f"a job may wait for at most {MAX_AFTER} jobs (a workflow may hold more)")
+
+
 def _storable_key(key: object) -> bool:
     """A unique or concurrency key every backend stores and compares as given."""
     return isinstance(key, str) and 0 < len(key) <= UNIQUE_KEY_MAX and safe_text(key) == key
@@ -232,6 +239,13 @@ def _positional_range(signature: inspect.Signature) -> tuple[int, int] | None:
     if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
         return None
     return sum(1 for p in params if p.default is inspect.Parameter.empty), len(params)
+
+
+def _job_ids(after: Any) -> tuple[int, ...]:
+    """``after=`` as job ids: one job, or a list or tuple of them (duplicates kept once)."""
+    if isinstance(after, (list, tuple, set, frozenset)):
+        return tuple(dict.fromkeys(job_id_of(job) for job in after))
+    return (job_id_of(after),)
 
 
 def job_id_of(job: Any) -> int:
@@ -392,6 +406,12 @@ class JobDefinition(Generic[P, R]):
         args, kwargs = decode_arguments(payload)
         return self.enums.to_members(args, kwargs) if self.enums else (args, kwargs)
 
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The handler's parameter names (a failure callback with a ``failure`` one receives the
+        failed job's record there)."""
+        return tuple(self._signature.parameters)
+
     def using(self, *, queue: str | None = None, priority: int | None = None, delay: float | None = None,
               run_at: datetime | None = None, max_attempts: int | None = None, timeout: float | None = None,
               unique_key: str | None = None, after: Any = None, keep_result: bool | None = None,
@@ -399,7 +419,8 @@ class JobDefinition(Generic[P, R]):
               cursor: Any = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched.
 
-        ``after``: a job handle or id that must succeed before this run may start.
+        ``after``: a job handle or id, or a list of them, that must all succeed before this run
+        may start.
         ``label``: a display label shown in the CLI and the dashboard (at most 255 characters).
         ``cost``: units of the job's rate limit this run uses (at most the limit's count).
         ``unique_for``: seconds the unique key stays taken after the job ended.
@@ -409,7 +430,7 @@ class JobDefinition(Generic[P, R]):
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
             timeout=timeout, unique_key=unique_key, keep_result=keep_result, label=label, cost=cost,
-            unique_for=unique_for, after=None if after is None else job_id_of(after)).items() if v is not None}
+            unique_for=unique_for, after=None if after is None else _job_ids(after)).items() if v is not None}
         if timeout == NO_TIMEOUT:
             changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
@@ -419,21 +440,36 @@ class JobDefinition(Generic[P, R]):
             clone._cursor = cursor
         return clone
 
+    def s(self, *args: Any, **kwargs: Any) -> NewJob:  # noqa: D401 - Celery's name for a call not yet made
+        """A call for a workflow step that receives results: like :meth:`prepare`, but the
+        result it receives comes first, so the arguments are checked, with it, when the
+        workflow (or chain, or batch) is enqueued.  ``total.s()`` for ``def total(values)``."""
+        return self._encode(args, kwargs)
+
+    def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any], *, receives: bool = False) -> None:
+        """Raise InvalidOption unless the handler takes these arguments (``receives``: after a
+        result put first)."""
+        try:
+            self._signature.bind(*((None,) if receives else ()), *args, **kwargs)
+        except TypeError as exc:
+            what = " (after the result it receives)" if receives else ""
+            raise InvalidOption(f"arguments{what} do not match job {self.name!r}{self._signature}: {exc}") from None
+
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """Validate and encode one call without storing it (for ``app.enqueue_many``)."""
         accepts = self._positional
         if kwargs or accepts is None or not accepts[0] <= len(args) <= accepts[1]:
-            try:
-                self._signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise InvalidOption(f"arguments do not match job {self.name!r}{self._signature}: {exc}") from None
+            self.check_arguments(args, kwargs)
+        return self._encode(args, kwargs)
+
+    def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> NewJob:
         o = self.options
         if self.enums:
             stored, named = self.enums.to_values(args, kwargs)
             payload = encode_payload(self.name, stored, named, self.app.payload_limit)
         else:
             payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
-        if self._plain and o.unique_key is None and o.after is None and not o.keep_result \
+        if self._plain and o.unique_key is None and not o.after and not o.keep_result \
                 and not self.app.keep_results and o.label is None and o.cost is None:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour

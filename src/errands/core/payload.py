@@ -362,6 +362,25 @@ def decode_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
+def with_inputs(payload: Any, *, first: Any = None, has_first: bool = False,
+                keywords: dict[str, Any] | None = None) -> str:
+    """The payload with a value put in front of its positional arguments and/or keyword
+    arguments added: how a workflow step receives the results it waits for, and a failure
+    callback the record of the failed job.  Values are JSON as stored (results are stored in
+    this same format), so nothing is converted on the way; headers stay."""
+    data = _load(payload)
+    if type(data) is not dict:
+        raise BadPayload(f"expected a JSON object with args and kwargs, got {type(data).__name__}")
+    args, kwargs = data.get("args", []), data.get("kwargs", {})
+    if type(args) is not list or type(kwargs) is not dict:
+        raise BadPayload("args must be a JSON array and kwargs a JSON object")
+    if has_first:
+        data["args"] = [first, *args]
+    if keywords:
+        data["kwargs"] = {**kwargs, **keywords}
+    return _encode(data)
+
+
 def decode_result(text: Any) -> Any:
     """A stored return value; BadPayload when the stored text is not valid JSON."""
     return _load(text)

@@ -59,7 +59,7 @@ class JobState(str, enum.Enum):
     RUNNING = "running"
     STALE = "stale"
     BLOCKED = "blocked"
-    """Waiting for the job it depends on (``using(after=...)``) to succeed."""
+    """Waiting for the jobs it depends on (``using(after=...)``, a workflow) to succeed."""
     FAILED = "failed"
     SUCCEEDED = "succeeded"
     """Ran successfully; known while its result is kept (``keep_result``)."""
@@ -80,6 +80,12 @@ FLAG_DEPENDENTS = 4
 """Other jobs wait for this one (set when such a job is enqueued): unblock them on success."""
 FLAG_UNIQUE_PERIOD = 256
 """Its unique key stays taken for a while after it ends (``unique_for``): stamp the key's expiry then."""
+FLAG_WORKFLOW = 8
+"""A step of a workflow: its outcome is kept until the workflow ends (plus the retention period),
+because later steps may receive it and the workflow page shows it."""
+FLAG_INPUTS = 16
+"""Receives results of the jobs it waits for: the transaction that releases it writes them into
+its arguments (``errands_steps.inputs`` says which and in what shape)."""
 
 
 class NewJob(NamedTuple):
@@ -99,8 +105,9 @@ class NewJob(NamedTuple):
     """Absolute time (aware UTC) that wins over ``delay`` when set."""
     unique_key: str | None = None
     """While a job with this key waits or runs, enqueueing another returns the existing one."""
-    after: int | None = None
-    """Id of a job that must succeed before this one may run."""
+    after: tuple[int, ...] = ()
+    """Ids of jobs that must all succeed before this one may run; a negative number points at an
+    earlier job of the same insert (-1: the one just before)."""
     concurrency_key: str | None = None
     """The concurrency group this run belongs to (``concurrency_limit``)."""
     flags: int = 0
@@ -111,6 +118,12 @@ class NewJob(NamedTuple):
     """Units of its rate limit a run uses (None: 1)."""
     unique_for: float | None = None
     """Seconds ``unique_key`` stays taken after the job ended (None: free at once)."""
+    inputs: Any = None
+    """Which results of the jobs in ``after`` this job receives, as its first argument: a job
+    reference (one value) or a nested list of references (a list of values).  References follow
+    ``after``'s numbering.  None: no results."""
+    step: tuple[int, str] | None = None
+    """(position, label) of a workflow step, for the workflow's graph."""
 
 
 class ClaimedJob(NamedTuple):
@@ -163,6 +176,7 @@ class JobRow:
     last_error: str | None
     unique_key: str | None = None
     blocked_by: int | None = None
+    """How many of the jobs it waits for have not succeeded yet (None: it waits for none)."""
     batch_id: int | None = None
     concurrency_key: str | None = None
     flags: int = 0
@@ -320,13 +334,16 @@ class BatchRow:
 
     id: int
     kind: str
-    """"batch" or "chain"."""
+    """"batch", "chain" or "workflow"."""
     total: int
     done: int
     failed: int
     created_at: datetime
     completed_at: datetime | None
     failure_fired_at: datetime | None
+    name: str | None = None
+    policy: str | None = None
+    """A workflow's failure policy: "block" (dependants of a dead step wait) or "cancel"."""
 
     @property
     def pending(self) -> int:
@@ -339,6 +356,42 @@ class BatchRow:
     @property
     def finished(self) -> bool:
         return self.done + self.failed >= self.total
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step of a workflow and where it stands."""
+
+    job_id: int
+    position: int
+    label: str
+    """The step's job name (or the label it was given)."""
+    parents: tuple[int, ...]
+    """Job ids of the steps it waits for."""
+    state: JobState
+    error: str | None = None
+    """Why it failed or was cancelled."""
+
+
+@dataclass(frozen=True)
+class WorkflowRow:
+    """A workflow (or chain, or batch), its steps and its progress."""
+
+    batch: BatchRow
+    steps: tuple[StepRow, ...]
+
+    @property
+    def state(self) -> str:
+        """"running", "blocked" (a dead step holds the rest), "succeeded", "failed" or "cancelled"."""
+        states = [s.state for s in self.steps]
+        if not self.batch.finished:
+            return "blocked" if JobState.FAILED in states and not any(
+                s in (JobState.RUNNING, JobState.READY, JobState.DELAYED, JobState.STALE) for s in states) \
+                else "running"
+        if self.batch.failed == 0:
+            return "succeeded"
+        return "cancelled" if all(s in (JobState.CANCELLED, JobState.SUCCEEDED, JobState.FINISHED)
+                                  for s in states) and JobState.FAILED not in states else "failed"
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,8 @@ _CREATE_INDEX = re.compile(r"CREATE (UNIQUE )?INDEX (?:IF NOT EXISTS )?(\S+) ON 
                            re.I | re.S)
 _DROP_INDEX = re.compile(r"DROP INDEX (?:IF EXISTS )?(\S+)$", re.I)
 _ALTER_TABLE = re.compile(r"ALTER TABLE (\S+) (.*)$", re.I | re.S)
+_DATA_CHANGE = re.compile(r"(UPDATE|INSERT|DELETE)\b", re.I)
+"""A migration step that changes rows, not the schema (``blocked_by`` counting dependencies)."""
 _KEY_DEF = re.compile(r"(UNIQUE )?(?:KEY|INDEX) (\S+) \((.*)\)$", re.I | re.S)
 _SKIPPED_DEFS = re.compile(r"(PRIMARY KEY|CONSTRAINT|FOREIGN KEY|UNIQUE \(|CHECK)\b", re.I)
 
@@ -149,6 +151,8 @@ class _Replay:
             table = _ident(m.group(1))
             for action in _split_top(m.group(2)):
                 self._alter(table, action, sql)
+        elif _DATA_CHANGE.match(sql):
+            return
         else:
             raise DDLNotUnderstood(f"diagnostics cannot read this migration statement: {sql}")
 

@@ -230,7 +230,8 @@ class LiveJob(JobSummary):
     lease_until: str | None = None
     timeout: float | None = None
     unique_key: str | None = None
-    blocked_by: int | None = None
+    waits_for: list[int] = field(default_factory=list)
+    """Ids of the jobs it still waits for (up to 20)."""
     batch_id: int | None = None
     concurrency_key: str | None = None
     progress_message: str | None = None

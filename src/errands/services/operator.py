@@ -331,7 +331,9 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks) if row.attempts else ([], False)
         return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
                        reserved_at=_iso(row.reserved_at), lease_until=_iso(row.reserved_until),
-                       timeout=_finite(row.timeout), unique_key=row.unique_key, blocked_by=row.blocked_by,
+                       timeout=_finite(row.timeout), unique_key=row.unique_key,
+                       waits_for=[parent for _, parent in store.insights.dependencies_of(row.id)]
+                       if row.blocked_by is not None else [],
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
                        why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden)
@@ -382,8 +384,11 @@ def _state_reasons(app: Errands, row: Any, state: JobState, now: datetime) -> li
         wait = (row.available_at - now).total_seconds()
         return [f"it is scheduled for later: due in {wait:,.0f}s ({row.available_at.isoformat()})"]
     if state is JobState.BLOCKED:
-        where, parent = app.store.insights.dependency_of(row.id)
-        return [_DEPENDENCY_REASONS.get(where, "it is blocked").format(parent=parent)]
+        waits = app.store.insights.dependencies_of(row.id)
+        reasons = [_DEPENDENCY_REASONS.get(where, "it is blocked").format(parent=parent) for where, parent in waits]
+        if row.blocked_by is not None and row.blocked_by > len(waits):
+            reasons.append(f"and {row.blocked_by - len(waits)} more job(s)")
+        return reasons or ["it is blocked"]
     return []
 
 

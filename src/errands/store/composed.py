@@ -2,6 +2,7 @@
 
 ``store.jobs`` (enqueue, claim, settle, dead letter), ``store.workers`` (the registry),
 ``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
+``store.workflows`` (a workflow's graph and states, cancelling one),
 ``store.insights`` (read models) and ``store.accounts`` (dashboard users) share one
 :class:`~errands.store.database.Database`; the store itself holds the lifecycle.
 """
@@ -20,6 +21,7 @@ from .insights import InsightStore
 from .jobs import JobStore
 from .steps import Steps
 from .workers import WorkerStore
+from .workflows import WorkflowStore
 
 
 class Store:
@@ -34,6 +36,7 @@ class Store:
         self.jobs = JobStore(self.db, steps)
         self.workers = WorkerStore(self.db)
         self.features = FeatureStore(self.db, steps)
+        self.workflows = WorkflowStore(self.db, steps)
         self.insights = InsightStore(self.db)
         self.accounts = AccountStore(self.db)
 

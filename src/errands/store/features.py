@@ -27,8 +27,10 @@ from ..core.payload import decode_result, for_display
 from ..core.rows import (
     FLAG_BATCH,
     FLAG_DEPENDENTS,
+    FLAG_INPUTS,
     FLAG_RESULT,
     FLAG_UNIQUE_PERIOD,
+    FLAG_WORKFLOW,
     BatchRow,
     JobState,
     NewJob,
@@ -38,7 +40,13 @@ from ..core.rows import (
 from .database import Database
 from .steps import RESULT_COLUMNS, Steps, job_spec
 
-BATCH_COLUMNS = "id, kind, total, done, failed, created_at, completed_at, failure_fired_at"
+BATCH_COLUMNS = "id, kind, total, done, failed, created_at, completed_at, failure_fired_at, name, policy"
+
+
+def batch_row(t: Any, r: Sequence[Any]) -> BatchRow:
+    """A row of ``BATCH_COLUMNS``; ``t`` reads the dialect's times."""
+    return BatchRow(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]), t(r[5]),
+                    None if r[6] is None else t(r[6]), None if r[7] is None else t(r[7]), r[8], r[9])
 
 
 class Finished(NamedTuple):
@@ -112,7 +120,7 @@ class FeatureStore:
                 run = by_id[job_id]
                 if flags & FLAG_RESULT:
                     self.steps.record_result(cur, job_id, queue, name, JobState.SUCCEEDED, run.result, int(attempts),
-                                        batch_id, run.result_ttl, label=label)
+                                             batch_id, run.result_ttl, label=label, flags=int(flags))
             mine = [r[0] for r in rows]
             cur.execute(self.d.q("DELETE FROM {jobs} WHERE id IN (") + self.d.marks(mine) + ")", mine)
             self.steps.stamp_unique_expiry(cur, [r[0] for r in rows if r[4] & FLAG_UNIQUE_PERIOD])
@@ -150,20 +158,30 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ batches
     def create_batch(self, kind: str, jobs: Sequence[NewJob], on_complete: NewJob | None,
-                     on_failure: NewJob | None) -> tuple[int, list[int]]:
-        """Store a batch row and its members in one transaction; a chain's members each wait
-        for the one before.  Returns the batch id and the members' ids."""
+                     on_failure: NewJob | None, *, name: str | None = None, policy: str | None = None,
+                     result_ttl: float | None = None, pass_results: bool = False,
+                     failure_record: bool = False) -> tuple[int, list[int]]:
+        """Store a batch row and its members in one transaction.  A chain's members each wait
+        for the one before; a workflow's members carry their own ``after`` (references to earlier
+        members) and graph position.  Returns the batch id and the members' ids.
+
+        ``pass_results``: ``on_complete`` receives the members' results (kept until the batch
+        ends); ``failure_record``: ``on_failure`` receives the failed member's record."""
 
         def create(cur: Any) -> tuple[int, list[int]]:
-            sql = self.d.q("INSERT INTO {batches} (kind, total, done, failed, on_complete, on_failure, created_at) "
-                         "VALUES ({p}, {p}, 0, 0, {p}, {p}, {now})")
-            params = (kind, len(jobs), None if on_complete is None else job_spec(on_complete),
-                      None if on_failure is None else job_spec(on_failure))
+            sql = self.d.q("INSERT INTO {batches} (kind, total, done, failed, on_complete, on_failure, created_at, "
+                           "name, policy, result_ttl) VALUES ({p}, {p}, 0, 0, {p}, {p}, {now}, {p}, {p}, {p})")
+            params = (kind, len(jobs),
+                      None if on_complete is None else job_spec(on_complete, results=pass_results),
+                      None if on_failure is None else job_spec(on_failure, failure=failure_record),
+                      name, policy, result_ttl)
             batch_id = self.d.insert_one(cur, sql, list(params))
+            hold = FLAG_WORKFLOW | FLAG_RESULT if kind != "batch" or pass_results else 0
             members = []
             for position, j in enumerate(jobs):
-                after = j.after if kind != "chain" or position == 0 else -1
-                members.append(j._replace(batch_id=batch_id, flags=j.flags | FLAG_BATCH, after=after))
+                flags = j.flags | FLAG_BATCH | hold | (FLAG_INPUTS if j.inputs is not None else 0)
+                step = j.step if j.step is not None or not pass_results else (position, j.name)
+                members.append(j._replace(batch_id=batch_id, flags=flags, step=step))
             return batch_id, self.steps.insert_rich(cur, members)
 
         return self.db.run(create, write=True)
@@ -176,8 +194,7 @@ class FeatureStore:
             if r is None:
                 return None
             t = self.d.to_datetime
-            return BatchRow(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]), t(r[5]),
-                            None if r[6] is None else t(r[6]), None if r[7] is None else t(r[7]))
+            return batch_row(t, r)
 
         return self.db.run(read)
 
@@ -224,13 +241,7 @@ class FeatureStore:
 
     def _end_cancelled(self, cur: Any, job_id: int, queue: str, name: str, attempts: int, flags: int,
                        batch_id: int | None, ttl: float, message: str, label: str | None = None) -> None:
-        self.steps.record_result(cur, job_id, queue, name, JobState.CANCELLED, None, attempts, batch_id, ttl, message,
-                                 label)
-        cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))
-        if flags & FLAG_UNIQUE_PERIOD:
-            self.steps.stamp_unique_expiry(cur, [job_id])
-        if flags & FLAG_BATCH and batch_id is not None:
-            self.steps.count_in_batch(cur, int(batch_id), done=0, failed=1)
+        self.steps.end_cancelled(cur, job_id, queue, name, attempts, flags, batch_id, ttl, message, label)
 
     def cancel_requests(self, owner: str) -> list[int]:
         """Ids of ``owner``'s jobs whose cancellation was requested."""
@@ -438,6 +449,9 @@ class FeatureStore:
                 out["failed"] = int(cur.rowcount)
                 cur.execute(self.d.q("DELETE FROM {batches} WHERE completed_at < {now_plus}"), (-float(failed_ttl),))
                 out["batches"] = int(cur.rowcount)
+                # A workflow's graph goes with its batch row.
+                cur.execute(self.d.q("DELETE FROM {steps} WHERE NOT EXISTS (SELECT 1 FROM {batches} b "
+                                     "WHERE b.id = {steps}.batch_id)"))
             # The error history of jobs that left every table (succeeded after a retry, or their
             # record expired): kept while the job waits, is dead, or has a result record.
             cur.execute(self.d.q("DELETE FROM {job_errors} WHERE "

@@ -380,22 +380,28 @@ class InsightStore:
         return self.db.run(read)
 
     # ------------------------------------------------------------------ why is a job waiting
-    def dependency_of(self, job_id: int) -> tuple[str, int | None]:
-        """Where the job a blocked job waits for is: "jobs", "failed", "cancelled" or "gone"."""
+    def dependencies_of(self, job_id: int, limit: int = 20) -> list[tuple[str, int]]:
+        """The jobs a blocked job still waits for, and where each is: "jobs", "failed",
+        "cancelled" or "gone" (finished: the next sweep counts it off)."""
 
-        def read(cur: Any) -> tuple[str, int | None]:
-            cur.execute(self.d.q("SELECT blocked_by FROM {jobs} WHERE id = {p}"), (job_id,))
-            row = cur.fetchone()
-            if row is None or row[0] is None:
-                return "none", None
-            parent = int(row[0])
-            for table, where in (("jobs", ""), ("failed", "")):
-                cur.execute(self.d.q(f"SELECT 1 FROM {{{table}}} WHERE id = {{p}}{where}"), (parent,))
-                if cur.fetchone():
-                    return table, parent
-            cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
-            r = cur.fetchone()
-            return ("cancelled" if r and r[0] == "cancelled" else "gone"), parent
+        def read(cur: Any) -> list[tuple[str, int]]:
+            cur.execute(self.d.q("SELECT parent_id FROM {dependencies} WHERE child_id = {p} ORDER BY parent_id "
+                                 "LIMIT {p}"), (job_id, int(limit)))
+            out = []
+            for (parent,) in cur.fetchall():
+                parent = int(parent)
+                where = "gone"
+                for table in ("jobs", "failed"):
+                    cur.execute(self.d.q(f"SELECT 1 FROM {{{table}}} WHERE id = {{p}}"), (parent,))
+                    if cur.fetchone():
+                        where = table
+                        break
+                else:
+                    cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
+                    r = cur.fetchone()
+                    where = "cancelled" if r and r[0] == "cancelled" else "gone"
+                out.append((where, parent))
+            return out
 
         return self.db.run(read)
 

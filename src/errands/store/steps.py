@@ -8,12 +8,24 @@ cursor and never open a transaction of their own.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ..core.errors import StoreError
-from ..core.payload import ERROR_TEXT_CAP, safe_text
-from ..core.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_UNIQUE_PERIOD, JobState, NewJob, as_int
+from ..core.errors import BadPayload, StoreError
+from ..core.limits import MAX_DELAY
+from ..core.payload import ERROR_TEXT_CAP, decode_arguments, decode_result, safe_text, with_inputs
+from ..core.rows import (
+    FLAG_BATCH,
+    FLAG_DEPENDENTS,
+    FLAG_INPUTS,
+    FLAG_RESULT,
+    FLAG_UNIQUE_PERIOD,
+    FLAG_WORKFLOW,
+    JobState,
+    NewJob,
+    as_int,
+)
 from .dialects.base import FAILED_COLUMNS, Dialect
 
 ERROR_MESSAGE_CAP = ERROR_TEXT_CAP
@@ -21,6 +33,10 @@ RICH_COLUMNS = ("queue, name, payload, priority, attempts, max_attempts, timeout
                 "unique_key, blocked_by, batch_id, concurrency_key, flags, label, cost")
 RESULT_COLUMNS = "id, queue, name, state, result, attempts, batch_id, finished_at, expires_at, message, label"
 MESSAGE_CAP = 2000
+HOLD_SECONDS = MAX_DELAY
+"""How long a workflow step's outcome is first kept: until its workflow ends, when the
+transaction that ends it sets every record of the workflow to expire a retention period later."""
+INPUT_MISSING = "errands.WorkflowInputMissing"
 HISTORY_CAP = 100
 """Most entries of a job's error history kept (the latest): a job that fails 10,000 times keeps 100."""
 TRACEBACK_CAP = 8192
@@ -58,19 +74,51 @@ def trim_traceback(text: str) -> str:
     return ("[traceback trimmed to its last frames]\n" + out) if cut else out
 
 
-def job_spec(job: NewJob) -> str:
-    """A prepared job as JSON, to be enqueued later by the store (batch callbacks)."""
+def job_spec(job: NewJob, *, results: bool = False, failure: bool = False) -> str:
+    """A prepared job as JSON, to be enqueued later by the store (batch callbacks).
+
+    ``results``: it receives the members' results (a list, in member order) as its first
+    argument; ``failure``: the record of the failed member as its ``failure`` keyword."""
     spec = {"name": job.name, "queue": job.queue, "payload": job.payload, "priority": job.priority,
             "max_attempts": job.max_attempts, "timeout": job.timeout}
     if job.label is not None:
         spec["label"] = job.label
+    if results:
+        spec["results"] = True
+    if failure:
+        spec["failure"] = True
     return json.dumps(spec)
 
 
-def job_from_spec(spec: str, batch_id: int) -> NewJob:
+def job_from_spec(spec: str, batch_id: int) -> tuple[NewJob, dict[str, Any]]:
     d = json.loads(spec)
-    return NewJob(d["name"], d["queue"], d["payload"], d["priority"], d["max_attempts"], d["timeout"],
-                  batch_id=batch_id, label=d.get("label"))
+    return (NewJob(d["name"], d["queue"], d["payload"], d["priority"], d["max_attempts"], d["timeout"],
+                   batch_id=batch_id, label=d.get("label")), d)
+
+
+def _refs(spec: Any) -> list[int]:
+    """The job references in an inputs spec (an int, or nested lists of them)."""
+    if isinstance(spec, list):
+        return [r for item in spec for r in _refs(item)]
+    return [int(spec)]
+
+
+def _refers_back(j: NewJob) -> bool:
+    """Whether ``j`` waits for (or receives the result of) an earlier job of the same insert."""
+    return any(a < 0 for a in j.after) or (j.inputs is not None and any(r < 0 for r in _refs(j.inputs)))
+
+
+def _resolve(spec: Any, ids: Sequence[int]) -> Any:
+    """An inputs spec with references to earlier jobs of the same insert (negative) made ids."""
+    if isinstance(spec, list):
+        return [_resolve(item, ids) for item in spec]
+    return ids[spec] if spec < 0 else spec
+
+
+def _fill(spec: Any, values: dict[int, Any]) -> Any:
+    if isinstance(spec, list):
+        return [_fill(item, values) for item in spec]
+    return values[spec]
 
 
 class Steps:
@@ -89,48 +137,84 @@ class Steps:
                          "{p}, {p}, {p}, {p}, {p}, {p}, {p})")
         insert = self.d.q("INSERT INTO {jobs} (" + RICH_COLUMNS + ") VALUES ")
         ids: list[int] = []
-        pending: list[tuple[int, list[Any]]] = []  # (position, params) of rows without a unique key
+        waiting: list[tuple[int, list[Any]]] = []  # (position, params) of rows inserted together
 
         def flush() -> None:
-            if not pending:
+            if not waiting:
                 return
-            params = [v for _, row in pending for v in row]
-            if len(pending) == 1:
+            params = [v for _, row in waiting for v in row]
+            if len(waiting) == 1:
                 got = [self.d.insert_one(cur, insert + row_sql, params)]
             else:
-                got = self.d.insert_returning_ids(cur, insert + ", ".join([row_sql] * len(pending)), params,
-                                                 len(pending))
-            for (position, _), job_id in zip(pending, got, strict=True):
+                got = self.d.insert_returning_ids(cur, insert + ", ".join([row_sql] * len(waiting)), params,
+                                                 len(waiting))
+            for (position, _), job_id in zip(waiting, got, strict=True):
                 ids[position] = job_id
-            pending.clear()
+            waiting.clear()
 
+        steps: list[tuple[int, NewJob, list[int], Any]] = []
         for j in jobs:
-            blocked_by = None
-            after = j.after
-            if after is not None:
-                if after < 0:  # a job earlier in this batch (-1: the one before)
-                    flush()
-                    after = ids[after]
-                if self.dependency_pending(cur, after):
-                    blocked_by = after
+            parents: list[int] = []
+            pending = 0
+            inputs = j.inputs
+            if j.after:
+                if _refers_back(j):
+                    flush()  # a reference to an earlier job of this insert: it needs its id
+                parents, inputs, pending = self._waits_for(cur, j, ids)
+            blocked_by = pending or None
             params = [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
                       None if j.run_at is None else self.d.from_datetime(j.run_at), float(j.delay),
                       j.unique_key, blocked_by, j.batch_id, j.concurrency_key, j.flags, j.label, j.cost]
             ids.append(0)
+            if j.step is not None:
+                steps.append((len(ids) - 1, j, parents, inputs))
             if j.unique_key is not None or blocked_by is not None:
                 flush()  # keep order: a later row may depend on this one, or share its key
-                if j.unique_key is not None:
-                    ids[-1] = self.insert_unique(cur, insert + row_sql, params, j.unique_key, j.unique_for)
-                else:
-                    ids[-1] = self.d.insert_one(cur, insert + row_sql, params)
-                if blocked_by is not None:
-                    cur.execute(self.d.q(self.d.insert_ignore("{dependencies}", "parent_id, child_id")),
-                                (blocked_by, ids[-1]))
+                ids[-1] = self._insert_alone(cur, insert + row_sql, params, j,
+                                             parents if blocked_by is not None else [])
             else:
-                pending.append((len(ids) - 1, params))
+                waiting.append((len(ids) - 1, params))
         flush()
+        if steps:
+            self._record_steps(cur, [(ids[position], j, parents, inputs) for position, j, parents, inputs in steps])
         self.d.after_insert(cur, {j.queue for j in jobs})
         return ids
+
+    def _insert_alone(self, cur: Any, sql: str, params: list[Any], j: NewJob, waits_for: list[int]) -> int:
+        """Insert one row on its own (its id is needed now), with the dependencies it waits for."""
+        if j.unique_key is not None:
+            job_id = self.insert_unique(cur, sql, params, j.unique_key, j.unique_for)
+        else:
+            job_id = self.d.insert_one(cur, sql, params)
+        if waits_for:
+            cur.executemany(self.d.q(self.d.insert_ignore("{dependencies}", "parent_id, child_id")),
+                            [(parent, job_id) for parent in dict.fromkeys(waits_for)])
+        return job_id
+
+    def _waits_for(self, cur: Any, j: NewJob, ids: list[int]) -> tuple[list[int], Any, int]:
+        """``j``'s dependencies as ids, its inputs as ids, and how many it must wait for."""
+        parents = [ids[a] if a < 0 else a for a in j.after]
+        inputs = None if j.inputs is None else _resolve(j.inputs, ids)
+        pending = sum(self.dependency_pending(cur, parent, keep_result=inputs is not None)
+                      for parent in dict.fromkeys(parents))
+        return parents, inputs, pending
+
+    def _record_steps(self, cur: Any, steps: list[tuple[int, NewJob, list[int], Any]]) -> None:
+        """A workflow's graph (each step's parents) and result inputs, beside its jobs."""
+        cur.executemany(self.d.q("INSERT INTO {steps} (job_id, batch_id, position, label, parents, inputs) "
+                                 "VALUES ({p}, {p}, {p}, {p}, {p}, {p})"),
+                        [(job_id, j.batch_id, j.step[0] if j.step else 0, safe_text(j.step[1] if j.step else j.name,
+                                                                                    255),
+                          json.dumps(parents), None if inputs is None else json.dumps(inputs))
+                         for job_id, j, parents, inputs in steps])
+        # A step whose dependencies had all succeeded before it was stored gets its inputs now.
+        with_inputs = [job_id for job_id, _, _, inputs in steps if inputs is not None]
+        if with_inputs:
+            cur.execute(self.d.q("SELECT id FROM {jobs} WHERE blocked_by IS NULL AND id IN (")
+                        + self.d.marks(with_inputs) + ")", with_inputs)
+            ready = [int(job_id) for (job_id,) in cur.fetchall()]
+            if ready:
+                self.fill_inputs(cur, ready)
 
     def insert_unique(self, cur: Any, sql: str, params: list[Any], key: str, period: float | None = None) -> int:
         """Insert one job carrying a unique key, or return the id of the job that holds the key:
@@ -173,36 +257,100 @@ class Steps:
             cur.execute(self.d.q("UPDATE {unique_keys} SET expires_at = " + self.d.plus_column_sql("period") +
                                  " WHERE period IS NOT NULL AND job_id IN (") + self.d.marks(ids) + ")", list(ids))
 
-    def dependency_pending(self, cur: Any, parent: int) -> bool:
-        """Whether a job depending on ``parent`` must wait; marks ``parent`` so that it unblocks it.
+    def dependency_pending(self, cur: Any, parent: int, *, keep_result: bool = False) -> bool:
+        """Whether a job depending on ``parent`` must wait; marks ``parent`` so that it unblocks it
+        (and keeps its result, when the dependant receives it).
 
         Marking the parent's row also locks it until this transaction commits, so a worker
         finishing the parent meanwhile reads the mark back from its delete.  A parent in
         the dead letter (or cancelled) keeps its dependants blocked; one that is gone
         otherwise has succeeded (or its record expired).
         """
-        cur.execute(self.d.q("UPDATE {jobs} SET flags = flags | {p} WHERE id = {p}"), (FLAG_DEPENDENTS, parent))
-        if cur.rowcount:
-            return True
-        cur.execute(self.d.q("UPDATE {failed} SET flags = flags | {p} WHERE id = {p}"), (FLAG_DEPENDENTS, parent))
-        if cur.rowcount:
-            return True
+        mark = FLAG_DEPENDENTS | (FLAG_RESULT if keep_result else 0)
+        # Read under a row lock, then mark: an UPDATE alone would not do, because MySQL reports
+        # a row whose flags were already set (a second dependant of the same job) as unchanged.
+        for table in ("{jobs}", "{failed}"):
+            cur.execute(self.d.q(f"SELECT flags FROM {table} WHERE id = {{p}}") + self.d.lock_rows, (parent,))
+            row = cur.fetchone()
+            if row is not None:
+                if int(row[0] or 0) & mark != mark:
+                    cur.execute(self.d.q(f"UPDATE {table} SET flags = flags | {{p}} WHERE id = {{p}}"), (mark, parent))
+                return True
         cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
         row = cur.fetchone()
         return bool(row and row[0] == JobState.CANCELLED.value)
 
     def unblock(self, cur: Any, parents: Sequence[int]) -> int:
-        """Release the jobs that waited for ``parents`` (which have just succeeded)."""
+        """Count ``parents`` (which have just succeeded) off the jobs that wait for them, and
+        release those that wait for nothing more.
+
+        ``blocked_by`` counts the dependencies a job still waits for.  Each decrement is an
+        UPDATE, which locks the row until commit: when the last two dependencies of a fan-in
+        finish at the same moment on two workers, the second transaction waits for the first
+        and reads its count, so exactly one of them releases the job (and fills its inputs).
+        """
         marks = self.d.marks(parents)
         cur.execute(self.d.q("SELECT child_id FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
-        children = [int(r[0]) for r in cur.fetchall()]
+        counts = Counter(int(r[0]) for r in cur.fetchall())
         cur.execute(self.d.q("DELETE FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
-        if not children:
+        if not counts:
             return 0
-        cur.execute(self.d.q("UPDATE {jobs} SET blocked_by = NULL WHERE id IN (") + self.d.marks(children) + ")",
-                    children)
-        self.d.after_unblock(cur, children)
-        return len(children)
+        by_count: dict[int, list[int]] = {}
+        for child, n in sorted(counts.items()):
+            by_count.setdefault(n, []).append(child)
+        for n, children in sorted(by_count.items()):
+            cur.execute(self.d.q("UPDATE {jobs} SET blocked_by = CASE WHEN blocked_by > {p} THEN blocked_by - {p} "
+                                 "ELSE NULL END WHERE blocked_by IS NOT NULL AND id IN (") + self.d.marks(children)
+                        + ")", [n, n, *children])
+        children = sorted(counts)
+        cur.execute(self.d.q("SELECT id, flags FROM {jobs} WHERE blocked_by IS NULL AND id IN (")
+                    + self.d.marks(children) + ")", children)
+        released = cur.fetchall()
+        if not released:
+            return 0
+        needing = [int(r[0]) for r in released if int(r[1] or 0) & FLAG_INPUTS]
+        if needing:
+            self.fill_inputs(cur, needing)
+        self.d.after_unblock(cur, [int(r[0]) for r in released])
+        return len(released)
+
+    def fill_inputs(self, cur: Any, job_ids: Sequence[int]) -> None:
+        """Write the results a released step receives into its arguments, in the transaction
+        that releases it: results travel through the database, and the step's row shows what
+        it runs with.  A step whose input is missing (its dependency was forgotten from the
+        dead letter, or its record expired) goes to the dead letter saying which."""
+        cur.execute(self.d.q("SELECT job_id, inputs FROM {steps} WHERE inputs IS NOT NULL AND job_id IN (")
+                    + self.d.marks(job_ids) + ")", list(job_ids))
+        specs = {int(job_id): json.loads(inputs) for job_id, inputs in cur.fetchall()}
+        refs = sorted({r for spec in specs.values() for r in _refs(spec)})
+        values: dict[int, Any] = {}
+        for start in range(0, len(refs), 500):
+            chunk = refs[start:start + 500]
+            cur.execute(self.d.q("SELECT id, state, result FROM {results} WHERE id IN (") + self.d.marks(chunk) + ")",
+                        chunk)
+            for ref, state, result in cur.fetchall():
+                if state == JobState.SUCCEEDED.value:
+                    try:
+                        values[int(ref)] = None if result is None else decode_result(result)
+                    except BadPayload:
+                        pass
+        for job_id, spec in sorted(specs.items()):
+            missing = [r for r in _refs(spec) if r not in values]
+            cur.execute(self.d.q("SELECT payload FROM {jobs} WHERE id = {p}"), (job_id,))
+            row = cur.fetchone()
+            if row is None:
+                continue
+            if missing:
+                self.bury_locked(cur, "id = {p}", (job_id,), INPUT_MISSING,
+                                 f"the result of job {missing[0]} is not there (it did not succeed, or its record "
+                                 "was forgotten or expired)")
+                continue
+            try:
+                payload = with_inputs(row[0], first=_fill(spec, values), has_first=True)
+            except BadPayload as exc:
+                self.bury_locked(cur, "id = {p}", (job_id,), "errands.BadPayload", str(exc))
+                continue
+            cur.execute(self.d.q("UPDATE {jobs} SET payload = {p} WHERE id = {p}"), (payload, job_id))
 
     def lock_name(self, cur: Any, name: str) -> None:
         """Serialise on ``name`` until the transaction ends (a row of the locks table)."""
@@ -211,15 +359,67 @@ class Steps:
         cur.fetchall()
 
     def record_result(self, cur: Any, job_id: int, queue: str, name: str, state: JobState, result: str | None,
-                       attempts: int, batch_id: int | None, ttl: float, message: str | None = None,
-                       label: str | None = None) -> None:
+                      attempts: int, batch_id: int | None, ttl: float, message: str | None = None,
+                      label: str | None = None, *, flags: int = 0) -> None:
+        """Keep a job's outcome; a workflow step's until its workflow ends (then ``ttl`` more)."""
+        if flags & FLAG_WORKFLOW:
+            ttl = HOLD_SECONDS
         cur.execute(self.d.q("DELETE FROM {results} WHERE id = {p}"), (job_id,))  # a retried dead job ends again
         cur.execute(self.d.q("INSERT INTO {results} (" + RESULT_COLUMNS + ") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, "
                            "{p}, {now}, {now_plus}, {p}, {p})"),
                     (job_id, queue, name, state.value, result, attempts, batch_id, float(ttl),
                      None if message is None else message[:MESSAGE_CAP], label))
 
-    def count_in_batch(self, cur: Any, batch_id: int, *, done: int, failed: int) -> None:
+    def end_cancelled(self, cur: Any, job_id: int, queue: str, name: str, attempts: int, flags: int,
+                      batch_id: int | None, ttl: float, message: str, label: str | None = None) -> None:
+        """Record a job as cancelled and delete it; its batch counts it as failed."""
+        self.record_result(cur, job_id, queue, name, JobState.CANCELLED, None, attempts, batch_id, ttl, message,
+                           label, flags=flags)
+        cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))
+        if flags & FLAG_UNIQUE_PERIOD:
+            self.stamp_unique_expiry(cur, [job_id])
+        if flags & FLAG_BATCH and batch_id is not None:
+            self.count_in_batch(cur, int(batch_id), done=0, failed=1, failed_job=job_id)
+        if flags & FLAG_WORKFLOW and flags & FLAG_DEPENDENTS and batch_id is not None:
+            self.cancel_dependants(cur, int(batch_id), [job_id])
+
+    def cancel_dependants(self, cur: Any, batch_id: int, failed: Sequence[int]) -> int:
+        """Under a workflow's "cancel" policy, cancel every step that waits, directly or not, for
+        the ``failed`` steps (under "block", the default, they stay blocked: visible, retryable)."""
+        cur.execute(self.d.q("SELECT policy, result_ttl FROM {batches} WHERE id = {p}"), (batch_id,))
+        row = cur.fetchone()
+        if row is None or row[0] != "cancel":
+            return 0
+        ttl = float(row[1] or 0) or 7 * 86400.0
+        cancelled = 0
+        frontier = list(failed)
+        while frontier:
+            cur.execute(self.d.q("SELECT DISTINCT child_id FROM {dependencies} WHERE parent_id IN (")
+                        + self.d.marks(frontier) + ")", frontier)
+            children = sorted(int(r[0]) for r in cur.fetchall())
+            if not children:
+                break
+            cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id, label FROM {jobs} "
+                                 "WHERE reserved_by IS NULL AND id IN (") + self.d.marks(children) + ")"
+                        + self.d.lock_rows, children)
+            rows = cur.fetchall()
+            cur.execute(self.d.q("DELETE FROM {dependencies} WHERE child_id IN (") + self.d.marks(children) + ")",
+                        children)
+            for job_id, queue, name, attempts, flags, member_of, label in rows:
+                # Recorded without recursion here: the loop walks the graph level by level.
+                self.record_result(cur, int(job_id), queue, name, JobState.CANCELLED, None, int(attempts),
+                                   member_of, ttl, "cancelled: a step it waits for failed", label, flags=int(flags))
+                cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))
+                if int(flags) & FLAG_UNIQUE_PERIOD:
+                    self.stamp_unique_expiry(cur, [int(job_id)])
+                if int(flags) & FLAG_BATCH and member_of is not None:
+                    self.count_in_batch(cur, int(member_of), done=0, failed=1)
+                cancelled += 1
+            frontier = [int(r[0]) for r in rows]
+        return cancelled
+
+    def count_in_batch(self, cur: Any, batch_id: int, *, done: int, failed: int,
+                       failed_job: int | None = None) -> None:
         """Count finished members; the transaction that crosses a line fires its callback once.
 
         The UPDATE locks the batch row until commit, so two workers finishing the last two
@@ -228,25 +428,75 @@ class Steps:
         """
         cur.execute(self.d.q("UPDATE {batches} SET done = done + {p}, failed = failed + {p} WHERE id = {p}"),
                     (done, failed, batch_id))
-        cur.execute(self.d.q("SELECT total, done, failed, on_complete, on_failure, completed_at, failure_fired_at "
-                           "FROM {batches} WHERE id = {p}"), (batch_id,))
+        cur.execute(self.d.q("SELECT total, done, failed, on_complete, on_failure, completed_at, failure_fired_at, "
+                           "result_ttl FROM {batches} WHERE id = {p}"), (batch_id,))
         row = cur.fetchone()
         if row is None:
             return
-        total, n_done, n_failed, on_complete, on_failure, completed_at, fired_at = row
+        total, n_done, n_failed, on_complete, on_failure, completed_at, fired_at, result_ttl = row
         callbacks: list[NewJob] = []
         if n_failed and fired_at is None:
             cur.execute(self.d.q("UPDATE {batches} SET failure_fired_at = {now} WHERE id = {p} "
                                "AND failure_fired_at IS NULL"), (batch_id,))
             if cur.rowcount == 1 and on_failure:
-                callbacks.append(job_from_spec(on_failure, batch_id))
+                job, spec = job_from_spec(on_failure, batch_id)
+                if spec.get("failure"):
+                    job = job._replace(payload=with_inputs(job.payload, keywords={
+                        "failure": self.failure_record(cur, failed_job)}))
+                callbacks.append(job)
         if n_done + n_failed >= total and completed_at is None:
             cur.execute(self.d.q("UPDATE {batches} SET completed_at = {now} WHERE id = {p} AND completed_at IS NULL"),
                         (batch_id,))
-            if cur.rowcount == 1 and on_complete:
-                callbacks.append(job_from_spec(on_complete, batch_id))
+            if cur.rowcount == 1:
+                if result_ttl is not None:  # records held for the workflow now expire as any other
+                    cur.execute(self.d.q("UPDATE {results} SET expires_at = {now_plus} WHERE batch_id = {p}"),
+                                (float(result_ttl), batch_id))
+                if on_complete:
+                    job, spec = job_from_spec(on_complete, batch_id)
+                    if spec.get("results"):
+                        job = job._replace(payload=with_inputs(job.payload, first=self.member_results(cur, batch_id),
+                                                               has_first=True))
+                    callbacks.append(job)
         if callbacks:
             self.insert_rich(cur, callbacks)
+
+    def member_results(self, cur: Any, batch_id: int) -> list[Any]:
+        """The results of a batch's members in member order (None for one that did not succeed).
+
+        The members are the batch's steps (its callbacks carry its id too, but are no steps)."""
+        cur.execute(self.d.q("SELECT s.job_id, r.state, r.result FROM {steps} s LEFT JOIN {results} r "
+                             "ON r.id = s.job_id WHERE s.batch_id = {p} ORDER BY s.position"), (batch_id,))
+        out: list[Any] = []
+        for _, state, result in cur.fetchall():
+            value = None
+            if state == JobState.SUCCEEDED.value and result is not None:
+                try:
+                    value = decode_result(result)
+                except BadPayload:
+                    value = None
+            out.append(value)
+        return out
+
+    def failure_record(self, cur: Any, job_id: int | None) -> dict[str, Any] | None:
+        """What a failure callback receives about the member that failed: id, name, queue,
+        arguments, error type and message, attempts (None when it cannot be found)."""
+        if job_id is None:
+            return None
+        cur.execute(self.d.q("SELECT id, name, queue, payload, attempts, error_type, error_message FROM {failed} "
+                             "WHERE id = {p}"), (job_id,))
+        row = cur.fetchone()
+        if row is None:  # cancelled: recorded with the results
+            cur.execute(self.d.q("SELECT id, name, queue, NULL, attempts, 'errands.Cancelled', message "
+                                 "FROM {results} WHERE id = {p}"), (job_id,))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        try:
+            args, kwargs = decode_arguments(row[3]) if row[3] is not None else ([], {})
+        except BadPayload:
+            args, kwargs = [], {}
+        return {"id": int(row[0]), "name": row[1], "queue": row[2], "args": args, "kwargs": kwargs,
+                "attempts": int(row[4] or 0), "error_type": row[5], "error_message": row[6]}
 
     def record_errors(self, cur: Any, failures: Sequence[Failure]) -> None:
         """Add failed attempts to their jobs' error history; keep at most ``HISTORY_CAP`` entries
@@ -293,6 +543,9 @@ class Steps:
                                  for r in rows])
         self.stamp_unique_expiry(cur, [r[0] for r in rows if int(r[1] or 0) & FLAG_UNIQUE_PERIOD])
         for r in rows:
-            if int(r[1] or 0) & FLAG_BATCH and r[2] is not None:
-                self.count_in_batch(cur, int(r[2]), done=0, failed=1)
+            flags = int(r[1] or 0)
+            if flags & FLAG_BATCH and r[2] is not None:
+                self.count_in_batch(cur, int(r[2]), done=0, failed=1, failed_job=int(r[0]))
+            if flags & FLAG_WORKFLOW and flags & FLAG_DEPENDENTS and r[2] is not None:
+                self.cancel_dependants(cur, int(r[2]), [int(r[0])])
         return len(ids)

@@ -193,7 +193,7 @@ class MySQLDialect(Dialect):
     def migrations(self) -> Migrations:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
-                (4, self._version_4(table)), (6, self._version_6())]
+                (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6())]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -274,6 +274,18 @@ class MySQLDialect(Dialect):
                    " job_id BIGINT NOT NULL, attempt INT NOT NULL, failed_at DATETIME(6) NOT NULL,"
                    " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL, traceback MEDIUMTEXT NULL,"
                    " KEY {job_errors}_job (job_id, id))" + table),
+
+    def _version_5(self, table: str) -> list[str | Step]:
+        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
+        row waited for one), and a workflow's steps keep their graph and result inputs.  Each
+        ALTER is guarded (MySQL commits DDL on its own); the UPDATE may run twice harmlessly."""
+        return [
+            self.q("UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL"),
+            *(self._add_column("batches", c) for c in ("name VARCHAR(255) NULL", "policy VARCHAR(10) NULL",
+                                                       "result_ttl DOUBLE NULL")),
+            self.q("CREATE TABLE IF NOT EXISTS {steps} (job_id BIGINT NOT NULL PRIMARY KEY, batch_id BIGINT NOT NULL,"
+                   " position INT NOT NULL, label VARCHAR(255) NOT NULL, parents MEDIUMTEXT NOT NULL,"
+                   " inputs MEDIUMTEXT NULL, KEY {steps}_batch (batch_id, position))" + table),
         ]
 
     def _version_2(self, table: str) -> list[str | Step]:

@@ -336,7 +336,7 @@ class PostgresDialect(Dialect):
         yield
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()), (5, self._version_5()),
                 (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
@@ -451,6 +451,17 @@ class PostgresDialect(Dialect):
             " attempt INTEGER NOT NULL, failed_at TIMESTAMPTZ NOT NULL, error_type VARCHAR(255) NOT NULL,"
             " error_message TEXT NOT NULL, traceback TEXT)",
             "CREATE INDEX IF NOT EXISTS {job_errors}_job ON {job_errors} (job_id, id)",
+
+    def _version_5(self) -> list[str | Step]:
+        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
+        row waited for one), and a workflow's steps keep their graph and result inputs."""
+        return [self.q(s) for s in (
+            "UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL",
+            "ALTER TABLE {batches} ADD COLUMN IF NOT EXISTS name VARCHAR(255),"
+            " ADD COLUMN IF NOT EXISTS policy VARCHAR(10), ADD COLUMN IF NOT EXISTS result_ttl DOUBLE PRECISION",
+            "CREATE TABLE IF NOT EXISTS {steps} (job_id BIGINT PRIMARY KEY, batch_id BIGINT NOT NULL,"
+            " position INTEGER NOT NULL, label VARCHAR(255) NOT NULL, parents TEXT NOT NULL, inputs TEXT)",
+            "CREATE INDEX IF NOT EXISTS {steps}_batch ON {steps} (batch_id, position)",
         )]
 
     # ------------------------------------------------------------------ feature statements

@@ -222,7 +222,7 @@ class SQLiteDialect(Dialect):
         return value.timestamp()
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()), (5, self._version_5()),
                 (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
@@ -332,6 +332,19 @@ class SQLiteDialect(Dialect):
     def _version_6(self) -> list[str | Step]:
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
         return [self.q("ALTER TABLE {jobs} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")]
+
+    def _version_5(self) -> list[str | Step]:
+        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
+        row waited for one), and a workflow's steps keep their graph and result inputs."""
+        return [self.q(s) for s in (
+            "UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL",
+            "ALTER TABLE {batches} ADD COLUMN name TEXT",
+            "ALTER TABLE {batches} ADD COLUMN policy TEXT",
+            "ALTER TABLE {batches} ADD COLUMN result_ttl REAL",
+            "CREATE TABLE {steps} (job_id INTEGER PRIMARY KEY, batch_id INTEGER NOT NULL,"
+            " position INTEGER NOT NULL, label TEXT NOT NULL, parents TEXT NOT NULL, inputs TEXT)",
+            "CREATE INDEX {steps}_batch ON {steps} (batch_id, position)",
+        )]
 
     def floor_sql(self, expr: str) -> str:
         """SQLite has FLOOR only when built with its math functions (CPython's Windows build is not)."""

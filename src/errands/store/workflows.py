@@ -1,0 +1,116 @@
+"""Store verbs of workflows: a workflow's graph with each step's state, and cancelling one.
+
+A workflow is a batch (its counters, callbacks and exactly-once completion live in
+``errands_batches``) whose members are steps: ``errands_steps`` keeps each step's parents and
+result inputs for as long as the batch is kept, so the graph can be drawn after its jobs ended.
+A step's state is read from where its job is now: the jobs table (waiting, running), the dead
+letter, or the results table (a workflow keeps every step's outcome until it ends).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.rows import JobState, StepRow, WorkflowRow, as_int
+from .database import Database
+from .features import BATCH_COLUMNS, batch_row
+from .steps import Steps
+
+CANCELLED_BY_USER = "cancelled with its workflow"
+
+
+class WorkflowStore:
+    """Reading and cancelling workflows (and chains and batches, which are drawn the same way)."""
+
+    def __init__(self, db: Database, steps: Steps) -> None:
+        self.db = db
+        self.d = db.dialect
+        self.steps = steps
+
+    def get(self, batch_id: int) -> WorkflowRow | None:
+        def read(cur: Any) -> WorkflowRow | None:
+            cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (batch_id,))
+            r = cur.fetchone()
+            if r is None:
+                return None
+            batch = batch_row(self.d.to_datetime, r)
+            cur.execute(self.d.q("SELECT job_id, position, label, parents FROM {steps} WHERE batch_id = {p} "
+                                 "ORDER BY position, job_id"), (batch_id,))
+            graph = [(as_int(job_id), as_int(position), label, _ids(parents))
+                     for job_id, position, label, parents in cur.fetchall()]
+            if not graph:  # a batch or chain stored without steps: its members in id order
+                graph = self._members(cur, batch_id, batch.kind)
+            states = self._states(cur, [g[0] for g in graph])
+            steps = tuple(StepRow(job_id, position, label, parents, *states.get(job_id, (JobState.FINISHED, None)))
+                          for job_id, position, label, parents in graph)
+            return WorkflowRow(batch, steps)
+
+        return self.db.run(read)
+
+    def _members(self, cur: Any, batch_id: int, kind: str) -> list[tuple[int, int, str, tuple[int, ...]]]:
+        rows: dict[int, str] = {}
+        for table in ("{jobs}", "{failed}", "{results}"):
+            cur.execute(self.d.q(f"SELECT id, name FROM {table} WHERE batch_id = {{p}}"), (batch_id,))
+            rows.update({as_int(i): n for i, n in cur.fetchall()})
+        ordered = sorted(rows)
+        return [(job_id, position, rows[job_id], (ordered[position - 1],) if kind == "chain" and position else ())
+                for position, job_id in enumerate(ordered)]
+
+    def _states(self, cur: Any, ids: Sequence[int]) -> dict[int, tuple[JobState, str | None]]:
+        now = self.d.to_datetime(self._now(cur))
+        out: dict[int, tuple[JobState, str | None]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            marks = self.d.marks(chunk)
+            cur.execute(self.d.q("SELECT id, reserved_by, blocked_by, available_at, reserved_until, last_error "
+                                 "FROM {jobs} WHERE id IN (") + marks + ")", chunk)
+            for job_id, reserved_by, blocked_by, available_at, until, last_error in cur.fetchall():
+                if reserved_by is None:
+                    state = JobState.BLOCKED if blocked_by is not None else \
+                        JobState.READY if self.d.to_datetime(available_at) <= now else JobState.DELAYED
+                else:
+                    state = JobState.STALE if until is not None and self.d.to_datetime(until) < now \
+                        else JobState.RUNNING
+                out[as_int(job_id)] = (state, last_error)
+            cur.execute(self.d.q("SELECT id, error_type, error_message FROM {failed} WHERE id IN (") + marks + ")",
+                        chunk)
+            for job_id, error_type, message in cur.fetchall():
+                out[as_int(job_id)] = (JobState.FAILED, f"{error_type}: {message}")
+            cur.execute(self.d.q("SELECT id, state, message FROM {results} WHERE id IN (") + marks + ")", chunk)
+            for job_id, state, message in cur.fetchall():
+                if as_int(job_id) not in out:
+                    cancelled = state == JobState.CANCELLED.value
+                    out[as_int(job_id)] = (JobState.CANCELLED if cancelled else JobState.SUCCEEDED,
+                                           message if cancelled else None)
+        return out
+
+    def _now(self, cur: Any) -> Any:
+        cur.execute(self.d.q("SELECT {now}"))
+        return cur.fetchone()[0]
+
+    def cancel(self, batch_id: int, record_ttl: float) -> int:
+        """Cancel every step of the workflow that has not started (waiting or blocked); running
+        steps finish.  Returns how many were cancelled; the workflow then ends when its running
+        steps do."""
+
+        def cancel(cur: Any) -> int:
+            cur.execute(self.d.q("SELECT id, queue, name, attempts, flags FROM {jobs} WHERE batch_id = {p} "
+                                 "AND reserved_by IS NULL ORDER BY id") + self.d.lock_rows, (batch_id,))
+            rows = cur.fetchall()
+            for job_id, queue, name, attempts, flags in rows:
+                cur.execute(self.d.q("DELETE FROM {dependencies} WHERE child_id = {p}"), (job_id,))
+                self.steps.end_cancelled(cur, int(job_id), queue, name, int(attempts), int(flags), batch_id,
+                                         record_ttl, CANCELLED_BY_USER)
+            return len(rows)
+
+        return self.db.run(cancel, write=True)
+
+
+def _ids(text: Any) -> tuple[int, ...]:
+    try:
+        value = json.loads(text) if text else []
+    except (TypeError, ValueError):
+        return ()
+    return tuple(as_int(v) for v in value) if isinstance(value, list) else ()
