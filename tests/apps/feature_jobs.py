@@ -79,9 +79,37 @@ def wf_total(values: list[int], tag: str) -> int:
     return sum(values)
 
 
+def ensure_runs_table() -> None:
+    """``feature_runs``: one row per run, so a job that runs twice (its worker was killed after
+    the run, before it settled) shows both runs."""
+    integer, real = TYPES[app.store.dialect.name]
+    auto = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "BIGSERIAL PRIMARY KEY",
+            "mysql": "BIGINT AUTO_INCREMENT PRIMARY KEY"}[app.store.dialect.name]
+    app.store.db.run(lambda cur: cur.execute(
+        f"CREATE TABLE IF NOT EXISTS feature_runs (id {auto}, job_id {integer} NOT NULL, "
+        f"started_at {real} NOT NULL, ended_at {real} NOT NULL)"))
+
+
 @app.job(name="wf_slow")
 def wf_slow(n: int) -> int:
+    """A workflow step that takes a moment; each run is recorded in ``feature_runs``."""
     started = time.time()
     time.sleep(0.02)
-    _record(started, f"wf_slow:{n}")
+    p = app.store.dialect.placeholder
+    job_id = current_job().id
+    app.store.db.run(lambda cur: cur.execute(
+        f"INSERT INTO feature_runs (job_id, started_at, ended_at) VALUES ({p}, {p}, {p})",
+        (job_id, started, time.time())))
     return n
+
+
+@app.job(name="wf_sum")
+def wf_sum(values: list[int]) -> int:
+    """A fan-in step recorded in ``feature_runs`` (it may run twice under chaos)."""
+    started = time.time()
+    p = app.store.dialect.placeholder
+    job_id = current_job().id
+    app.store.db.run(lambda cur: cur.execute(
+        f"INSERT INTO feature_runs (job_id, started_at, ended_at) VALUES ({p}, {p}, {p})",
+        (job_id, started, time.time())))
+    return sum(values)
