@@ -12,7 +12,16 @@ from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
-from .core.jobs import JobBehaviour, JobDefaults, JobDefinition, JobHandle, check_cost, check_unique_for, job_id_of
+from .core.jobs import (
+    JobBehaviour,
+    JobDefaults,
+    JobDefinition,
+    JobHandle,
+    JobOptions,
+    check_cost,
+    check_unique_for,
+    job_id_of,
+)
 from .core.limits import ID_MAX, RateLimit, parse_rate_limit
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
 from .core.retry import BackoffSpec

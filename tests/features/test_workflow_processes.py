@@ -11,7 +11,7 @@ from typing import Any
 import feature_jobs
 import pytest
 from helpers import wait_for
-from test_many_processes import _rows, events, fapp, spawn  # noqa: F401 - fixtures
+from test_many_processes import _rows, events
 
 from errands import Errands, JobState, group
 

@@ -7,7 +7,8 @@ def test_public_api_is_pinned():
         "Errands", "ErrandsError", "FailedJob", "Hooks", "InvalidOption", "InvalidQueueName", "JobCancelled",
         "JobContext", "JobDefinition", "JobFailed", "JobHandle", "JobNotFound", "JobState", "JobTimeout",
         "PayloadNotSerializable", "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError",
-        "Snooze", "StoreError", "StoreUnavailable", "UnknownJob", "__version__", "current_job",
+        "Snooze", "StepRef", "StepRow", "StoreError", "StoreUnavailable", "UnknownJob", "Workflow", "WorkflowHandle",
+        "WorkflowRow", "__version__", "chain", "current_job", "group",
     ]
     for name in errands.__all__:
         assert hasattr(errands, name)
