@@ -274,6 +274,7 @@ class MySQLDialect(Dialect):
                    " job_id BIGINT NOT NULL, attempt INT NOT NULL, failed_at DATETIME(6) NOT NULL,"
                    " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL, traceback MEDIUMTEXT NULL,"
                    " KEY {job_errors}_job (job_id, id))" + table),
+        ]
 
     def _version_5(self, table: str) -> list[str | Step]:
         """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old

@@ -336,7 +336,8 @@ class PostgresDialect(Dialect):
         yield
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()), (5, self._version_5()),
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+                (5, self._version_5()),
                 (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
@@ -451,6 +452,7 @@ class PostgresDialect(Dialect):
             " attempt INTEGER NOT NULL, failed_at TIMESTAMPTZ NOT NULL, error_type VARCHAR(255) NOT NULL,"
             " error_message TEXT NOT NULL, traceback TEXT)",
             "CREATE INDEX IF NOT EXISTS {job_errors}_job ON {job_errors} (job_id, id)",
+        )]
 
     def _version_5(self) -> list[str | Step]:
         """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old

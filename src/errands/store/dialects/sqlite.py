@@ -222,7 +222,8 @@ class SQLiteDialect(Dialect):
         return value.timestamp()
 
     def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()), (5, self._version_5()),
+        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
+                (5, self._version_5()),
                 (6, self._version_6())]
 
     def _version_1(self) -> list[str | Step]:
