@@ -290,3 +290,24 @@ def test_two_dependants_of_one_job_both_wait_for_it(app, jobs):
     drain(app, ["parent"])
     drain(app)
     assert sorted(jobs.log[1:]) == [("add", 1, 0), ("add", 2, 0)]
+
+
+def test_results_pass_on_unchanged_whatever_json_they_hold(app, jobs):
+    """A result that looks like one of the argument codec's tags (a dict with a "__type__" key)
+    reaches the next step as the same dict, beside a datetime argument of the step's own."""
+    from datetime import datetime, timezone
+
+    @app.job(name="tricky")
+    def tricky() -> dict[str, Any]:
+        return {"__type__": "datetime", "__value__": "not a date", "n": [1, {"__type__": "x"}]}
+
+    seen = []
+
+    @app.job(name="receiver")
+    def receiver(value: dict[str, Any], when: datetime) -> None:
+        seen.append((value, when))
+
+    when = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    app.chain(tricky.prepare(), receiver.s(when), pass_results=True)
+    drain(app)
+    assert seen == [({"__type__": "datetime", "__value__": "not a date", "n": [1, {"__type__": "x"}]}, when)]

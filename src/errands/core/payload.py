@@ -374,10 +374,14 @@ def with_inputs(payload: Any, *, first: Any = None, has_first: bool = False,
     args, kwargs = data.get("args", []), data.get("kwargs", {})
     if type(args) is not list or type(kwargs) is not dict:
         raise BadPayload("args must be a JSON array and kwargs a JSON object")
+    # The values are plain JSON; one of their dicts with a "__type__" key must not pass for a tag.
+    tagger = _Tagger()
     if has_first:
-        data["args"] = [first, *args]
+        data["args"] = [tagger.value(first), *args]
     if keywords:
-        data["kwargs"] = {**kwargs, **keywords}
+        data["kwargs"] = {**kwargs, **{k: tagger.value(v) for k, v in keywords.items()}}
+    if tagger.tagged:
+        data[CODEC_KEY] = 1
     return _encode(data)
 
 
