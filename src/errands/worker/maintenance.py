@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,14 @@ class Maintenance:
         self.parent_pid = parent_pid
         self._next_rescue = 0.0
         self._next_prune = 0.0
+        self.beating = threading.Event()
+        """Set once the heartbeat thread holds its connection: the worker claims nothing before."""
+
+    def wait_until_beating(self) -> None:
+        """Block until the heartbeat thread holds its connection (or the worker is told to stop)."""
+        while not self.beating.wait(0.2):
+            if self.state.stop.is_set():
+                return
 
     def register(self) -> None:
         """Enter the workers table, waiting out a database that is not up yet (unless stopped)."""
@@ -71,9 +80,26 @@ class Maintenance:
     def heartbeat_loop(self) -> None:
         self.store.dedicate_thread()  # heartbeats and maintenance: a connection of their own
         try:
+            self._first_beat()
             self._beat()
         finally:
+            self.beating.set()
             self.store.release_thread_connection()
+
+    def _first_beat(self) -> None:
+        """Open this thread's connection and beat once before the worker claims anything.
+
+        Behind a pooler that opens server connections one at a time (PgBouncer), or on a busy
+        server, a new connection can take longer than a lease: a worker that claimed first and
+        connected its heartbeat later would see its first leases lapse and its jobs run twice."""
+        try:
+            self.store.workers.heartbeat(self.owner, self.state.jobs_done)
+        except StoreError as exc:  # the claim loop finds the database down by itself
+            log.warning("first heartbeat failed: %s", exc)
+        except Exception:
+            log.exception("first heartbeat failed")
+        finally:
+            self.beating.set()
 
     def _beat(self) -> None:
         state, runners = self.state, self.runners

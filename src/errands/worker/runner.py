@@ -139,6 +139,7 @@ class Worker:
         self.maintenance.register()
         self.runners.start(s.concurrency)
         threading.Thread(target=self.maintenance.heartbeat_loop, name="errands-heartbeat", daemon=True).start()
+        self.maintenance.wait_until_beating()
         if s.listen and not s.burst:
             threading.Thread(target=self.maintenance.listen_loop, name="errands-listener", daemon=True).start()
         if s.scheduler and not s.burst and self.app.schedules:
