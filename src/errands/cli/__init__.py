@@ -23,6 +23,7 @@ from .failed import failed
 from .jobs import enqueue, status
 from .metrics import metrics
 from .worker import worker
+from .workflows import workflow
 
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
 
@@ -81,6 +82,6 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, periodic, dashboard, users,
-                doctor, metrics):
+for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, workflow, periodic, dashboard,
+                users, doctor, metrics):
     main.add_command(command)

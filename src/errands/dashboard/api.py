@@ -19,6 +19,7 @@ from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
 from ..core.payload import MAX_DEPTH, safe_text, too_deep
 from ..services import accounts
 from ..services import operator as ops
+from ..services import workflows as flows
 from ..services.models import (
     AuditLog,
     BulkDone,
@@ -39,6 +40,9 @@ from ..services.models import (
     ScheduleList,
     UserList,
     WorkerList,
+    WorkflowCancelled,
+    WorkflowList,
+    WorkflowView,
 )
 from . import params
 from .auth import Principal
@@ -151,7 +155,19 @@ def api_users(d: Dashboard, request: Request, user: Principal, body: Any) -> Use
     return UserList(accounts.list_users(d.app, search or None) if d.auth.own_logins else [])
 
 
+def api_workflows(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkflowList:
+    return flows.recent_workflows(d.app, params.query_int(request, "before"), _limit(request))
+
+
+def api_workflow(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkflowView:
+    return flows.workflow_view(d.app, params.workflow_id(request))
+
+
 # ---------------------------------------------------------------------------------- actions
+def api_cancel_workflow(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkflowCancelled:
+    return flows.cancel_workflow(d.app, user.username, params.workflow_id(request))
+
+
 def api_dead_action(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]
                     ) -> BulkDone | NeedsConfirmation:
     action = request.path_params["action"]
@@ -236,6 +252,9 @@ ENDPOINTS = (
     Endpoint("GET", "/api/jobs", api_jobs, JobPage),
     Endpoint("GET", "/api/jobs/{job_id}", api_job, JobDetail),
     Endpoint("POST", "/api/jobs/{job_id}/cancel", api_cancel, Cancelled),
+    Endpoint("GET", "/api/workflows", api_workflows, WorkflowList),
+    Endpoint("GET", "/api/workflows/{workflow_id}", api_workflow, WorkflowView),
+    Endpoint("POST", "/api/workflows/{workflow_id}/cancel", api_cancel_workflow, WorkflowCancelled),
     Endpoint("GET", "/api/dead", api_dead, DeadLetterPage),
     Endpoint("POST", "/api/dead/{action}", api_dead_action, BulkDone | NeedsConfirmation),
     Endpoint("POST", "/api/stale/recover", api_recover, Recovered),

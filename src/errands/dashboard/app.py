@@ -25,7 +25,7 @@ from . import api
 from .auth import Authenticator, AuthSettings, HostAuth
 from .guards import guarded, unguarded
 from .openapi import openapi_document
-from .pages import audit, enqueue, failed, jobs, login, overview, queues, schedules, users, workers
+from .pages import audit, enqueue, failed, jobs, login, overview, queues, schedules, users, workers, workflows
 from .rendering import HERE, Dashboard, Handler, JSONResponse
 from .security import SecurityHeaders
 
@@ -40,7 +40,8 @@ PAGES: tuple[tuple[str, Handler], ...] = (
     ("/", overview.overview_page), ("/jobs", jobs.jobs_page), ("/jobs/{job_id}", jobs.job_page),
     ("/dead", failed.dead_page), ("/stale", jobs.stale_page), ("/workers", workers.workers_page),
     ("/queues", queues.queues_page), ("/periodic", schedules.periodic_page), ("/enqueue", enqueue.enqueue_page),
-    ("/audit", audit.audit_page), ("/users", users.users_page),
+    ("/audit", audit.audit_page), ("/users", users.users_page), ("/workflows", workflows.workflows_page),
+    ("/workflows/{workflow_id}", workflows.workflow_page),
 )
 """Pages anyone signed in may read."""
 ACTIONS: tuple[tuple[str, Handler], ...] = (
@@ -48,6 +49,7 @@ ACTIONS: tuple[tuple[str, Handler], ...] = (
     ("/stale/recover", jobs.recover_action), ("/queues/{name}/{action}", queues.queue_action),
     ("/periodic/{name}/run", schedules.periodic_run), ("/enqueue", enqueue.enqueue_action),
     ("/users", users.users_action), ("/users/{action}", users.users_action),
+    ("/workflows/{workflow_id}/cancel", workflows.cancel_action),
 )
 """Forms that change something: admins only."""
 

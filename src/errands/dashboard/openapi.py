@@ -61,6 +61,7 @@ def _described() -> dict[str, Any]:
     path_name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern":
                                                                             "^[A-Za-z0-9._-]{1,60}$"}}
     job_id = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
+    workflow_id = {"name": "workflow_id", "in": "path", "required": True, "schema": _ID}
     bulk = {"type": "object", "properties": {
         "ids": {"type": "array", "items": _ID, "maxItems": 1000},
         "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
@@ -79,6 +80,14 @@ def _described() -> dict[str, Any]:
             {"name": "after", "in": "query", "schema": _ID, "description": "keyset page (oldest first): ids above"}])},
         "/api/jobs/{job_id}": {"get": _op("One job wherever it is, with why it waits", [job_id])},
         "/api/jobs/{job_id}/cancel": {"post": _op("Cancel a job", [job_id], write=True)},
+        "/api/workflows": {"get": _op("Batches, chains and workflows, newest first (keyset pages)", [
+            {"name": "before", "in": "query", "schema": _ID, "description": "keyset page: ids below this one"},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}])},
+        "/api/workflows/{workflow_id}": {"get": _op("A workflow (chain, batch): state, progress and every step",
+                                                    [workflow_id])},
+        "/api/workflows/{workflow_id}/cancel": {"post": _op(
+            "Cancel every step of a workflow that has not started (running steps finish)", [workflow_id],
+            write=True)},
         "/api/dead": {"get": _op("The dead letter, with entries grouped by job and error", _FILTERS)},
         "/api/dead/{action}": {"post": _op("Retry or forget dead-letter entries (two steps: count, then confirm)", [
             {"name": "action", "in": "path", "required": True, "schema": {"type": "string",

@@ -44,6 +44,11 @@ def job_id(request: Request) -> int:
     return integer(request.path_params["job_id"], "job id") or 0
 
 
+def workflow_id(request: Request) -> int:
+    """The workflow (chain, batch) id of the URL's path."""
+    return integer(request.path_params["workflow_id"], "workflow id") or 0
+
+
 def delay_field(value: str) -> float | None:
     """The enqueue form's delay: empty, or 0 to MAX_DELAY seconds (ValueError otherwise)."""
     if not value.strip():

@@ -189,6 +189,74 @@ class WorkerView(WorkerRow):
     connection_bound: int = 0
 
 
+# ----------------------------------------------------------------------------------- workflows
+@dataclass(eq=False)
+class WorkflowLink(ReadModel):
+    """The batch, chain or workflow a job belongs to (its page is ``/workflows/{id}``)."""
+
+    id: int
+    kind: str
+    name: str | None
+
+
+@dataclass(eq=False)
+class WorkflowStep(ReadModel):
+    """One step of a workflow: its job, its label, where it stands, the steps it waits for, and
+    its column in the graph (the longest path to it from a step that waits for nothing)."""
+
+    id: int
+    position: int
+    label: str
+    state: str
+    parents: list[int]
+    layer: int
+    error: str | None
+
+
+@dataclass(eq=False)
+class WorkflowSummary(ReadModel):
+    """A batch, chain or workflow and how far it got: "running", "blocked" (a dead step holds the
+    rest), "succeeded", "failed" or "cancelled".  In lists the state is read from the counters (a
+    running workflow whose dead step blocks the rest shows as running, with its failures counted)."""
+
+    id: int
+    kind: str
+    name: str | None
+    policy: str | None
+    state: str
+    total: int
+    done: int
+    failed: int
+    """Steps that ended in the dead letter or were cancelled."""
+    pending: int
+    percent: float
+    created_at: str | None
+    completed_at: str | None
+
+
+@dataclass(eq=False)
+class WorkflowView(WorkflowSummary):
+    """A workflow with every step (in graph order: a step comes after the steps it waits for)."""
+
+    steps: list[WorkflowStep] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class WorkflowList(ReadModel):
+    """Batches, chains and workflows, newest first (a keyset page)."""
+
+    workflows: list[WorkflowSummary]
+    next_before_id: int | None
+
+
+@dataclass(eq=False)
+class WorkflowCancelled(ReadModel):
+    """How many steps of the workflow were cancelled (those not started yet; running ones finish)."""
+
+    workflow_id: int
+    cancelled: int
+
+
 # ----------------------------------------------------------------------------------- jobs
 @dataclass(eq=False)
 class JobSummary(ReadModel):
@@ -241,6 +309,7 @@ class LiveJob(JobSummary):
     """The error history, oldest first (at most 100 entries, the latest)."""
     tracebacks_hidden: bool = False
     """Tracebacks were kept but are not shown to this viewer (not an admin)."""
+    workflow: WorkflowLink | None = None
 
 
 @dataclass(eq=False)
@@ -264,6 +333,7 @@ class DeadJob(ReadModel):
     label: str | None = None
     errors: list[ErrorEntry] = field(default_factory=list)
     tracebacks_hidden: bool = False
+    workflow: WorkflowLink | None = None
 
 
 @dataclass(eq=False)
@@ -284,6 +354,7 @@ class FinishedJob(ReadModel):
     label: str | None = None
     errors: list[ErrorEntry] = field(default_factory=list)
     tracebacks_hidden: bool = False
+    workflow: WorkflowLink | None = None
 
 
 JobDetail = LiveJob | DeadJob | FinishedJob

@@ -47,6 +47,7 @@ from .models import (
     WorkerRow,
     WorkerView,
 )
+from .workflows import workflow_of
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -336,20 +337,22 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
                        if row.blocked_by is not None else [],
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
-                       why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden)
+                       why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden,
+                       workflow=None if row.batch_id is None else workflow_of(app, row.id, row.batch_id))
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
         return DeadJob(dead.id, dead.name, dead.queue, JobState.FAILED.value, "failed", dead.attempts,
                        dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
-                       errors, hidden)
+                       errors, hidden, workflow=workflow_of(app, dead.id))
     result = store.features.get_result(job_id)
     if result is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
         return FinishedJob(result.id, result.name, result.queue, result.state.value, "results", result.attempts,
                            _iso(result.finished_at), result.result, result.message, result.batch_id, [],
-                           result.label, errors, hidden)
+                           result.label, errors, hidden,
+                           workflow=None if result.batch_id is None else workflow_of(app, result.id, result.batch_id))
     raise JobNotFound(f"job {job_id} is in no table: it finished without a kept result, or never existed")
 
 

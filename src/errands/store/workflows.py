@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.rows import JobState, StepRow, WorkflowRow, as_int
+from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int
 from .database import Database
 from .features import BATCH_COLUMNS, batch_row
 from .steps import Steps
@@ -46,6 +46,49 @@ class WorkflowStore:
             steps = tuple(StepRow(job_id, position, label, parents, *states.get(job_id, (JobState.FINISHED, None)))
                           for job_id, position, label, parents in graph)
             return WorkflowRow(batch, steps)
+
+        return self.db.run(read)
+
+    def recent(self, limit: int = 50, before_id: int | None = None) -> list[BatchRow]:
+        """Batches, chains and workflows, newest first (a keyset page below ``before_id``): their
+        rows only, for lists (a workflow's steps are one :meth:`get` away)."""
+
+        def read(cur: Any) -> list[BatchRow]:
+            where, params = ("", []) if before_id is None else (" WHERE id < {p}", [before_id])
+            cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches}" + where + " ORDER BY id DESC LIMIT {p}"),
+                        [*params, int(limit)])
+            return [batch_row(self.d.to_datetime, r) for r in cur.fetchall()]
+
+        return self.db.run(read)
+
+    def with_dead_steps(self, batch_ids: Sequence[int]) -> set[int]:
+        """Which of ``batch_ids`` have a member in the dead letter (no index serves this: one scan
+        of the dead letter, asked only about finished batches with failures)."""
+        if not batch_ids:
+            return set()
+        ids = list(batch_ids)
+
+        def read(cur: Any) -> set[int]:
+            cur.execute(self.d.q("SELECT DISTINCT batch_id FROM {failed} WHERE batch_id IN (") + self.d.marks(ids)
+                        + ")", ids)
+            return {as_int(r[0]) for r in cur.fetchall()}
+
+        return self.db.run(read)
+
+    def batch_of(self, job_id: int) -> BatchRow | None:
+        """The batch (chain, workflow) job ``job_id`` belongs to, wherever the job is now (waiting
+        or running, in the dead letter, or ended with a kept result); None when it belongs to none."""
+
+        def read(cur: Any) -> BatchRow | None:
+            cur.execute(self.d.q("SELECT batch_id FROM {jobs} WHERE id = {p} UNION ALL "
+                                 "SELECT batch_id FROM {failed} WHERE id = {p} UNION ALL "
+                                 "SELECT batch_id FROM {results} WHERE id = {p}"), (job_id, job_id, job_id))
+            found = next((as_int(r[0]) for r in cur.fetchall() if r[0] is not None), None)
+            if found is None:
+                return None
+            cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (found,))
+            r = cur.fetchone()
+            return None if r is None else batch_row(self.d.to_datetime, r)
 
         return self.db.run(read)
 
