@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import APPS, SRC, scaled, wait_for
+from helpers import APPS, SRC, drain, scaled, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
@@ -229,3 +229,43 @@ def test_theme_toggle_and_phone_layout(site, browser):
     phone.keyboard.press("Tab")
     focused = phone.evaluate("document.activeElement.className")
     assert focused == "skip"  # the first Tab reaches "Skip to content", visibly
+
+
+def test_workflow_page_at_desktop_and_phone_widths_in_both_themes(site, browser, tmp_path):
+    from errands import group
+
+    app = site.app()
+    quick, fixable = app.registry["quick"], app.registry["fixable"]
+    wf = app.workflow("nightly")
+    root = wf.add(quick.prepare(0))
+    crowd = wf.add(group(*[quick.prepare(n) for n in range(1, 46)]), after=[root])  # 45 steps: one box
+    broken = wf.add(fixable.prepare(str(tmp_path / "never")), after=[crowd])
+    wf.add(quick.prepare(99), after=[broken])
+    handle = wf.enqueue()
+    drain(app, concurrency=4)
+    succeeded = {"light": "rgb(27, 127, 59)", "dark": "rgb(99, 211, 138)"}  # --succeeded of each theme
+    errors: list[str] = []
+    for scheme in ("light", "dark"):
+        context = browser.new_context(viewport={"width": 1366, "height": 900}, color_scheme=scheme)
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        log_in(page, site)
+        for width, height in ((1366, 900), (360, 740)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.goto(site.url + f"/workflows/{handle.id}")
+            assert page.locator("svg.wf-graph a.wf-node").count() == 4
+            assert page.locator("svg.wf-graph a.wf-aggregate").count() == 1
+            assert page.locator("svg.wf-graph").is_visible()
+            stroke = page.evaluate("getComputedStyle(document.querySelector('.wf-node.state-succeeded .box')).stroke")
+            assert stroke == succeeded[scheme], (scheme, stroke)
+            scroll = page.evaluate("document.documentElement.scrollWidth")
+            assert scroll <= width, (scheme, width, scroll)  # the graph scrolls inside its own box
+            shot(page, f"09-workflow-{scheme}-{width}")
+            page.goto(site.url + "/workflows")
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.goto(site.url + f"/jobs/{broken.job.id}")
+        page.click(f"a:has-text('Workflow #{handle.id}')")
+        page.wait_for_url(f"**/workflows/{handle.id}")
+        assert not [e for e in errors if "Content Security Policy" in e], errors
+        context.close()
+    app.store.close()

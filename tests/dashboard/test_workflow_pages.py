@@ -14,7 +14,8 @@ from helpers import drain
 
 from errands import JobState, group
 
-NODE = re.compile(r'<a href="([^"]*)" class="wf-node state-(\w+)( wf-aggregate)?" data-state="\w+" aria-label="([^"]*)">')
+NODE = re.compile(r'<a href="([^"]*)" class="wf-node state-(\w+)( wf-aggregate)?" data-state="\w+" '
+                  r'aria-label="([^"]*)">')
 
 
 @pytest.fixture
@@ -167,7 +168,7 @@ def test_an_admin_cancels_what_has_not_run_after_confirming_and_it_is_audited(we
     status = dash_app.workflow_status(handle.id)
     assert status.state == "cancelled" and {s.state for s in status.steps} == {JobState.CANCELLED}
     [entry] = [e for e in web.get("/api/audit").json()["entries"] if e["action"] == "cancel"]
-    assert (entry["actor"], entry["target"], entry["detail"]) == (ADMIN, f"workflow {handle.id}", "4 steps cancelled")
+    assert (entry["actor"], entry["target"], entry["detail"]) == (ADMIN, f"workflow {handle.id}", "4 step(s) cancelled")
     after = web.get(done.headers["location"]).text
     assert "Done: cancelled:4" in after and "/cancel" not in after  # nothing left to cancel
     assert len([n for n in _nodes(after) if n[1] == "cancelled"]) == 4

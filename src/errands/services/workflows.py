@@ -122,7 +122,7 @@ def cancel_workflow(app: Errands, actor: str, workflow_id: int) -> WorkflowCance
     if app.batch_status(_checked(workflow_id)) is None:
         raise _missing(workflow_id)
     cancelled = app.cancel_workflow(workflow_id)
-    app.store.accounts.audit(actor, "cancel", f"workflow {workflow_id}", f"{cancelled} steps cancelled")
+    app.store.accounts.audit(actor, "cancel", f"workflow {workflow_id}", f"{cancelled} step(s) cancelled")
     return WorkflowCancelled(workflow_id, cancelled)
 
 
