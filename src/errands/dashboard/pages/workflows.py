@@ -13,9 +13,10 @@ from starlette.responses import RedirectResponse, Response
 from ...core.errors import JobNotFound
 from ...core.rows import JobState
 from ...services import workflows as flows
+from ...services.models import WorkflowView
 from .. import params
 from ..auth import Principal
-from ..graph import AGGREGATE_ABOVE, counts_text, layout
+from ..graph import AGGREGATE_ABOVE, Graph, counts_text, layout
 from ..rendering import Dashboard
 
 STEPS_PAGE = 100
@@ -31,6 +32,12 @@ async def workflows_page(d: Dashboard, request: Request, user: Principal) -> Res
     return d.render(request, "workflows.html", user, data=data)
 
 
+def _drawn(d: Dashboard, workflow_id: int) -> tuple[WorkflowView, Graph]:
+    """The workflow and its layout (in a worker thread: a graph of many steps takes a while)."""
+    view = flows.workflow_view(d.app, workflow_id)
+    return view, layout(view.steps)
+
+
 async def workflow_page(d: Dashboard, request: Request, user: Principal) -> Response:
     """One workflow: its graph, progress and state, a page of its steps, and Cancel for admins."""
     workflow_id = params.workflow_id(request)
@@ -41,10 +48,9 @@ async def workflow_page(d: Dashboard, request: Request, user: Principal) -> Resp
         raise HTTPException(400, f"state must be one of {', '.join(STEP_STATES)}")
     page = params.integer(query.get("page"), "page", 1, 1_000_000) or 1
     try:
-        view = await run_in_threadpool(flows.workflow_view, d.app, workflow_id)
+        view, graph = await run_in_threadpool(_drawn, d, workflow_id)
     except JobNotFound as exc:
         return d.render(request, "error.html", user, status=404, message=str(exc))
-    graph = layout(view.steps)
     shown = [s for s in view.steps if (layer is None or s.layer == layer) and (state is None or s.state == state)]
     pages = max(1, -(-len(shown) // STEPS_PAGE))
     page = min(page, pages)
