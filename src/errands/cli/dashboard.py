@@ -34,9 +34,14 @@ def require_dashboard(feature: str, modules: tuple[str | tuple[str, ...], ...] =
                    "every request. Everyone who reaches it is an admin.")
 @click.option("--insecure-cookies", is_flag=True, envvar="ERRANDS_DASHBOARD_INSECURE_COOKIES", show_envvar=True,
               help="Send cookies without the Secure flag (plain HTTP on a host other than localhost).")
+@click.option("--forwarded-allow-ips", default=None, envvar="ERRANDS_DASHBOARD_FORWARDED_ALLOW_IPS",
+              show_envvar=True, metavar="ADDRESSES",
+              help="Trust X-Forwarded-For and X-Forwarded-Proto only from these proxy addresses (comma-separated "
+                   "IPs or networks, e.g. 127.0.0.1 when the proxy runs on this host). Default: trust them from "
+                   "nobody, so the login limits and the audit log see the connecting address.")
 @click.pass_obj
 def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_auth: bool,
-              insecure_cookies: bool) -> None:
+              insecure_cookies: bool, forwarded_allow_ips: str | None) -> None:
     """Serve the web dashboard (needs errands[dashboard])."""
     require_dashboard("errands dashboard")
     import uvicorn
@@ -50,7 +55,13 @@ def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_au
     click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"
                f"  http://{host}:{port}{root_path}/" + (" (no login: --behind-host-auth)" if behind_host_auth else ""),
                err=True)
-    uvicorn.run(web, host=host, port=port, root_path=root_path, log_level="warning", proxy_headers=True)
+    # Forwarded headers name the client the login limits count and the audit log records: trusted from
+    # any local process (uvicorn's default, 127.0.0.1), they let one spray passwords past the per-address
+    # limit through an SSH tunnel and write any address into the audit log.  Off unless the operator
+    # names the proxies.
+    trusted = (forwarded_allow_ips or "").strip()
+    uvicorn.run(web, host=host, port=port, root_path=root_path, log_level="warning", proxy_headers=bool(trusted),
+                forwarded_allow_ips=trusted or None)
 
 
 @click.group()

@@ -53,6 +53,9 @@ class AuthSettings:
     max_failures_per_account: int = 5
     max_failures_per_address: int = 20
     failure_window: float = 15 * 60.0
+    remember_reuse_grace: float = 10.0
+    """Seconds after a remember-me token's use during which a second use of it (a restored browser's
+    parallel tabs) signs nobody in but is not taken for a theft; later, a reuse ends every session."""
     secure_cookies: bool = True
     cookie_path: str = "/"
 
@@ -88,7 +91,7 @@ class Authenticator:
     def _own_principal(self, conn: HTTPConnection
                        ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
         signed = sessions.current(self.app, conn.cookies.get(SESSION_COOKIE), conn.cookies.get(REMEMBER_COOKIE),
-                                  self.settings)
+                                  self.settings, conn.client.host if conn.client else "unknown")
         if signed is None:
             return None, []
         return Principal(signed.username, signed.role, signed.theme, signed.csrf), self._cookies(signed)
@@ -117,6 +120,8 @@ class Authenticator:
                                    httponly=True, samesite="lax")
 
     def set_cookies(self, response: Response, cookies: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Set the cookies of a new session on ``response``: whatever it is, an error included (a
+        remember-me token was used up to make that session, so its replacement must reach the browser)."""
         for name, value, extra in cookies:
             response.set_cookie(name, value, path=self.settings.cookie_path, secure=self.settings.secure_cookies,
                                 httponly=True, samesite="lax", **extra)

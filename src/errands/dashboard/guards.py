@@ -31,7 +31,16 @@ def _unauthenticated(d: Dashboard, request: Request, api: bool) -> Response:
         return JSONResponse({"error": "authentication required"}, status_code=401)
     if not d.auth.own_logins:  # the host signs people in; its own login page is not ours to know
         return d.render(request, "error.html", None, status=401, message=HOST_SIGN_IN)
-    return RedirectResponse(d.url(request, "/login", next=request.url.path), status_code=303)
+    return RedirectResponse(d.url(request, "/login", next=here(request)), status_code=303)
+
+
+def here(request: Request) -> str:
+    """Where a request went, as a path of this dashboard with its query (``/jobs?state=failed``): the
+    login sends the user back there, under the root path it adds itself (so not twice)."""
+    root, path = request.scope.get("root_path", ""), request.url.path
+    if root and path.startswith(root):
+        path = path[len(root):] or "/"
+    return path + ("?" + request.url.query if request.url.query else "")
 
 
 async def _refused_write(d: Dashboard, request: Request, principal: Principal, *, admin: bool, api: bool
@@ -53,6 +62,9 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
     """``handler`` behind the guards, as a Starlette endpoint."""
     async def endpoint(request: Request) -> Response:
         principal, cookies = await d.auth.principal(request)
+        # A new session (a remember-me token used up and replaced) goes out with whatever answers:
+        # the handler's response, a refusal below, or the error page an exception becomes.
+        request.state.new_cookies = cookies
         if principal is None:
             return _unauthenticated(d, request, api)
         minted = ""
@@ -64,6 +76,7 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
         if request.method not in READS:
             refused = await _refused_write(d, request, principal, admin=admin, api=api)
             if refused is not None:
+                d.auth.set_cookies(refused, cookies)
                 return refused
         response = await handler(d, request, principal)
         if cookies:

@@ -5,6 +5,7 @@ and the JSON response every API answer and error uses."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,11 +43,28 @@ class JSONResponse(_StarletteJSONResponse):
             return super().render(displayable(content))
 
 
+HIDDEN = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                    "\u3164\ufeff\uffa0\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                    "\U000e0000-\U000e007f]")
+"""Characters that change how text around them reads but show nothing themselves: the bidirectional
+controls (U+202E makes "\u202egnp.exe" read "exe.png"), zero-width spaces and joiners, the soft
+hyphen, word joiners and invisible operators, the byte-order mark, fillers and tag characters.  A
+job name, an argument, an error or a user name holding one is printed with it spelled out."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every :data:`HIDDEN` character spelled as ``\\u202e`` (``\\U000e0041`` beyond
+    the BMP), the way JSON and Python write them: "\u202egnp.exe" prints as ``\\u202egnp.exe``.
+    (An emoji joined by U+200D shows its parts and the joiner: this is an operator's panel.)"""
+    return HIDDEN.sub(lambda m: f"\\u{ord(m[0]):04x}" if ord(m[0]) <= 0xFFFF else f"\\U{ord(m[0]):08x}", text)
+
+
 def _finalize(value: Any) -> Any:
-    """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8 (markup,
-    already escaped, stays markup)."""
+    """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8, its hidden
+    characters spelled out (:func:`visible`); markup, already escaped, stays markup (the spelling
+    adds no character HTML gives a meaning to, so that holds in an attribute too)."""
     if isinstance(value, str):
-        clean = safe_text(value)
+        clean = visible(safe_text(value))
         return Markup(clean) if isinstance(value, Markup) else clean
     return value
 
@@ -127,11 +145,17 @@ class Dashboard:
 
     def error(self, request: Request, status: int, text: str) -> Response:
         """An error for any request: JSON for the API and /metrics, else the error page (no user:
-        the error may be that there is none)."""
+        the error may be that there is none).  A session the guards made for this request (from a
+        remember-me token) still reaches the browser."""
+        response: Response
         if "/api/" in request.url.path or request.url.path.endswith("/metrics"):
-            return JSONResponse({"error": text}, status_code=status)
-        return HTMLResponse(self.env.get_template("error.html").render(user=None, message=text, root=request.scope.get(
-            "root_path", ""), path="", csrf="", query={}), status_code=status)
+            response = JSONResponse({"error": text}, status_code=status)
+        else:
+            response = HTMLResponse(self.env.get_template("error.html").render(
+                user=None, message=text, root=request.scope.get("root_path", ""), path="", csrf="", query={}),
+                status_code=status)
+        self.auth.set_cookies(response, getattr(request.state, "new_cookies", None) or [])
+        return response
 
 
 Handler = Callable[[Dashboard, Request, Principal], Awaitable[Response]]

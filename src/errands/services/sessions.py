@@ -4,8 +4,14 @@ turns what these functions return into cookies.
 
 A session is a random token whose SHA-256 the database keeps, with the session's CSRF token.
 "Remember me" is a second token ``selector:validator``; the database keeps the validator's digest,
-and each use replaces the token (rotation).  Failed logins are counted per account and per client
-address in the database, so every dashboard process sees the same limits.
+and each use replaces the token (rotation).  A used token is kept, marked used, for as long as a
+token lives: when it comes back, two browsers hold copies of one cookie, so the account's every
+session and token end and the audit log says so (reuse detection).  Only a second use within
+``remember_reuse_grace`` seconds of the first is let go (signed in as nobody, nothing ended): two
+tabs a restarted browser restores at once present the same token.
+
+Failed logins are counted per account and per client address in the database, so every dashboard
+process sees the same limits; :func:`login_refused` is the policy.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import StoreError
+from ..store.accounts import used_mark
 from . import passwords
 from .tokens import digest, new_token, same
 
@@ -24,6 +31,8 @@ if TYPE_CHECKING:
     from ..app import Errands
 
 TOO_MANY = "Too many failed attempts. Wait a few minutes and try again."
+REUSED = ("a remember-me token was used a second time (a copy of the cookie): every session and remember-me "
+          "token of the account ended")
 WRONG = "Wrong user name or password."
 
 
@@ -35,6 +44,7 @@ class SessionPolicy(Protocol):
     max_failures_per_account: int
     max_failures_per_address: int
     failure_window: float
+    remember_reuse_grace: float
 
 
 @dataclass(frozen=True)
@@ -51,23 +61,33 @@ class SignedIn:
     """A new ``selector:validator``, for the remember-me cookie."""
 
 
-def current(app: Errands, token: str | None, remembered: str | None, policy: SessionPolicy) -> SignedIn | None:
+def current(app: Errands, token: str | None, remembered: str | None, policy: SessionPolicy,
+            address: str = "unknown") -> SignedIn | None:
     """The account behind a session token or, failing that, a remember-me token (which is used up
-    and replaced by a new session).  A remember-me validator that does not match its live selector
-    means the token was stolen and used: every remember-me token of that account ends."""
+    and replaced by a new session).  A used token presented again, or a validator that does not
+    match its selector, means the cookie was copied: every session and remember-me token of that
+    account ends, and the audit log says so."""
     store = app.store
     if token:
         session = store.accounts.get_session(digest(token))
         if session is not None:
             u = session.user
             return SignedIn(u.username, u.role, u.theme, session.csrf)
-    if remembered and ":" in remembered:
-        selector, validator = remembered.split(":", 1)
-        taken = store.accounts.take_remember(selector)
-        if taken is not None and same(taken[0], digest(validator)):
-            return start(app, taken[1], remember=True, policy=policy)
-        if taken is not None:
-            store.accounts.forget_remember_of(taken[1].id)
+    if not remembered or ":" not in remembered:
+        return None
+    selector, validator = remembered.split(":", 1)
+    found = store.accounts.use_remember(selector, keep_for=policy.remember_ttl, grace=policy.remember_reuse_grace)
+    if found is None:
+        return None
+    if not found.used and same(found.validator_hash, digest(validator)):
+        return start(app, found.user, remember=True, policy=policy)
+    if found.recently_used and same(found.validator_hash, used_mark(digest(validator))):
+        return None  # the same browser's parallel request: the first one carries the new token
+    store.accounts.end_everything_of(found.user.id)
+    store.accounts.audit(found.user.username, "remember-reuse", f"user {found.user.username}",
+                         f"{REUSED}; seen from {address}")
+    log.warning("remember-me token of %s reused from %s: its sessions and tokens ended", found.user.username,
+                address)
     return None
 
 
@@ -112,10 +132,9 @@ def sign_in(app: Errands, username: str, password: str, address: str, remember: 
     so timing tells no user name; every attempt is recorded, a success also in the audit log."""
     prune_now_and_then(app)
     store = app.store
-    per_account = store.accounts.failed_logins(username=username, window=policy.failure_window)
-    if per_account >= policy.max_failures_per_account or \
-            store.accounts.failed_logins(ip=address, window=policy.failure_window) >= policy.max_failures_per_address:
-        store.accounts.record_login(username, address, False)
+    if login_refused(store.accounts.failed_logins(username=username, window=policy.failure_window),
+                     store.accounts.failed_logins(ip=address, window=policy.failure_window), policy):
+        store.accounts.record_login(username, address, False, refused=True)
         return None, TOO_MANY
     user = store.accounts.get_user(username)
     if user is None or user.disabled:
@@ -131,6 +150,23 @@ def sign_in(app: Errands, username: str, password: str, address: str, remember: 
     return signed, ""
 
 
+def login_refused(account_failures: int, address_failures: int, policy: SessionPolicy) -> bool:
+    """Whether the limits refuse a login attempt without checking its password.
+
+    The counts are *failures* (wrong passwords) within ``failure_window``; attempts refused here
+    are recorded apart and never counted, so trying during a lock does not lengthen it.
+
+    * An address with ``max_failures_per_address`` failures (on any accounts) is refused.
+    * An account with ``max_failures_per_account`` failures is locked, but only for addresses with a
+      failure of their own in the window: the real user, from an address that has not been guessing,
+      still signs in with the right password, however often an attacker elsewhere keeps the account
+      locked.  The price: each fresh address an attacker owns gets a guess at a locked account.
+    """
+    if address_failures >= policy.max_failures_per_address:
+        return True
+    return account_failures >= policy.max_failures_per_account and address_failures > 0
+
+
 def sign_out(app: Errands, token: str | None, remembered: str | None) -> None:
     """End a session and its remember-me token; a database that fails meanwhile does not keep the
     user signed in on this browser (the cookies go anyway), so errors are swallowed."""
@@ -141,6 +177,6 @@ def sign_out(app: Errands, token: str | None, remembered: str | None) -> None:
             pass
     if remembered and ":" in remembered:
         try:
-            app.store.accounts.take_remember(remembered.split(":", 1)[0])
+            app.store.accounts.forget_remember(remembered.split(":", 1)[0])
         except StoreError:
             pass

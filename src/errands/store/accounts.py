@@ -37,6 +37,25 @@ class SessionRow(NamedTuple):
     expires_at: datetime
 
 
+USED = "~"
+"""The mark of a used (rotated) remember-me token in its ``validator_hash``."""
+
+
+def used_mark(validator_hash: str) -> str:
+    """What a used token keeps of its digest: the mark, then all but the digest's last digit."""
+    return USED + validator_hash[:63]
+
+
+class RememberRow(NamedTuple):
+    validator_hash: str
+    """The validator's digest, or for a used token :func:`used_mark` of it."""
+    user: UserRow
+    used: bool
+    """Used once already: presenting it again is a reuse (unless ``recently_used``)."""
+    recently_used: bool
+    """Used within the grace period: the same browser's parallel requests, not a theft."""
+
+
 class AuditRow(NamedTuple):
     id: int
     at: datetime
@@ -143,29 +162,54 @@ class AccountStore:
             "VALUES ({p}, {p}, {p}, {now_plus})"),
             (selector, validator_hash, user_id, float(ttl))))
 
-    def take_remember(self, selector: str) -> tuple[str, UserRow] | None:
-        """Remove and return (validator hash, user) of a live token: each token is used once,
-        then replaced (rotation), so a stolen one works at most once and shows as a conflict."""
+    def use_remember(self, selector: str, *, keep_for: float, grace: float) -> RememberRow | None:
+        """Use the token ``selector`` once: return it as it was, and mark it used (rotation).
 
-        def take(cur: Any) -> tuple[str, UserRow] | None:
+        A used token is not deleted but kept ``keep_for`` seconds more, its digest marked with
+        :data:`USED`, so that a second use shows as what it is: a copy of the cookie in another
+        hand (reuse).  The mark lives in ``validator_hash`` (a digest is 64 hex digits, the mark
+        takes the first of them), and the time of use in ``expires_at`` (use + ``keep_for``):
+        no schema change.  ``recently_used`` says the token was used less than ``grace`` seconds ago."""
+
+        def use(cur: Any) -> RememberRow | None:
             columns = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
-            cur.execute(self.d.q("SELECT r.validator_hash, " + columns + " FROM {remember} r JOIN {users} u "
-                               "ON u.id = r.user_id WHERE r.selector = {p} AND r.expires_at > {now} "
-                               "AND u.disabled = 0") + self.d.lock_rows, (selector,))
+            cur.execute(self.d.q("SELECT r.validator_hash, CASE WHEN r.expires_at > {now_plus} THEN 1 ELSE 0 END, "
+                               + columns + " FROM {remember} r JOIN {users} u ON u.id = r.user_id "
+                               "WHERE r.selector = {p} AND r.expires_at > {now} AND u.disabled = 0") + self.d.lock_rows,
+                        (float(keep_for) - float(grace), selector))
             r = cur.fetchone()
-            cur.execute(self.d.q("DELETE FROM {remember} WHERE selector = {p}"), (selector,))
-            return None if r is None else (r[0], self._user(r[1:]))
+            if r is None:
+                return None
+            used = str(r[0]).startswith(USED)
+            if not used:
+                cur.execute(self.d.q("UPDATE {remember} SET validator_hash = {p}, expires_at = {now_plus} "
+                                   "WHERE selector = {p}"), (used_mark(r[0]), float(keep_for), selector))
+            return RememberRow(r[0], self._user(r[2:]), used, used and bool(r[1]))
 
-        return self.db.run(take, write=True)
+        return self.db.run(use, write=True)
 
-    def forget_remember_of(self, user_id: int) -> None:
-        self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {remember} WHERE user_id = {p}"), (user_id,)))
+    def forget_remember(self, selector: str) -> None:
+        """Delete one remember-me token (signing out on this browser)."""
+        self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {remember} WHERE selector = {p}"), (selector,)),
+                    write=True)
+
+    def end_everything_of(self, user_id: int) -> None:
+        """End every session and remember-me token of an account (a stolen token was seen)."""
+
+        def delete(cur: Any) -> None:
+            cur.execute(self.d.q("DELETE FROM {sessions} WHERE user_id = {p}"), (user_id,))
+            cur.execute(self.d.q("DELETE FROM {remember} WHERE user_id = {p}"), (user_id,))
+
+        self.db.run(delete, write=True)
 
     # ------------------------------------------------------------------ login attempts
-    def record_login(self, username: str, ip: str, ok: bool) -> None:
+    def record_login(self, username: str, ip: str, ok: bool, *, refused: bool = False) -> None:
+        """One attempt: ``ok`` 1 (signed in), 0 (a failure: the only kind the limits count) or, for an
+        attempt the limits refused without checking its password, 2 (kept for the record only, so
+        refused attempts never lengthen a lock)."""
         self.db.run(lambda cur: cur.execute(self.d.q(
             "INSERT INTO {login_attempts} (username, ip, at, ok) VALUES ({p}, {p}, {now}, {p})"),
-            (username[:100], ip[:64], 1 if ok else 0)))
+            (username[:100], ip[:64], 2 if refused else 1 if ok else 0)))
 
     def failed_logins(self, *, username: str | None = None, ip: str | None = None, window: float) -> int:
         """Failed attempts for an account or from an address within the last ``window`` seconds."""

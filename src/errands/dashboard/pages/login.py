@@ -11,7 +11,10 @@ from ...services import accounts
 from ..auth import THEMES, Principal
 from ..guards import HOST_SIGN_IN
 from ..rendering import Dashboard
-from ..security import local_path
+from ..security import cross_site, local_path
+
+CROSS_SITE = ("This login came from another site, which may not sign you in (login CSRF). Open the dashboard's "
+              "own login page and sign in there.")
 
 
 async def login_page(d: Dashboard, request: Request) -> Response:
@@ -25,6 +28,8 @@ async def login(d: Dashboard, request: Request) -> Response:
     """Check a password; on success a session (and cookies) and a redirect to where the user was going."""
     if not d.auth.own_logins:  # no password of ours is a way in when the host signs people in
         return d.render(request, "error.html", None, status=401, message=HOST_SIGN_IN)
+    if cross_site(request.headers):  # another site's form would sign this browser into its author's account
+        return d.render(request, "error.html", None, status=403, message=CROSS_SITE)
     form = await request.form()
     username, password = str(form.get("username", ""))[:100], str(form.get("password", ""))
     address = request.client.host if request.client else "unknown"
