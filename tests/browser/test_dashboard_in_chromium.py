@@ -269,3 +269,24 @@ def test_workflow_page_at_desktop_and_phone_widths_in_both_themes(site, browser,
         assert not [e for e in errors if "Content Security Policy" in e], errors
         context.close()
     app.store.close()
+
+
+def test_bidi_and_invisible_characters_show_spelled_out(site, browser):
+    """Issue 15: "\u202egnp.exe" must not read as "exe.png" in a name, an argument or a user name."""
+    app = site.app()
+    handle, other = app.enqueue_many([app.registry["fixable"].prepare("\u202egnp.exe"),
+                                      app.registry["quick"].prepare("a\u200bd\u2066a\u2069")])
+    site.cli("users", "create", "mal\u202eory", "--role", "viewer", "--password", PASSWORD)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    log_in(page, site)
+    for path, shown in ((f"/jobs/{handle.id}", ("\\u202egnp.exe",)),
+                        (f"/jobs/{other.id}", ("a\\u200bd\\u2066a\\u2069",)),
+                        ("/jobs?queue=default", ("\\u202egnp.exe",)), ("/users", ("mal\\u202eory",))):
+        page.goto(site.url + path)
+        text = page.inner_text("main")
+        for spelled in shown:
+            assert spelled in text, (path, spelled)
+        hidden = [c for c in text if c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200e\u200f"]
+        assert not hidden, (path, hidden)
+    shot(page, "09-bidi-spelled-out")
+    app.store.close()
