@@ -311,3 +311,12 @@ def test_results_pass_on_unchanged_whatever_json_they_hold(app, jobs):
     app.chain(tricky.prepare(), receiver.s(when), pass_results=True)
     drain(app)
     assert seen == [({"__type__": "datetime", "__value__": "not a date", "n": [1, {"__type__": "x"}]}, when)]
+
+
+def test_a_batch_of_five_thousand_jobs_is_stored_in_chunks(app, jobs):
+    """Members of a batch take the insert of jobs with features (15 parameters a row): 5,000 of
+    them in one statement would pass PostgreSQL's limit of 65,535 parameters."""
+    batch = app.batch([jobs.square.prepare(n) for n in range(5000)])
+    assert len(batch.jobs) == 5000 and len({h.id for h in batch.jobs}) == 5000
+    assert batch.status().total == 5000
+    assert [h.id for h in batch.jobs] == sorted(h.id for h in batch.jobs)  # ids in member order

@@ -36,7 +36,8 @@ from .steps import ERROR_MESSAGE_CAP, Failure, Steps
 _new_claimed = functools.partial(tuple.__new__, ClaimedJob)
 """ClaimedJob from a claimed row without ``_make``'s Python-level length check (hundreds per
 claim): every dialect's claim returns exactly CLAIM_COLUMNS."""
-_PLAIN = (None, None, None, 0, None, None, None, None)
+_PLAIN = NewJob("", "", "")[8:]
+"""The fields after ``run_at`` of a job that uses no feature: such jobs take the fast insert."""
 """The feature fields of a NewJob that uses none (unique_key, after, concurrency_key, flags, batch_id, label,
 cost, unique_for): such jobs take the fast insert paths."""
 

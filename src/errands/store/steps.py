@@ -26,7 +26,7 @@ from ..core.rows import (
     NewJob,
     as_int,
 )
-from .dialects.base import FAILED_COLUMNS, Dialect
+from .dialects.base import FAILED_COLUMNS, INSERT_CHUNK, Dialect
 
 ERROR_MESSAGE_CAP = ERROR_TEXT_CAP
 RICH_COLUMNS = ("queue, name, payload, priority, attempts, max_attempts, timeout, available_at, created_at, "
@@ -142,14 +142,16 @@ class Steps:
         def flush() -> None:
             if not waiting:
                 return
-            params = [v for _, row in waiting for v in row]
-            if len(waiting) == 1:
-                got = [self.d.insert_one(cur, insert + row_sql, params)]
-            else:
-                got = self.d.insert_returning_ids(cur, insert + ", ".join([row_sql] * len(waiting)), params,
-                                                 len(waiting))
-            for (position, _), job_id in zip(waiting, got, strict=True):
-                ids[position] = job_id
+            for start in range(0, len(waiting), INSERT_CHUNK):  # a driver takes at most 65,535 parameters
+                chunk = waiting[start:start + INSERT_CHUNK]
+                params = [v for _, row in chunk for v in row]
+                if len(chunk) == 1:
+                    got = [self.d.insert_one(cur, insert + row_sql, params)]
+                else:
+                    got = self.d.insert_returning_ids(cur, insert + ", ".join([row_sql] * len(chunk)), params,
+                                                     len(chunk))
+                for (position, _), job_id in zip(chunk, got, strict=True):
+                    ids[position] = job_id
             waiting.clear()
 
         steps: list[tuple[int, NewJob, list[int], Any]] = []
