@@ -100,7 +100,10 @@ def test_migration_runs_on_djangos_connection_of_an_in_memory_database(project_d
     use_database("sqlite:///:memory:")
     try:
         applied = migrate_connection(connections["default"])
-        assert applied == [1, 2, 3, 1, 2, 3]  # both backends' tables (two prefixes)
+        from errands.store import open_store
+
+        versions = [version for version, _ in open_store("sqlite:///:memory:").dialect.migrations()]
+        assert applied == versions * 2  # both backends' tables (two prefixes), every version
         from django.core.exceptions import ImproperlyConfigured
         from shop import tasks
 
