@@ -320,3 +320,20 @@ def test_a_batch_of_five_thousand_jobs_is_stored_in_chunks(app, jobs):
     assert len(batch.jobs) == 5000 and len({h.id for h in batch.jobs}) == 5000
     assert batch.status().total == 5000
     assert [h.id for h in batch.jobs] == sorted(h.id for h in batch.jobs)  # ids in member order
+
+
+def test_a_step_returning_what_json_cannot_hold_goes_to_the_dead_letter(app, jobs):
+    """Its dependants would otherwise receive null in its place, silently."""
+
+    @app.job(name="unstorable")
+    def unstorable() -> object:
+        return object()
+
+    wf = app.workflow()
+    bad = wf.add(unstorable.prepare())
+    after = wf.add(jobs.total.s(), after=[bad], results=True)
+    wf.enqueue()
+    drain(app)
+    entry = app.store.jobs.get_failed(bad.job.id)
+    assert entry is not None and entry.error_type == "errands.ResultNotJSON"
+    assert after.job.status() is JobState.BLOCKED and not any(e[0] == "total" for e in jobs.log)

@@ -21,7 +21,7 @@ from ..core.errors import BadPayload, StoreUnavailable
 from ..core.hooks import call_on_dead, call_on_retry, chain_of
 from ..core.payload import encode_result, safe_text
 from ..core.retry import DEFAULT_POLICY, decide
-from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, ClaimedJob, FailedJob
+from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 from ..store.features import Finished
 from ..store.steps import Failure
 from .execution import Outcome, Result, describe_arguments
@@ -145,6 +145,7 @@ class Settling:
         one run at a time, and a run whose own write is refused goes to the dead letter saying so."""
         if self.to_complete:
             self._write_completed()
+        self._refuse_unstorable_results()
         if any(o.result is Result.OK for o in self.unsettled):
             self._write_finished()
         state = self.state
@@ -156,6 +157,18 @@ class Settling:
             state.forget([outcome.row.id])
             state.cancel_requested.discard(outcome.row.id)
             state.jobs_done += 1
+
+    def _refuse_unstorable_results(self) -> None:
+        """A workflow step whose return value JSON cannot hold goes to the dead letter: the steps
+        after it would otherwise receive null in its place, silently."""
+        for i, outcome in enumerate(self.unsettled):
+            if outcome.result is Result.OK and outcome.row.flags & FLAG_WORKFLOW:
+                try:
+                    encode_result(outcome.value)
+                except (TypeError, ValueError) as exc:
+                    self.unsettled[i] = outcome._replace(
+                        result=Result.FATAL, error_type="errands.ResultNotJSON",
+                        error_message=safe_text(f"a workflow step must return what JSON can hold: {exc}", 500))
 
     def _write_completed(self) -> None:
         """The plain successes: one DELETE, or one per run if the database refuses the batch."""
