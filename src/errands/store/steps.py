@@ -26,6 +26,7 @@ from ..core.rows import (
     NewJob,
     as_int,
 )
+from ..core.settings import DEFAULTS
 from .dialects.base import FAILED_COLUMNS, INSERT_CHUNK, Dialect
 
 ERROR_MESSAGE_CAP = ERROR_TEXT_CAP
@@ -336,23 +337,28 @@ class Steps:
                         values[int(ref)] = None if result is None else decode_result(result)
                     except BadPayload:
                         pass
+        payloads: dict[int, Any] = {}
+        ids = sorted(specs)
+        for start in range(0, len(ids), 500):  # one read per 500 released steps, not one per step
+            chunk = ids[start:start + 500]
+            cur.execute(self.d.q("SELECT id, payload FROM {jobs} WHERE id IN (") + self.d.marks(chunk) + ")", chunk)
+            payloads.update((int(job_id), payload) for job_id, payload in cur.fetchall())
+        filled: list[tuple[str, int]] = []
         for job_id, spec in sorted(specs.items()):
-            missing = [r for r in _refs(spec) if r not in values]
-            cur.execute(self.d.q("SELECT payload FROM {jobs} WHERE id = {p}"), (job_id,))
-            row = cur.fetchone()
-            if row is None:
+            if job_id not in payloads:
                 continue
+            missing = [r for r in _refs(spec) if r not in values]
             if missing:
                 self.bury_locked(cur, "id = {p}", (job_id,), INPUT_MISSING,
                                  f"the result of job {missing[0]} is not there (it did not succeed, or its record "
                                  "was forgotten or expired)")
                 continue
             try:
-                payload = with_inputs(row[0], first=_fill(spec, values), has_first=True)
+                filled.append((with_inputs(payloads[job_id], first=_fill(spec, values), has_first=True), job_id))
             except BadPayload as exc:
                 self.bury_locked(cur, "id = {p}", (job_id,), "errands.BadPayload", str(exc))
-                continue
-            cur.execute(self.d.q("UPDATE {jobs} SET payload = {p} WHERE id = {p}"), (payload, job_id))
+        if filled:
+            cur.executemany(self.d.q("UPDATE {jobs} SET payload = {p} WHERE id = {p}"), filled)
 
     def lock_name(self, cur: Any, name: str) -> None:
         """Serialise on ``name`` until the transaction ends (a row of the locks table)."""
@@ -392,7 +398,7 @@ class Steps:
         row = cur.fetchone()
         if row is None or row[0] != "cancel":
             return 0
-        ttl = float(row[1] or 0) or 7 * 86400.0
+        ttl = float(row[1] or 0) or DEFAULTS["result_ttl"]  # a batch stored before result_ttl was kept
         cancelled = 0
         frontier = list(failed)
         while frontier:
