@@ -361,9 +361,11 @@ class JobDefinition(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = check_handler(func)
         self._positional = _positional_range(self._signature)
-        self.enums = EnumParameters(name, func, self._signature)
-        """The parameters annotated with an Enum class (falsy for most jobs): their members travel
-        as their values and come back as members."""
+        enums = EnumParameters(name, func, self._signature)
+        self.enums: EnumParameters | None = enums if enums else None
+        """The parameters annotated with an Enum class (None for most jobs, so the worker's check per
+        run is a plain test): their members travel as their values and come back as members."""
+        self._fast = self._fast_path()
         self._cursor: Any = None
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -436,6 +438,7 @@ class JobDefinition(Generic[P, R]):
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
         clone.__dict__.update(self.__dict__)
         clone.options = replace(self.options, **changes).validated()
+        clone._fast = clone._fast_path()
         if cursor is not None:
             clone._cursor = cursor
         return clone
@@ -455,11 +458,23 @@ class JobDefinition(Generic[P, R]):
             what = " (after the result it receives)" if receives else ""
             raise InvalidOption(f"arguments{what} do not match job {self.name!r}{self._signature}: {exc}") from None
 
+    def _fast_path(self) -> bool:
+        """Whether neither the definition nor its options change what an enqueue stores beyond the
+        payload (no unique key, dependency, result, label, cost, Enum parameter): most jobs, whose
+        enqueue then skips every feature's checks (``app.keep_results`` is read per call)."""
+        o = self.options
+        return self._plain and not self.enums and o.unique_key is None and not o.after and not o.keep_result \
+            and o.label is None and o.cost is None
+
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """Validate and encode one call without storing it (for ``app.enqueue_many``)."""
         accepts = self._positional
         if kwargs or accepts is None or not accepts[0] <= len(args) <= accepts[1]:
             self.check_arguments(args, kwargs)
+        if self._fast and not self.app.keep_results:
+            o = self.options
+            return NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
+                          o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         return self._encode(args, kwargs)
 
     def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> NewJob:

@@ -121,7 +121,8 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
 def encode_payload(name: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
     """Arguments as compact JSON; refuse what the codec cannot carry, what nests too deeply, what is too big."""
     try:
-        if _PLAIN.issuperset(map(type, args)) and _PLAIN.issuperset(map(type, kwargs.values())):
+        if (type(args[0]) in _PLAIN if len(args) == 1 else _PLAIN.issuperset(map(type, args))) \
+                and (not kwargs or _PLAIN.issuperset(map(type, kwargs.values()))):
             payload = _encode({"args": list(args), "kwargs": kwargs})  # the usual case: no tag possible
         else:
             tagger = _Tagger()
