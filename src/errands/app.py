@@ -71,15 +71,15 @@ class BatchHandle:
         return row
 
     def workflow(self) -> WorkflowRow:
-        """Its steps with their states (see :meth:`Errands.workflow_status`)."""
-        row = self._app.workflow_status(self.id)
+        """Its steps with their states (see :meth:`Workflows.status`)."""
+        row = self._app.workflows.status(self.id)
         if row is None:
             raise ConfigurationError(f"batch {self.id} does not exist (or was pruned)")
         return row
 
     def cancel(self) -> int:
-        """Cancel every member that has not started; returns how many (see :meth:`Errands.cancel_workflow`)."""
-        return self._app.cancel_workflow(self.id)
+        """Cancel every member that has not started; returns how many (see :meth:`Workflows.cancel`)."""
+        return self._app.workflows.cancel(self.id)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} id={self.id} jobs={len(self.jobs)}>"
@@ -117,6 +117,26 @@ def _eager_inputs(spec: Any, position: int, outcomes: list[Any]) -> Any:
     if isinstance(spec, list):
         return [_eager_inputs(item, position, outcomes) for item in spec]
     return outcomes[position + spec][1]
+
+
+class Workflows:
+    """``app.workflows``: follow and stop workflows (and chains and batches) already stored.
+
+    Building one is ``app.workflow()``; what happens to it afterwards lives here rather than as
+    more verbs on the application object."""
+
+    def __init__(self, app: Errands) -> None:
+        self._app = app
+
+    def status(self, workflow_id: int) -> WorkflowRow | None:
+        """A workflow's (or chain's, or batch's) progress and each step with its state, parents
+        and error; None when there is no such workflow (or it was pruned)."""
+        return self._app.store.workflows.get(workflow_id)
+
+    def cancel(self, workflow_id: int) -> int:
+        """Cancel every step of a workflow (or chain, or batch) that has not started; running
+        steps finish.  Returns how many steps were cancelled."""
+        return self._app.store.workflows.cancel(workflow_id, float(self._app.result_ttl))
 
 
 class Errands:
@@ -157,6 +177,8 @@ class Errands:
         if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
             raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
         self.keep_results = keep_results
+        self.workflows = Workflows(self)
+        """Follow and cancel stored workflows: ``app.workflows.status(id)``, ``app.workflows.cancel(id)``."""
         self.keep_traceback = bool(keep_traceback)
         self.result_ttl = float(result_ttl)
         self.failed_ttl = None if failed_ttl is None else float(failed_ttl)
@@ -483,16 +505,6 @@ class Errands:
 
     def batch_status(self, batch_id: int) -> BatchRow | None:
         return self.store.features.get_batch(batch_id)
-
-    def workflow_status(self, workflow_id: int) -> WorkflowRow | None:
-        """A workflow's (or chain's, or batch's) progress and each step with its state, parents
-        and error; None when there is no such workflow (or it was pruned)."""
-        return self.store.workflows.get(workflow_id)
-
-    def cancel_workflow(self, workflow_id: int) -> int:
-        """Cancel every step of a workflow (or chain, or batch) that has not started; running
-        steps finish.  Returns how many steps were cancelled."""
-        return self.store.workflows.cancel(workflow_id, float(self.result_ttl))
 
     # ------------------------------------------------------------------ eager mode (for tests)
     @contextlib.contextmanager

@@ -76,7 +76,7 @@ def test_show_limits_the_steps_it_lists(app, diamond):
 def test_cancel_cancels_what_has_not_run_and_is_audited_as_the_cli(app, diamond):
     done = _run(app, "workflow", "cancel", str(diamond.id))
     assert done.exit_code == 0 and done.output == f"workflow {diamond.id}: 1 step(s) cancelled\n"
-    assert app.workflow_status(diamond.id).steps[3].state.value == "cancelled"
+    assert app.workflows.status(diamond.id).steps[3].state.value == "cancelled"
     [entry] = [a for a in app.store.accounts.audit_log() if a.action == "cancel"]
     assert (entry.actor, entry.target, entry.detail) == ("cli", f"workflow {diamond.id}", "1 step(s) cancelled")
 

@@ -150,7 +150,7 @@ def test_a_viewer_sees_no_cancel_and_cannot_cancel(web, dash_app, steps):
     assert refused.status_code == 403
     api = web.post(f"/api/workflows/{handle.id}/cancel", headers={"X-CSRF-Token": csrf(web)})
     assert api.status_code == 403
-    assert all(s.state is not JobState.CANCELLED for s in dash_app.workflow_status(handle.id).steps)
+    assert all(s.state is not JobState.CANCELLED for s in dash_app.workflows.status(handle.id).steps)
 
 
 def test_an_admin_cancels_what_has_not_run_after_confirming_and_it_is_audited(web, dash_app, steps):
@@ -161,11 +161,11 @@ def test_an_admin_cancels_what_has_not_run_after_confirming_and_it_is_audited(we
     assert web.post(f"/workflows/{handle.id}/cancel", data={"confirm": "1"}).status_code == 403  # no CSRF token
     ask = web.post(f"/workflows/{handle.id}/cancel", data={"csrf": csrf(web)})
     assert ask.status_code == 200 and "4 step(s) that have not started will be cancelled" in ask.text
-    assert dash_app.workflow_status(handle.id).state == "running"  # asking changed nothing
+    assert dash_app.workflows.status(handle.id).state == "running"  # asking changed nothing
     done = web.post(f"/workflows/{handle.id}/cancel", data={"csrf": csrf(web), "confirm": "1"},
                     follow_redirects=False)
     assert done.status_code == 303 and done.headers["location"] == f"/workflows/{handle.id}?done=cancelled%3A4"
-    status = dash_app.workflow_status(handle.id)
+    status = dash_app.workflows.status(handle.id)
     assert status.state == "cancelled" and {s.state for s in status.steps} == {JobState.CANCELLED}
     [entry] = [e for e in web.get("/api/audit").json()["entries"] if e["action"] == "cancel"]
     assert (entry["actor"], entry["target"], entry["detail"]) == (ADMIN, f"workflow {handle.id}", "4 step(s) cancelled")
@@ -183,7 +183,7 @@ def test_the_list_shows_recent_workflows_with_state_and_progress(web, dash_app, 
     cancelled = dash_app.workflow("stopped")
     cancelled.add(steps.fetch.prepare(3))
     stopped = cancelled.enqueue()
-    dash_app.cancel_workflow(stopped.id)
+    dash_app.workflows.cancel(stopped.id)
     login(web)
     html = web.get("/workflows").text
     for wf_id in (handle.id, done.id, stopped.id):

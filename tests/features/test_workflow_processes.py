@@ -43,7 +43,7 @@ def test_fan_ins_run_once_after_every_member_and_a_thousand_steps_sum_right(fapp
     for _ in range(2):
         spawn("-p", "2", "-c", "2", "--queue", "default")
     for handle, _, _ in [big, *small]:
-        wait_for(lambda h=handle: fapp.workflow_status(h.id).batch.finished, timeout=240,
+        wait_for(lambda h=handle: fapp.workflows.status(h.id).batch.finished, timeout=240,
                  message=f"workflow {handle.id} to finish")
     wait_for(lambda: _rows(fapp, "SELECT COUNT(*) FROM {jobs}")[0][0] == 0, message="every job to be done")
     totals = [(tag, job_id) for job_id, tag, _, _ in events(fapp, "wf_total")]
@@ -54,7 +54,7 @@ def test_fan_ins_run_once_after_every_member_and_a_thousand_steps_sum_right(fapp
     for _, parts, total in [big, *small]:
         [(started, _)] = spans[total.job.id]
         assert started >= max(end for job in parts.jobs for _, end in spans[job.id])
-    assert fapp.workflow_status(big[0].id).state == "succeeded"
+    assert fapp.workflows.status(big[0].id).state == "succeeded"
 
 
 def test_killing_every_worker_mid_workflow_loses_no_step(fapp, spawn):
@@ -71,11 +71,11 @@ def test_killing_every_worker_mid_workflow_loses_no_step(fapp, spawn):
     for proc in doomed:
         proc.send_signal(signal.SIGKILL)  # the supervisor; PR_SET_PDEATHSIG takes its worker along
         proc.wait()
-    assert not fapp.workflow_status(handle.id).batch.finished
+    assert not fapp.workflows.status(handle.id).batch.finished
     for _ in range(2):
         spawn("-p", "1", "-c", "4", lease="2")
-    wait_for(lambda: fapp.workflow_status(handle.id).batch.finished, timeout=240, message="the workflow to finish")
-    status = fapp.workflow_status(handle.id)
+    wait_for(lambda: fapp.workflows.status(handle.id).batch.finished, timeout=240, message="the workflow to finish")
+    status = fapp.workflows.status(handle.id)
     assert status.state == "succeeded" and all(s.state is JobState.SUCCEEDED for s in status.steps)
     assert len(status.steps) == 182 and status.batch.done == 182
     assert middle.job.result(timeout=0) == sum(range(120))

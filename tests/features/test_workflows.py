@@ -117,7 +117,7 @@ def test_a_workflow_inside_a_workflow(app, jobs):
     handle = outer.enqueue()
     drain(app)
     assert end.job.result(timeout=0) == 9 + 5
-    status = app.workflow_status(handle.id)
+    status = app.workflows.status(handle.id)
     assert status.state == "succeeded" and len(status.steps) == 4
     assert [s.parents for s in status.steps][1] == (handle.jobs[0].id,)
 
@@ -130,7 +130,7 @@ def test_block_policy_keeps_dependants_blocked_and_a_retry_resumes(app, jobs):
     handle = wf.enqueue()
     drain(app)
     assert end.job.status() is JobState.BLOCKED
-    status = app.workflow_status(handle.id)
+    status = app.workflows.status(handle.id)
     assert status.state == "blocked" and status.batch.failed == 1
     [record] = [entry[2] for entry in jobs.log if entry[0] == "alert"]
     assert record["name"] == "fragile" and record["args"] == [2] and record["attempts"] == 1
@@ -140,7 +140,7 @@ def test_block_policy_keeps_dependants_blocked_and_a_retry_resumes(app, jobs):
     app.retry_failed(parts.jobs[1].id)
     drain(app)
     assert end.job.result(timeout=0) == 6
-    assert app.workflow_status(handle.id).state == "succeeded"
+    assert app.workflows.status(handle.id).state == "succeeded"
 
 
 def test_cancel_policy_cancels_every_step_after_a_dead_one(app, jobs):
@@ -154,7 +154,7 @@ def test_cancel_policy_cancels_every_step_after_a_dead_one(app, jobs):
     drain(app)
     assert [h.status() for h in then.jobs + last.jobs] == [JobState.CANCELLED] * 3
     assert side.job.result(timeout=0) == 49
-    status = app.workflow_status(handle.id)
+    status = app.workflows.status(handle.id)
     assert status.state == "failed" and status.batch.finished and (status.batch.done, status.batch.failed) == (1, 4)
     assert ("finished", "wf") in jobs.log
     assert "a step it waits for failed" in (status.steps[2].error or "")
@@ -168,9 +168,9 @@ def test_cancelling_a_workflow_cancels_what_has_not_run(app, jobs):
     drain(app, ["first"])
     assert handle.cancel() == 2
     assert [h.status() for h in rest.jobs] == [JobState.CANCELLED, JobState.CANCELLED]
-    status = app.workflow_status(handle.id)
+    status = app.workflows.status(handle.id)
     assert status.state == "cancelled" and status.batch.finished
-    assert app.cancel_workflow(handle.id) == 0
+    assert app.workflows.cancel(handle.id) == 0
 
 
 def test_results_are_kept_until_the_workflow_ends_then_for_the_retention_period(app, jobs):
@@ -228,16 +228,16 @@ def test_status_lists_each_step_with_its_state_and_parents(app, jobs):
     bad = wf.add(jobs.fragile.prepare(5))
     waiting = wf.add(jobs.add.s(), after=[ok, bad], results=True)
     handle = wf.enqueue()
-    before = app.workflow_status(handle.id)
+    before = app.workflows.status(handle.id)
     assert [s.state for s in before.steps] == [JobState.READY, JobState.READY, JobState.BLOCKED]
     assert before.batch.name == "states" and before.batch.policy == "block" and before.batch.kind == "workflow"
     drain(app)
-    after = app.workflow_status(handle.id)
+    after = app.workflows.status(handle.id)
     assert [s.state for s in after.steps] == [JobState.SUCCEEDED, JobState.FAILED, JobState.BLOCKED]
     assert after.steps[2].parents == (ok.job.id, bad.job.id)
     assert after.steps[1].error == "ValueError: fragile 5 broke"
     assert waiting.job.status() is JobState.BLOCKED
-    assert app.workflow_status(10**9) is None
+    assert app.workflows.status(10**9) is None
 
 
 def test_a_step_whose_input_is_gone_goes_to_the_dead_letter_saying_why(app, jobs):

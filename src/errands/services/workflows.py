@@ -79,7 +79,7 @@ def _summary_fields(batch: BatchRow, state: str) -> dict[str, object]:
 def workflow_view(app: Errands, workflow_id: int) -> WorkflowView:
     """A workflow (chain, batch) with its progress and every step: state, parents, error and its
     column in the graph.  JobNotFound when there is none with that id."""
-    row = app.workflow_status(_checked(workflow_id))
+    row = app.workflows.status(_checked(workflow_id))
     if row is None:
         raise _missing(workflow_id)
     layers = step_layers(row.steps)
@@ -121,7 +121,7 @@ def cancel_workflow(app: Errands, actor: str, workflow_id: int) -> WorkflowCance
     Audited, whatever the count; JobNotFound when there is no such workflow."""
     if app.batch_status(_checked(workflow_id)) is None:
         raise _missing(workflow_id)
-    cancelled = app.cancel_workflow(workflow_id)
+    cancelled = app.workflows.cancel(workflow_id)
     app.store.accounts.audit(actor, "cancel", f"workflow {workflow_id}", f"{cancelled} step(s) cancelled")
     return WorkflowCancelled(workflow_id, cancelled)
 
