@@ -192,13 +192,20 @@ class JobRow:
         return decode_arguments(self.payload)
 
     def state(self, now: datetime) -> JobState:
-        if self.reserved_by is None:
-            if self.blocked_by is not None:
-                return JobState.BLOCKED
-            return JobState.READY if self.available_at <= now else JobState.DELAYED
-        if self.reserved_until is not None and self.reserved_until < now:
-            return JobState.STALE
-        return JobState.RUNNING
+        return state_in_table(self.reserved_by, self.blocked_by, self.available_at, self.reserved_until, now)
+
+
+def state_in_table(reserved_by: str | None, blocked_by: int | None, available_at: datetime,
+                   reserved_until: datetime | None, now: datetime) -> JobState:
+    """The state of a job still in the jobs table, from its lease and schedule columns: the one
+    place that decides it (job rows, workflow steps and every listing agree)."""
+    if reserved_by is None:
+        if blocked_by is not None:
+            return JobState.BLOCKED
+        return JobState.READY if available_at <= now else JobState.DELAYED
+    if reserved_until is not None and reserved_until < now:
+        return JobState.STALE
+    return JobState.RUNNING
 
 
 @dataclass(frozen=True)

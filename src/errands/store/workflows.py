@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int
+from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int, state_in_table
 from .database import Database
 from .features import BATCH_COLUMNS, batch_row
 from .steps import Steps
@@ -109,13 +109,10 @@ class WorkflowStore:
             marks = self.d.marks(chunk)
             cur.execute(self.d.q("SELECT id, reserved_by, blocked_by, available_at, reserved_until, last_error "
                                  "FROM {jobs} WHERE id IN (") + marks + ")", chunk)
+            t = self.d.to_datetime
             for job_id, reserved_by, blocked_by, available_at, until, last_error in cur.fetchall():
-                if reserved_by is None:
-                    state = JobState.BLOCKED if blocked_by is not None else \
-                        JobState.READY if self.d.to_datetime(available_at) <= now else JobState.DELAYED
-                else:
-                    state = JobState.STALE if until is not None and self.d.to_datetime(until) < now \
-                        else JobState.RUNNING
+                state = state_in_table(reserved_by, blocked_by, t(available_at), None if until is None else t(until),
+                                       now)
                 out[as_int(job_id)] = (state, last_error)
             cur.execute(self.d.q("SELECT id, error_type, error_message FROM {failed} WHERE id IN (") + marks + ")",
                         chunk)
