@@ -53,6 +53,42 @@ def test_results_are_kept_and_read_from_another_app(app, db_url):
     other.store.close()
 
 
+def test_results_keep_their_types_through_the_codec(app):
+    """A datetime, date, UUID or Decimal result comes back as one (it came back as null: JSON alone
+    cannot hold them); a dict of the result's own with a "__type__" key is no tag; an Enum member
+    is refused (kept as null, logged) rather than turned into its plain value."""
+    import datetime as dt
+    import enum
+    import uuid
+    from decimal import Decimal
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    value = {"at": dt.datetime(2026, 12, 3, 19, 0, tzinfo=dt.timezone.utc), "day": dt.date(2026, 12, 3),
+             "id": uuid.UUID(int=7), "amount": Decimal("10.10"), "own": {"__type__": "mine", "value": 1},
+             "list": [Decimal("1.5"), None, "x"]}
+
+    @app.job(name="typed", keep_result=True)
+    def typed():
+        return value
+
+    @app.job(name="coloured", keep_result=True)
+    def coloured():
+        return Colour.RED
+
+    @app.job(name="bare_decimal", keep_result=True)
+    def bare_decimal():
+        return Decimal("0.1")
+
+    handles = typed.enqueue(), coloured.enqueue(), bare_decimal.enqueue()
+    drain(app)
+    got = handles[0].result(timeout=scaled(5))
+    assert got == value and type(got["amount"]) is Decimal and type(got["at"]) is dt.datetime
+    assert handles[1].status() is JobState.SUCCEEDED and handles[1].result(timeout=scaled(5)) is None
+    assert handles[2].result(timeout=scaled(5)) == Decimal("0.1")
+
+
 def test_result_waits_raises_for_the_dead_letter_and_times_out(app):
     @app.job(name="slow", keep_result=True)
     def slow():

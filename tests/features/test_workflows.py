@@ -322,6 +322,31 @@ def test_a_batch_of_five_thousand_jobs_is_stored_in_chunks(app, jobs):
     assert [h.id for h in batch.jobs] == sorted(h.id for h in batch.jobs)  # ids in member order
 
 
+def test_a_step_receives_a_datetime_or_decimal_result_as_one(app):
+    """Results travel through the argument codec: the next step gets the datetime and the Decimal
+    its parent returned, not their JSON text (before, the parent went to the dead letter)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    seen = []
+
+    @app.job(name="stamp")
+    def stamp():
+        return [dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.timezone.utc), Decimal("2.50")]
+
+    @app.job(name="use")
+    def use(values):
+        seen.append(values)
+
+    wf = app.workflow()
+    first = wf.add(stamp.prepare())
+    wf.add(use.s(), after=[first], results=True)
+    wf.enqueue()
+    drain(app)
+    assert seen == [[dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.timezone.utc), Decimal("2.50")]]
+    assert type(seen[0][1]) is Decimal
+
+
 def test_a_step_returning_what_json_cannot_hold_goes_to_the_dead_letter(app, jobs):
     """Its dependants would otherwise receive null in its place, silently."""
 

@@ -279,10 +279,17 @@ def _untag(value: Any) -> Any:
 
 
 def encode_result(value: Any) -> str:
-    """A handler's return value as JSON (stored in the results table); TypeError or ValueError
-    (RecursionError included) when JSON cannot hold it."""
+    """A handler's return value as JSON (stored in the results table), through the same codec as
+    arguments: a datetime, date, UUID or Decimal comes back as one (from ``result()`` and in the
+    steps that receive it), an Enum member is refused rather than turned into its plain value.
+    TypeError or ValueError (RecursionError included) when the codec cannot carry it.
+
+    Tagged objects need no marker at the top: the codec tags every dict of the value that holds
+    ``"__type__"`` itself, so a ``"__type__"`` key in the stored JSON is always one of errands' tags."""
     try:
-        return _encode(value)
+        if type(value) in _PLAIN:
+            return _encode(value)
+        return _encode(_Tagger().value(value))
     except RecursionError as exc:
         raise ValueError(f"nested too deeply: {exc}") from None
 
@@ -387,8 +394,15 @@ def with_inputs(payload: Any, *, first: Any = None, has_first: bool = False,
 
 
 def decode_result(text: Any) -> Any:
-    """A stored return value; BadPayload when the stored text is not valid JSON."""
-    return _load(text)
+    """A stored return value with its tagged objects restored (see :func:`encode_result`);
+    BadPayload when the stored text is not valid JSON or holds a tag errands cannot read."""
+    data = _load(text)
+    if type(data) is not dict and type(data) is not list:
+        return data
+    try:
+        return _untag(data)
+    except RecursionError:
+        raise BadPayload("the stored result nests too deeply to decode") from None
 
 
 def read_headers(payload: Any) -> dict[str, str]:

@@ -168,7 +168,8 @@ class Settling:
                 except (TypeError, ValueError) as exc:
                     self.unsettled[i] = outcome._replace(
                         result=Result.FATAL, error_type="errands.ResultNotJSON",
-                        error_message=safe_text(f"a workflow step must return what JSON can hold: {exc}", 500))
+                        error_message=safe_text("a workflow step must return what errands can store (JSON values, "
+                                                f"datetime, date, UUID, Decimal): {exc}", 500))
 
     def _write_completed(self) -> None:
         """The plain successes: one DELETE, or one per run if the database refuses the batch."""
@@ -248,7 +249,7 @@ class Settling:
             try:
                 result = encode_result(outcome.value)
             except (TypeError, ValueError) as exc:
-                log.warning("job %d %s returned a value JSON cannot store (%s); its result is kept as null",
+                log.warning("job %d %s returned a value errands cannot store (%s); its result is kept as null",
                             row.id, row.name, exc)
         return Finished(row.id, row.flags, row.batch_id, result, ttl)
 
