@@ -7,6 +7,7 @@
 #                of the tests by 3 (default 1), for a slow or busy machine; the
 #                tests run in parallel, one process per core (TEST_WORKERS=0: not)
 #   make docs    build the documentation site into site/ (mkdocs, strict)
+#   make dist    build the wheel and the sdist into dist/ (python -m build, from the files git tracks)
 #   make check   lint, type-check and check the layers (ruff, mypy, import-linter); .ci/run runs it
 #   make graph   redraw the import graph in docs/architecture.md from the code
 #   make clean   remove both venvs, the demo's output, the built docs and test artefacts
@@ -22,7 +23,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
-.PHONY: venv test demo demo-tour docs check graph clean
+.PHONY: venv test demo demo-tour docs check graph clean dist
 
 venv: $(STAMP)
 
@@ -52,6 +53,12 @@ test: venv $(CHROMIUM) $(PGBOUNCER)
 	@status=0; $(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 		$(MAKE) --no-print-directory test-django6 || status=1; exit $$status
 
+# What users install until errands is on PyPI: a wheel and an sdist, built in an isolated environment
+# from a copy of the files git tracks (so a stray local file never ships).
+dist: venv
+	rm -rf dist && tree=$$(mktemp -d) && git ls-files -z | xargs -0 -I{} cp --parents {} $$tree 2>/dev/null; \
+		$(VENV_PYTHON) -m build --outdir dist $$tree >/dev/null && rm -rf $$tree && ls dist
+
 # The worker and the dashboard on SQLite with sample jobs flowing, until Ctrl+C.
 demo: venv
 	$(VENV_PYTHON) examples/demo/live_demo.py
@@ -74,7 +81,7 @@ graph: venv
 	$(VENV_PYTHON) scripts/import_graph.py
 
 clean:
-	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts
+	rm -rf $(VENV) .venv-django6 demo-output site test-artifacts dist
 
 # make bench [QUICK=1]: errands against PgQueuer, procrastinate, Huey, dramatiq, Celery and bare-SQL loops
 # (bench/run.py, docs/performance.md), then the backlog benchmark (bench/backlog.py, docs/scaling.md "Big

@@ -99,3 +99,19 @@ print("ok")
     dashboard = subprocess.run([str(python), "-c", "import errands.dashboard"], capture_output=True, text=True,
                                env=env)
     assert dashboard.returncode != 0 and "pip install 'errands[dashboard]'" in dashboard.stderr
+    # Every command that needs an extra says which, with exit 78 (configuration), never a traceback.
+    sqlite = f"sqlite:///{tmp_path / 'core.db'}"
+    for args, extra in ((["--database-url", sqlite, "dashboard"], "dashboard"),
+                        (["--database-url", sqlite, "metrics"], "metrics"),
+                        (["--database-url", "postgresql://nobody@127.0.0.1:1/x", "status"], "postgres"),
+                        (["--database-url", "postgresql://nobody@127.0.0.1:1/x", "migrate"], "postgres"),
+                        (["--database-url", "mysql://nobody@127.0.0.1:1/x", "status"], "mysql"),
+                        (["--database-url", "mysql://nobody@127.0.0.1:1/x", "failed", "list"], "mysql")):
+        done = subprocess.run([str(venv / "bin" / "errands"), *args], capture_output=True, text=True, env=env,
+                              timeout=scaled(60), cwd=tmp_path)
+        said = done.stdout + done.stderr
+        assert done.returncode == 78 and f"pip install 'errands[{extra}]'" in said and "Traceback" not in said, \
+            (args, done.returncode, said[-1500:])
+    doctor = subprocess.run([str(venv / "bin" / "errands"), "--database-url", "postgresql://nobody@127.0.0.1:1/x",
+                             "doctor"], capture_output=True, text=True, env=env, timeout=scaled(60), cwd=tmp_path)
+    assert "fix: pip install 'errands[postgres]'" in doctor.stdout and "Traceback" not in doctor.stderr, doctor.stdout
