@@ -32,7 +32,7 @@ except ImportError as exc:
     raise MissingExtra("errands.metrics", "metrics", exc) from exc
 
 from .core.errors import StoreError
-from .services.operator import overview
+from .services.operator import backlog, overview
 
 if TYPE_CHECKING:
     from .app import Errands
@@ -55,6 +55,7 @@ class ErrandsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             data = overview(self.app, "1h").to_json()  # the read model as the plain data _families reads
+            data["backlog"] = backlog(self.app, [q["name"] for q in data["queues"]])
         except StoreError as exc:
             log.warning("errands metrics: cannot read the database (%s)", exc)
             yield _up(0.0)
@@ -78,6 +79,12 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
     succeeded = GaugeMetricFamily("errands_succeeded_last_hour", "Runs that succeeded in the last hour.")
     failed = GaugeMetricFamily("errands_failed_last_hour", "Runs that failed (any attempt) in the last hour.")
     workers = GaugeMetricFamily("errands_workers", "Registered worker processes by liveness.", labels=["alive"])
+    backlog_jobs = GaugeMetricFamily(
+        "errands_backlog_jobs", "Jobs a worker could claim now (ready, queue not paused), counted up to 10,000: "
+        "the autoscaling metric (docs/autoscaling.md).", labels=["queue"])
+    backlog_age = GaugeMetricFamily(
+        "errands_backlog_age_seconds", "Whole seconds the oldest of the next jobs to run has been due (0: none).",
+        labels=["queue"])
     if data is not None:
         for q in data["queues"]:
             for state in STATES:
@@ -88,7 +95,10 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
         failed.add_metric([], data["throughput"]["total_failed"])
         workers.add_metric(["true"], data["workers_alive"])
         workers.add_metric(["false"], data["workers_stale"])
-    yield from (jobs, oldest, paused, succeeded, failed, workers)
+        for name, figures in data["backlog"].items():
+            backlog_jobs.add_metric([name], figures.jobs)
+            backlog_age.add_metric([name], figures.age_seconds)
+    yield from (jobs, oldest, paused, succeeded, failed, workers, backlog_jobs, backlog_age)
     yield _up(None if data is None else 1.0)
 
 

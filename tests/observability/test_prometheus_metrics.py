@@ -24,7 +24,8 @@ APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parent.parent.parent / "src"
 
 FAMILIES = ["errands_jobs", "errands_oldest_ready_seconds", "errands_queue_paused", "errands_succeeded_last_hour",
-            "errands_failed_last_hour", "errands_workers", "errands_database_up"]
+            "errands_failed_last_hour", "errands_workers", "errands_backlog_jobs", "errands_backlog_age_seconds",
+            "errands_database_up"]
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

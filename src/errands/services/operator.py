@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from ..core.errors import EnqueueError, InvalidOption, JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
-from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, StateCounts
+from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, Backlog, StateCounts
 from ..store.pool import connection_label
 from ..worker.liveness import ALIVE_AFTER_LEASES
 from .models import (
@@ -100,6 +100,12 @@ def overview(app: Errands, window: str = "1h") -> Overview:
     alive = sum(1 for w in workers if w.alive)
     return Overview(now.isoformat(), totals, capped, COUNT_CAP, queues, alive, len(workers) - alive, not alive,
                     throughput(app, window, now))
+
+
+def backlog(app: Errands, queues: Iterable[str]) -> dict[str, Backlog]:
+    """The autoscaling figures of ``queues`` (``/metrics``' ``errands_backlog_*`` gauges): per queue,
+    the jobs a new worker could claim now and how long the oldest has waited (docs/autoscaling.md)."""
+    return app.store.insights.backlog([name for name in queues if _storable(name)])
 
 
 COUNTED = ("ready", "delayed", "blocked", "running", "stale", "failed")

@@ -39,6 +39,15 @@ class StateCounts(NamedTuple):
     """When the oldest ready job became due, if the count saw every waiting job (else None)."""
 
 
+class Backlog(NamedTuple):
+    """One queue's autoscaling figures (:meth:`InsightStore.backlog`)."""
+
+    jobs: int
+    """Jobs a worker could claim now, up to ``BACKLOG_CAP`` (a paused queue has none)."""
+    age_seconds: int
+    """Whole seconds the oldest of them has been due; 0 when there is none."""
+
+
 class ConnectionCount(NamedTuple):
     """The server's sessions on this database, by client name, and its connection limit."""
 
@@ -218,6 +227,24 @@ class InsightStore:
                 row = cur.fetchone()
                 if row and row[0] is not None:
                     out[queue] = self.d.to_datetime(row[0])
+            return out
+
+        return self.db.run(read)
+
+    def backlog(self, queues: Sequence[str]) -> dict[str, Backlog]:
+        """Per queue, what an autoscaler reads: its claimable jobs (ready, queue not paused; up to
+        ``BACKLOG_CAP``) and the whole seconds the oldest of the next ones to run has been due.
+
+        The dialect's two statements, which docs/autoscaling.md hands to KEDA's SQL scalers with
+        the queue written in: the ``/metrics`` gauges and those scalers read the same numbers."""
+
+        def read(cur: Any) -> dict[str, Backlog]:
+            out = {}
+            for queue in queues:
+                cur.execute(self.d.q(self.d.backlog_jobs_sql), (queue, queue))
+                jobs = int(cur.fetchone()[0] or 0)
+                cur.execute(self.d.q(self.d.backlog_age_sql), (queue, queue))
+                out[queue] = Backlog(jobs, int(cur.fetchone()[0] or 0))
             return out
 
         return self.db.run(read)

@@ -31,6 +31,13 @@ CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, ti
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
 INSERT_CHUNK = 500
+BACKLOG_CAP = 10_000
+"""How many claimable jobs the autoscaling queries look at, at most (docs/autoscaling.md)."""
+CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+             "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
+"""The rows of one queue a worker could claim now (params: queue, queue): ready, and the queue not paused.
+The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exactly what a new worker
+would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused)."""
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
@@ -174,6 +181,13 @@ class Dialect(ABC):
     first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
                        "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
                        "ORDER BY id LIMIT 1000) first_ready")
+    #: Autoscaling (docs/autoscaling.md, the ``errands_backlog_jobs`` gauge): the claimable jobs of one
+    #: queue (params: queue, queue), counted up to BACKLOG_CAP so that a scaler polling every few
+    #: seconds never counts a backlog of millions.  Portable; KEDA's scalers run it as it is.
+    backlog_jobs_sql = f"SELECT COUNT(*) FROM (SELECT 1 {CLAIMABLE} LIMIT {BACKLOG_CAP}) backlog"
+    #: Override: whole seconds the oldest of the next BACKLOG_CAP claimable jobs (claim order) has been
+    #: due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue).
+    backlog_age_sql = ""
     #: Rows (client name, connections) of the server's sessions on this database; None: not countable.
     connections_sql: str | None = None
     #: One row, one column: how many connections the server accepts at most.

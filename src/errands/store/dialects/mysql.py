@@ -31,7 +31,19 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, PollingListener, Step
+from .base import (
+    BACKLOG_CAP,
+    CLAIM_COLUMNS,
+    CLAIMABLE,
+    FAIL,
+    RETRY,
+    UNAVAILABLE,
+    Dialect,
+    Listener,
+    Migrations,
+    PollingListener,
+    Step,
+)
 
 try:
     import pymysql
@@ -80,6 +92,8 @@ class MySQLDialect(Dialect):
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
+    backlog_age_sql = (f"SELECT COALESCE(TIMESTAMPDIFF(SECOND, MIN(available_at), {NOW}), 0) "
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id LIMIT {BACKLOG_CAP}) backlog")
     # MySQL tells no client name: every session on this database counts under one empty name.
     connections_sql = "SELECT '', count(*) FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"

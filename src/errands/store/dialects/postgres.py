@@ -26,7 +26,19 @@ from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
 from ..pool import POOL_OPTIONS, connection_label
-from .base import CLAIM_COLUMNS, FAIL, RETRY, UNAVAILABLE, Dialect, Listener, Migrations, Step, claim_order
+from .base import (
+    BACKLOG_CAP,
+    CLAIM_COLUMNS,
+    CLAIMABLE,
+    FAIL,
+    RETRY,
+    UNAVAILABLE,
+    Dialect,
+    Listener,
+    Migrations,
+    Step,
+    claim_order,
+)
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -148,6 +160,8 @@ class PostgresDialect(Dialect):
     now_sql = "now()"
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
+    backlog_age_sql = ("SELECT CAST(COALESCE(FLOOR(EXTRACT(EPOCH FROM {now} - MIN(available_at))), 0) AS BIGINT) "
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id LIMIT {BACKLOG_CAP}) backlog")
     transaction_from = COPY_FROM
     connections_sql = ("SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "GROUP BY application_name")
