@@ -180,20 +180,67 @@ def test_unmigrated_database_says_run_migrate_and_creates_nothing(db_url):
         store.close()
 
 
-@pytest.mark.parametrize("url, message", [
-    ("postgresql://postgres@127.0.0.1:1/test", "cannot reach the database"),
-    ("mysql://root@127.0.0.1:1/test", "cannot reach the database"),
-    ("sqlite:////nonexistent-dir/errands.db", "no SQLite database file at /nonexistent-dir/errands.db"),
-    ("oracle://db/x", "the database URL is unusable"),
+@pytest.mark.parametrize("url, message, fix", [
+    ("postgresql://postgres@127.0.0.1:1/test", "nothing accepts connections at 127.0.0.1:1",
+     "start PostgreSQL there, or fix the port in the URL (PostgreSQL listens on 5432"),
+    ("mysql://root@127.0.0.1:1/test", "nothing accepts connections at 127.0.0.1:1",
+     "start MySQL/MariaDB there, or fix the port in the URL (they listen on 3306"),
+    ("postgresql://postgres@no-such-host.invalid/test", "the host name 'no-such-host.invalid' does not resolve",
+     "fix the host in the URL"),
+    ("mysql://root@no-such-host.invalid/test", "the host name 'no-such-host.invalid' does not resolve",
+     "fix the host in the URL"),
+    ("sqlite:////nonexistent-dir/errands.db", "no SQLite database file at /nonexistent-dir/errands.db",
+     "check the path in the database URL"),
+    ("sqlite:///tmp/errands-doctor-relative.db", "the URL's three slashes make 'tmp/errands-doctor-relative.db' a path "
+     "relative to the current directory", "for the absolute path write four slashes: "
+     "sqlite:////tmp/errands-doctor-relative.db"),
+    ("oracle://db/x", "the database URL is unusable", "fix the URL"),
 ])
-def test_unreachable_database_is_one_clear_failure(url, message):
+def test_unreachable_database_is_one_clear_failure(url, message, fix):
+    """Each cause is named, with the fix for it (the fix line was the same generic advice for a wrong
+    port, a missing database, a missing role and a host that does not resolve)."""
     done = run_cli(url, "doctor", ERRANDS_APP="")
     assert done.returncode == 1
     assert "Traceback" not in done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert re.match(r"^(✗|x) FAIL +connectivity +" + re.escape(message), lines[1]), done.stdout
-    assert lines[2].strip().startswith("fix: ")
+    assert re.match(r"^(✗|x) FAIL +connectivity +", lines[1]) and message in lines[1], done.stdout
+    assert lines[2].strip().startswith("fix: " + fix), done.stdout
     assert lines[-1] == "1 check needs action: connectivity (exit code 1)"
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)
+def test_a_missing_database_or_role_names_it_and_the_statement_that_creates_it(backend, db_url):
+    """Against the test servers: the database and the user do not exist; the doctor says which and how
+    to create it, with the names from the URL filled in (and the server's log line is not repeated)."""
+    scheme, rest = db_url.split("://", 1)
+    server = rest.split("/", 1)[0].split("@", 1)[1]
+    cases = [(f"{scheme}://{rest.split('/', 1)[0]}/errands_no_such_db",
+              "has no database 'errands_no_such_db'",
+              'CREATE DATABASE "errands_no_such_db"' if scheme.startswith("postgres")
+              else "CREATE DATABASE `errands_no_such_db`"),
+             (f"{scheme}://errands_no_such_role@{server}/test",
+              "has no role 'errands_no_such_role'" if scheme.startswith("postgres")
+              else "refused user 'errands_no_such_role'",
+              'CREATE ROLE "errands_no_such_role" LOGIN' if scheme.startswith("postgres")
+              else "CREATE USER 'errands_no_such_role'@'%'")]
+    for url, message, statement in cases:
+        done = run_cli(url, "doctor", ERRANDS_APP="")
+        assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+        failed = done.stdout.splitlines()
+        assert message in failed[1] and statement in failed[2], done.stdout
+        assert "error connecting" not in done.stderr, done.stderr
+
+
+def test_a_sqlite_file_another_program_made_is_no_journal_warning(tmp_path):
+    """A database file SQLite tools create is in rollback-journal mode: errands switching it to WAL on its
+    first visit is no sign that "something else resets it"."""
+    path = tmp_path / "made-elsewhere.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE someone_elses (x)")
+    conn.close()
+    code, report = doctor(f"sqlite:///{path}", ERRANDS_APP="")
+    journal = check(report, "sqlite_journal")
+    assert journal["status"] == "ok" and "held no errands tables yet" in journal["detail"], journal
 
 
 def test_an_app_that_cannot_be_loaded_is_a_failed_check():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 
 import click
@@ -95,6 +96,8 @@ def doctor(ctx: Context, as_json: bool) -> None:
         report.add(Check("app", Status.FAIL, f"cannot load the app: {exc}",
                          fix="check --app / ERRANDS_APP (module:attribute, importable from this directory)"))
     else:
+        # The connection pool logs each failed connect; the report says it once, with the cause and fix.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         try:
             report = diagnose(app)
         finally:

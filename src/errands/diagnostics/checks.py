@@ -22,6 +22,7 @@ from .connections import connections
 from .context import Context
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
+from .unreachable import Cause, explain
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -36,6 +37,8 @@ class DialectFacts(Protocol):
     """What each dialect module provides (each one holds its own SQL)."""
 
     ANALYZE: str
+    UNREACHABLE: tuple[Cause, ...]
+    DEFAULT_PORT: int
 
     def before_connect(self, ctx: Context) -> Check | None: ...
     def server(self, ctx: Context) -> Check: ...
@@ -76,7 +79,7 @@ def diagnose(app: Errands) -> Report:
         if blocked is not None:
             report.add(blocked)
             return report
-        if report.add(connectivity(ctx)).status is Status.FAIL:
+        if report.add(connectivity(ctx, facts)).status is Status.FAIL:
             return report
         for name, step in _steps(ctx, facts):
             _record(report, name, step)
@@ -137,19 +140,24 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
 
 
 # ---------------------------------------------------------------------- connectivity
-def connectivity(ctx: Context) -> Check:
-    """Connect (the store's own way) and time one round trip on the open connection."""
+def connectivity(ctx: Context, facts: DialectFacts | None = None) -> Check:
+    """Connect (the store's own way) and time one round trip on the open connection; a failure
+    names its cause and the fix when the dialect knows the driver's message (``UNREACHABLE``)."""
     started = time.perf_counter()
     try:
         ctx.read(lambda cur: cur.execute("SELECT 1"))
         connected = time.perf_counter()
         ctx.read(lambda cur: cur.execute("SELECT 1"))
-    except StoreUnavailable as exc:
-        return Check("connectivity", Status.FAIL, f"cannot reach the database: {_one_line(exc)}",
-                     fix="check that the server runs and accepts connections at that host and port, and the "
-                         "user, password and database name in the URL")
-    except StoreError as exc:
-        return Check("connectivity", Status.FAIL, f"the database refused a trivial query: {_one_line(exc)}",
+    except (StoreUnavailable, StoreError) as exc:
+        said = _one_line(exc)
+        known = explain(facts.UNREACHABLE, said, ctx.app.database_url, facts.DEFAULT_PORT) if facts else None
+        if known is not None:
+            return Check("connectivity", Status.FAIL, f"{known.means} ({said})", fix=known.fix)
+        if isinstance(exc, StoreUnavailable):
+            return Check("connectivity", Status.FAIL, f"cannot reach the database: {said}",
+                         fix="check that the server runs and accepts connections at that host and port, and the "
+                             "user, password and database name in the URL")
+        return Check("connectivity", Status.FAIL, f"the database refused a trivial query: {said}",
                      fix="check the user's rights on this database")
     round_trip = time.perf_counter() - connected
     data = {"connect_seconds": round(connected - started, 4), "round_trip_seconds": round(round_trip, 5)}

@@ -19,6 +19,7 @@ from pymysql.err import MySQLError
 
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema
+from .unreachable import Cause
 
 if TYPE_CHECKING:
     from ..store.dialects.mysql import MySQLDialect
@@ -30,6 +31,26 @@ FREE_WARN_FRACTION = 0.5
 
 ANALYZE = "ANALYZE TABLE {jobs}"
 """Refreshes the planner's statistics of the jobs table (a store template)."""
+
+UNREACHABLE = (
+    Cause(r"Unknown database '([^']+)'", "the server at {host}:{port} has no database {found!r}",
+          "create it (CREATE DATABASE `{found}` CHARACTER SET utf8mb4;), then run `errands migrate`; or fix the "
+          "database name in the URL"),
+    Cause(r"Access denied for user '([^']+)'@'([^']+)'", "the server refused user {found!r} from this host",
+          "fix the user or password in the URL (percent-encode @ : / and % in it), or create the account as "
+          "root: CREATE USER '{found}'@'%' IDENTIFIED BY '...'; GRANT ALL ON `{database}`.* TO '{found}'@'%';"),
+    Cause(r"Unknown MySQL server host|Name or service not known|getaddrinfo failed",
+          "the host name {host!r} does not resolve",
+          "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
+    Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",
+          "start MySQL/MariaDB there, or fix the port in the URL (they listen on 3306 unless configured "
+          "otherwise; `mysqladmin -h {host} -P {port} ping` tells when it answers)"),
+    Cause(r"timed out", "no answer from {host}:{port} before the connect timeout",
+          "check that the host is up and that no firewall drops connections to port {port}"),
+)
+"""Connection failures, most specific first (see diagnostics/unreachable.py)."""
+DEFAULT_PORT = 3306
+
 
 def before_connect(ctx: Context) -> Check | None:
     return None

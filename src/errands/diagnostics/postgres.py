@@ -18,6 +18,7 @@ from ..store.dialects.postgres import PostgresDialect, driver_url
 from ..worker.settings import SLEEP
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
+from .unreachable import Cause
 
 if TYPE_CHECKING:
     from .context import Context
@@ -30,6 +31,31 @@ OLD_TRANSACTION_SECONDS = 600.0
 
 ANALYZE = "ANALYZE {jobs}"
 """Refreshes the planner's statistics of the jobs table (a store template)."""
+
+UNREACHABLE = (
+    Cause(r'database "([^"]+)" does not exist', "the server at {host}:{port} has no database {found!r}",
+          "create it (`createdb -h {host} -p {port} -U <a role allowed to> {found}`, or CREATE DATABASE \"{found}\" "
+          "as a superuser), then run `errands migrate`; or fix the database name in the URL"),
+    Cause(r'role "([^"]+)" does not exist', "the server at {host}:{port} has no role {found!r}",
+          "create it as a superuser (CREATE ROLE \"{found}\" LOGIN PASSWORD '...'; GRANT CREATE, CONNECT ON "
+          "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL"),
+    Cause(r'password authentication failed for user "([^"]+)"', "the server refused the password of {found!r}",
+          "fix the password in the URL (percent-encode @ : / and % in it), or set it with ALTER ROLE \"{found}\" "
+          "PASSWORD '...'"),
+    Cause(r'no pg_hba\.conf entry for host "([^"]+)"', "the server's pg_hba.conf admits no connection from "
+          "{found} as {user!r} to {database!r}", "add a line for this host to pg_hba.conf (e.g. host {database} "
+          "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())"),
+    Cause(r"failed to resolve host|could not translate host name", "the host name {host!r} does not resolve",
+          "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
+    Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",
+          "start PostgreSQL there, or fix the port in the URL (PostgreSQL listens on 5432 unless configured "
+          "otherwise; `pg_isready -h {host} -p {port}` tells when it answers)"),
+    Cause(r"timeout expired|timed out", "no answer from {host}:{port} before the connect timeout",
+          "check that the host is up and that no firewall drops connections to port {port}"),
+)
+"""Connection failures, most specific first (see diagnostics/unreachable.py)."""
+DEFAULT_PORT = 5432
+
 
 def before_connect(ctx: Context) -> Check | None:
     return None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
+from .unreachable import Cause
 
 if TYPE_CHECKING:
     from ..store.dialects.sqlite import SQLiteDialect
@@ -28,6 +29,9 @@ FREE_WARN_FRACTION = 0.5
 ANALYZE = "ANALYZE"
 """Refreshes the planner's statistics of the jobs table (a store template)."""
 _HEADER = b"SQLite format 3\x00"
+UNREACHABLE: tuple[Cause, ...] = ()
+"""SQLite has no server to reach: a missing file is found before connecting (:func:`before_connect`)."""
+DEFAULT_PORT = 0
 
 
 def _dialect(ctx: Context) -> SQLiteDialect:
@@ -51,13 +55,49 @@ def before_connect(ctx: Context) -> Check | None:
         ctx.before["memory"] = True
         return None
     if not os.path.exists(path):
-        return Check("connectivity", Status.FAIL, f"no SQLite database file at {os.path.abspath(path)}",
-                     fix="check the path in the database URL (sqlite:///relative.db, sqlite:////absolute.db); "
-                         "if this is a new deployment, run `errands migrate` to create the file and its tables",
-                     data={"path": os.path.abspath(path)})
+        return _missing_file(path)
     ctx.before["journal_on_disk"] = _file_journal(path)
     ctx.before["path"] = os.path.abspath(path)
+    ctx.before["had_schema"] = _has_table(path, _dialect(ctx).t_schema)
     return None
+
+
+def _missing_file(path: str) -> Check:
+    """No file at the URL's path; says why when the likely cause is the URL's slashes: three slashes
+    make a path relative to the current directory, so ``sqlite:///tmp/x.db`` means ``./tmp/x.db``."""
+    here = os.path.abspath(path)
+    data = {"path": here}
+    if not os.path.isabs(path):
+        absolute = "/" + path
+        top = absolute.split("/")[1]
+        if os.path.exists(absolute) or (top and os.path.isdir("/" + top) and not os.path.isdir(top)):
+            found = "exists" if os.path.exists(absolute) else "does not exist either"
+            return Check("connectivity", Status.FAIL,
+                         f"no SQLite database file at {here}: the URL's three slashes make {path!r} a path relative "
+                         f"to the current directory ({os.getcwd()}); the absolute path {absolute} {found}",
+                         fix=f"for the absolute path write four slashes: sqlite:///{absolute}"
+                             + ("" if os.path.exists(absolute) else
+                                " (then `errands migrate` creates the file and its tables)"), data=data)
+    return Check("connectivity", Status.FAIL, f"no SQLite database file at {here}",
+                 fix="check the path in the database URL (sqlite:///relative.db is relative to the current "
+                     "directory, sqlite:////absolute.db absolute); if this is a new deployment, run "
+                     "`errands migrate` to create the file and its tables", data=data)
+
+
+def _has_table(path: str, table: str) -> bool | None:
+    """Whether the file holds ``table``, read without changing it (read-only, so its journal mode
+    stays as found); None when it cannot be read."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        return row is not None
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
 
 
 def server(ctx: Context) -> Check:
@@ -121,6 +161,9 @@ def _journal_check(ctx: Context, journal: str, sync: int) -> Check:
                      fix="errands asks for WAL on every connection and SQLite refused: keep the file on a local "
                          "filesystem (WAL needs shared memory, which network filesystems lack) that errands can "
                          "write next to (the -wal and -shm files)", data=data)
+    if ctx.before.get("journal_on_disk") == "rollback journal" and not ctx.before.get("had_schema"):
+        return Check("sqlite_journal", Status.OK, "WAL: the file was in rollback-journal mode, as SQLite creates "
+                     "files, and held no errands tables yet; errands switched it to WAL, which it keeps", data=data)
     if ctx.before.get("journal_on_disk") == "rollback journal":
         return Check("sqlite_journal", Status.WARN, "WAL now, but the file was in rollback-journal mode until "
                      "this run opened it (errands switched it back): something else resets it",

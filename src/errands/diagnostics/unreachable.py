@@ -1,0 +1,47 @@
+"""Why a server database refused or never answered a connection, and the exact fix.
+
+A driver's message says what happened ("database "shop" does not exist", "Connection refused");
+a person needs what to do about it, with their own host, port, user and database filled in.  Each
+dialect's facts module lists its cases as :class:`Cause` entries beside its other SQL and
+commands; this module matches the driver's text against them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One way a connection fails: a pattern over the driver's message, what it means and the fix.
+
+    ``means`` and ``fix`` are ``str.format`` templates over ``host``, ``port``, ``user``,
+    ``database`` (from the URL) and ``found`` (the pattern's first group, when it has one)."""
+
+    pattern: str
+    means: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Explained:
+    means: str
+    fix: str
+
+
+def url_parts(url: str, default_port: int) -> dict[str, str]:
+    """host, port, user and database of a server URL, for messages (never the password)."""
+    parts = urlsplit(url)
+    return {"host": parts.hostname or "localhost", "port": str(parts.port or default_port),
+            "user": unquote(parts.username or ""), "database": unquote(parts.path.lstrip("/").split("?")[0])}
+
+
+def explain(causes: tuple[Cause, ...], message: str, url: str, default_port: int) -> Explained | None:
+    """The first cause whose pattern matches ``message``, filled in; None when none does."""
+    for cause in causes:
+        match = re.search(cause.pattern, message, re.IGNORECASE)
+        if match:
+            fields = {**url_parts(url, default_port), "found": match.group(1) if match.groups() else ""}
+            return Explained(cause.means.format(**fields), cause.fix.format(**fields))
+    return None
