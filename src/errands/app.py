@@ -211,10 +211,11 @@ class Errands:
                     self._store = open_store(self.database_url, prefix=self.table_prefix)
         return self._store
 
-    def use_database(self, url: str) -> None:
-        """Point this app at another database (the CLI's ``--database-url``)."""
+    def use_database(self, url: str, *, store: Store | None = None) -> None:
+        """Point this app at another database (the CLI's ``--database-url``).  ``store``: one already
+        open on ``url`` to use instead of opening one (``errands.testing``: SQLite with its own clock)."""
         self.database_url = url
-        self._store = None
+        self._store = store
 
     def close(self) -> None:
         """Close every database connection this app opened in this process (in any thread)."""

@@ -43,6 +43,8 @@ MIN_VERSION = (3, 35, 0)
 BUSY_TIMEOUT_MS = 30000
 """How long a writer waits for another's lock unless the URL says ``?busy_timeout=`` (milliseconds)."""
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+CLOCK_FUNCTION = "errands_now"
+"""The SQL function that reads a store's own ``clock`` (``SQLiteDialect(clock=...)``) in place of NOW."""
 SYNCHRONOUS_ENV = "ERRANDS_SQLITE_SYNCHRONOUS"
 DEFAULT_SYNCHRONOUS = "normal"
 SYNCHRONOUS_MODES = ("normal", "full")
@@ -154,7 +156,15 @@ class SQLiteDialect(Dialect):
     and its rows would be held by no one until their lease ran out.  Two more statements per
     claim: 0.13 µs a job at 100 jobs a claim, 5 µs for a claim of one (measured here)."""
 
-    def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+    def __init__(self, url: str, *, prefix: str = "errands_", clock: Callable[[], float] | None = None) -> None:
+        """``clock``: seconds since 1970 to use as the database's time instead of SQLite's own
+        (``errands.testing`` freezes and moves it).  Every ``{now}`` then calls it through a function
+        each connection registers: only SQL of this store sees that time, never another process."""
+        self.clock = clock
+        if clock is not None:
+            self.now_sql = f"{CLOCK_FUNCTION}()"
+            self.plus_seconds_sql = f"({CLOCK_FUNCTION}() + ?)"
+            self.minute_sql = f"(CAST({CLOCK_FUNCTION}() / 60 AS INTEGER) * 60.0)"
         if sqlite3.sqlite_version_info < MIN_VERSION:
             raise ConfigurationError(
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
@@ -172,6 +182,8 @@ class SQLiteDialect(Dialect):
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")  # one of SYNCHRONOUS_MODES
+        if self.clock is not None:
+            conn.create_function(CLOCK_FUNCTION, 0, self.clock)
         return conn
 
     def begin(self, conn: Any) -> None:
