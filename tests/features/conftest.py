@@ -16,10 +16,8 @@ from errands import Errands
 
 
 @pytest.fixture
-def fapp(db_url: str) -> Iterator[Errands]:
-    migrator = Errands(db_url)
-    migrator.migrate()
-    migrator.store.close()
+def fapp(migrated_url: str) -> Iterator[Errands]:
+    db_url = migrated_url
     app = feature_jobs.app
     app.use_database(db_url)
     feature_jobs.ensure_events_table()

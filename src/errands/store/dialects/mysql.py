@@ -173,13 +173,16 @@ class MySQLDialect(Dialect):
     @contextmanager
     def migration_lock(self, conn: Any) -> Iterator[None]:
         # DDL commits implicitly in MySQL, so a named lock (not a transaction) serialises migrations.
+        # Lock names are server-wide: the name carries the database, or every database on the server
+        # (each test's, each tenant's) would wait for the others' migrations.  At most 64 characters.
+        name = "LEFT(CONCAT(%s, '@', DATABASE()), 64)"
         with conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK(%s, 60)", (self.t_schema,))
+            cur.execute(f"SELECT GET_LOCK({name}, 60)", (self.t_schema,))
         try:
             yield
         finally:
             with conn.cursor() as cur:
-                cur.execute("SELECT RELEASE_LOCK(%s)", (self.t_schema,))
+                cur.execute(f"SELECT RELEASE_LOCK({name})", (self.t_schema,))
 
     # ------------------------------------------------------------------ time
     def highest_id_row(self, cur: Any) -> Any:
