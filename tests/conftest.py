@@ -49,6 +49,33 @@ ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_poole
                       "tests/packaging/test_distribution.py"}
 
 
+_SPENT: dict[str, float] = {}
+"""Seconds each test took (setup, call and teardown), gathered where the reports arrive."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SPENT[report.nodeid] = _SPENT.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write test-artifacts/durations.txt: the slowest tests and each module's total, so the next
+    person splitting the suite's slow groups starts from this run's figures, not guesses."""
+    if hasattr(session.config, "workerinput") or not _SPENT:  # an xdist worker: the controller writes
+        return
+    modules: dict[str, float] = {}
+    for nodeid, spent in _SPENT.items():
+        module = nodeid.split("::", 1)[0]
+        modules[module] = modules.get(module, 0.0) + spent
+    lines = [f"{len(_SPENT)} tests, {sum(_SPENT.values()):.0f} s in all (summed over parallel workers)", "",
+             "modules:"]
+    lines += [f"{spent:8.1f} s  {module}" for module, spent in sorted(modules.items(), key=lambda m: -m[1])[:40]]
+    lines += ["", "tests:"]
+    lines += [f"{spent:8.1f} s  {nodeid}" for nodeid, spent in sorted(_SPENT.items(), key=lambda t: -t[1])[:80]]
+    out = Path(__file__).resolve().parent.parent / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    (out / "durations.txt").write_text("\n".join(lines) + "\n")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
     if config.getvalue("dist") != "loadgroup":
