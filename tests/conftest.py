@@ -49,6 +49,15 @@ ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_poole
                       "tests/packaging/test_distribution.py"}
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests (many processes, servers restarted) first, the rest after them in their order:
+    in parallel runs the long ones then overlap the short ones instead of trailing alone at the end."""
+    def slow(item: pytest.Item) -> bool:
+        return item.get_closest_marker("slow") is not None or item.nodeid.split("::", 1)[0] in ONE_WORKER_MODULES
+
+    items[:] = [i for i in items if slow(i)] + [i for i in items if not slow(i)]
+
+
 _SPENT: dict[str, float] = {}
 """Seconds each test took (setup, call and teardown), gathered where the reports arrive."""
 
