@@ -11,6 +11,7 @@
 #   make check   lint, type-check and check the layers (ruff, mypy, import-linter); .ci/run runs it
 #   make graph   redraw the import graph in docs/architecture.md from the code
 #   make clean   remove both venvs, the demo's output, the built docs and test artefacts
+#                (make test writes screenshots of every dashboard page to test-artifacts/screenshots/)
 
 PYTHON ?= python3
 VENV = .venv

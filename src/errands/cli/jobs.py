@@ -73,4 +73,5 @@ def status(ctx: Context, as_json: bool) -> None:
         held = "" if w.get("connections") is None else f"{w['connections']} of "
         click.echo(f"worker {w['id']} {state}: queues {w['queues']}, concurrency {w['concurrency']}, "
                    f"{held}at most {w['connection_bound']} connections, "
-                   f"{w['jobs_done']} jobs done, last heartbeat {w['seconds_since_heartbeat']:.1f}s ago")
+                   f"{w['jobs_done']} jobs done, last heartbeat {w['seconds_since_heartbeat']:.1f}s ago "
+                   f"(alive within {w['alive_within']:g}s{' of one' if w['lease'] is not None else ''})")

@@ -274,7 +274,7 @@ class FailedJob:
 
 @dataclass(frozen=True)
 class WorkerRow:
-    """A worker's registry entry; ``heartbeat_at`` says whether it is alive."""
+    """A worker's registry entry; ``heartbeat_at``, with its own ``lease``, says whether it is alive."""
 
     id: str
     hostname: str
@@ -284,6 +284,10 @@ class WorkerRow:
     started_at: datetime
     heartbeat_at: datetime
     jobs_done: int
+    lease: float | None = None
+    """Seconds its claims stay its own without a heartbeat (None: registered by an errands before schema 7)."""
+    heartbeat_every: float | None = None
+    """Seconds between its heartbeats (None: as ``lease``)."""
 
 
 @dataclass(frozen=True)

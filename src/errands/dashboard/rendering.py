@@ -99,6 +99,30 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
+LIST_CLIP = 200
+"""Characters of arguments a list shows per row (of an error: :data:`ERROR_CLIP`); the job's page shows
+them all."""
+ERROR_CLIP = 300
+DETAIL_CLIP = 10_000
+"""Characters of arguments, errors or a result the job's page shows before its "Show all" link."""
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    """``value`` as JSON that people read: real characters (Jinja's ``tojson`` writes ``<`` as
+    ``\\u003c`` for use inside a script, which no page here does); autoescaping makes it safe in
+    HTML, and the finalizer still spells out bidirectional and invisible characters (:func:`visible`)."""
+    try:
+        return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    except ValueError:  # NaN or an infinity a row written by hand holds
+        return json.dumps(displayable(value), indent=indent, ensure_ascii=False, default=str)
+
+
+def _clip(text: Any, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with "…" when something was cut."""
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def environment() -> Environment:
     """The templates' environment: autoescaped, and every printed value safe to encode."""
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
@@ -107,7 +131,10 @@ def environment() -> Environment:
     env.filters["segment"] = _segment
     env.tests["queue_name"] = _valid_queue_name
     env.globals["max_delay"] = int(MAX_DELAY)
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    env.filters["tojson_pretty"] = lambda v: _json_text(v, indent=2)
+    env.filters["json_text"] = _json_text
+    env.filters["clip"] = _clip
+    env.globals.update(list_clip=LIST_CLIP, error_clip=ERROR_CLIP, detail_clip=DETAIL_CLIP)
     env.filters["number"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.filters["duration"] = _duration
     return env

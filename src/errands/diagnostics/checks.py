@@ -17,7 +17,7 @@ from ..core.errors import ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..store.registry import by_name
-from ..worker.liveness import ALIVE_AFTER_LEASES, forget_worker_after
+from ..worker.liveness import alive_within, forget_worker_after
 from .connections import connections
 from .context import Context
 from .model import Check, Report, Status
@@ -353,17 +353,21 @@ def workers(ctx: Context) -> Check:
     ready = {q: c.ready for q, c in counts.items() if c.ready}
     alive = [w for w in registry if w["alive"]]
     stale = [w for w in registry if not w["alive"]]
-    limit = app.lease * ALIVE_AFTER_LEASES
+    # Each worker is judged by its own lease (recorded at registration); rows without one by ours.
+    limits = sorted({w["alive_within"] for w in registry}) or [alive_within(app.lease, app.lease)]
+    limit = limits[-1]
+    within = f"{limit:.0f} s" if len(limits) == 1 else f"{limits[0]:.0f}-{limit:.0f} s, each its own lease"
     items = tuple(
         f"{w['id']}: {'alive' if w['alive'] else 'STALE'}, queues {','.join(w['queues'])}, concurrency "
-        f"{w['concurrency']}, last heartbeat {w['seconds_since_heartbeat']:.1f} s ago, {w['jobs_done']} jobs done, "
-        f"{len(w['current_jobs'])} held now" for w in registry)
+        f"{w['concurrency']}, last heartbeat {w['seconds_since_heartbeat']:.1f} s ago (alive within "
+        f"{w['alive_within']:g} s), {w['jobs_done']} jobs done, {len(w['current_jobs'])} held now" for w in registry)
     served = {q for w in alive for q in w["queues"]}
     orphaned = sorted(q for q in ready if q not in served)
     data = {"alive": [w["id"] for w in alive], "stale": [w["id"] for w in stale], "ready": ready,
             "unserved_queues": orphaned, "alive_within_seconds": limit,
             "workers": [{k: w[k] for k in ("id", "hostname", "pid", "queues", "last_heartbeat_at",
-                                           "seconds_since_heartbeat", "alive")} for w in registry]}
+                                           "seconds_since_heartbeat", "alive", "lease", "alive_within")}
+                        for w in registry]}
     start = "start workers: errands --app <module:app> worker (as a service that restarts it)"
     if not alive and ready:
         waiting = sum(ready.values())
@@ -371,14 +375,14 @@ def workers(ctx: Context) -> Check:
         return Check("workers", Status.FAIL, f"no live worker, and {jobs} ready (in {', '.join(sorted(ready))}): "
                      "nothing runs them", fix=start, items=items, data=data)
     if not alive:
-        return Check("workers", Status.WARN, "no live worker (no heartbeat in the last "
-                     f"{limit:.0f} s); no job is ready now, but jobs enqueued meanwhile wait",
+        return Check("workers", Status.WARN, "no live worker (no heartbeat within "
+                     f"{within}); no job is ready now, but jobs enqueued meanwhile wait",
                      fix=start, items=items, data=data)
     if orphaned:
         return Check("workers", Status.FAIL, f"ready jobs in {', '.join(orphaned)}, which no live worker takes",
                      fix=f"start a worker for them: errands --app <module:app> worker -q {','.join(orphaned)}",
                      items=items, data=data)
-    detail = f"{len(alive)} live worker{'s' if len(alive) != 1 else ''} (heartbeat within {limit:.0f} s)"
+    detail = f"{len(alive)} live worker{'s' if len(alive) != 1 else ''} (heartbeat within {within})"
     if stale:
         return Check("workers", Status.WARN, detail + f"; {len(stale)} stopped heart-beating without unregistering "
                      "(killed, or their host went away)", items=items, data=data,

@@ -164,7 +164,7 @@ class Overview(ReadModel):
 
 @dataclass(eq=False)
 class WorkerRow(ReadModel):
-    """A worker process as its registry row says, and whether it still heart-beats."""
+    """A worker process as its registry row says, and whether it still heart-beats, judged by its own lease."""
 
     id: str
     hostname: str
@@ -176,6 +176,14 @@ class WorkerRow(ReadModel):
     seconds_since_heartbeat: float
     jobs_done: int
     alive: bool
+    """Whether its last heartbeat is younger than ``alive_within``: after that, the jobs it holds are stale."""
+    lease: float | None
+    """Its own lease in seconds, as it registered it (None: an errands before schema 7 recorded none)."""
+    heartbeat_every: float | None
+    """Seconds between its heartbeats, as it registered them."""
+    alive_within: float
+    """Seconds after a heartbeat during which it counts as alive: its own lease (a row without one:
+    twice the reader's lease)."""
 
 
 @dataclass(eq=False)

@@ -21,7 +21,7 @@ from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, Backlog, StateCounts
 from ..store.pool import connection_label
-from ..worker.liveness import ALIVE_AFTER_LEASES
+from ..worker.liveness import alive_within
 from .models import (
     AuditEntry,
     DeadEntry,
@@ -152,14 +152,18 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> Throug
 
 
 def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow]:
-    """The workers table as the pages show it, and whether each one is alive (one small read)."""
+    """The workers table as the pages show it, and whether each one is alive (one small read): by its
+    own lease, recorded when it registered, never by this app's (``errands.worker.liveness``)."""
     store = app.store
     now = now or store.now()
     out = []
     for w in store.workers.list_workers():
         age = (now - w.heartbeat_at).total_seconds()
+        # Judged by its own lease, as its claims are: alive exactly as long as its jobs are not stale.
+        within = alive_within(_finite(w.lease), app.lease)
         out.append(WorkerRow(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
-                             _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= app.lease * ALIVE_AFTER_LEASES))
+                             _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= within,
+                             _finite(w.lease), _finite(w.heartbeat_every), within))
     return out
 
 
@@ -371,12 +375,27 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
     if state is JobState.RUNNING:
         return []
     if state is JobState.STALE:
-        return [f"its lease is held by worker {row.reserved_by}, which stopped heart-beating; any worker's "
-                "recovery (or \"recover now\") gives it back"]
+        return [_stale_reason(app, row, now)]
     reasons = _state_reasons(app, row, state, now) + _queue_reasons(app, row, now) + _limit_reasons(app, row)
     if not reasons and state is JobState.READY:
         reasons.append("nothing holds it back: a worker should claim it at its next poll")
     return reasons
+
+
+def _stale_reason(app: Errands, row: Any, now: datetime) -> str:
+    """Why a stale job is stale, in the words the workers page uses for its worker (the same rule:
+    a worker is alive while its last heartbeat is younger than its own lease, which is its claims')."""
+    ended = (now - row.reserved_until).total_seconds()
+    worker = next((w for w in worker_registry(app, now) if w.id == row.reserved_by), None)
+    if worker is None:
+        whose = f"worker {row.reserved_by}, which stopped heart-beating and is no longer registered"
+    else:
+        lease = f"its lease of {worker.alive_within:g} s" if worker.lease is not None else \
+            f"{worker.alive_within:g} s (it recorded no lease)"
+        whose = (f"worker {row.reserved_by}, which stopped heart-beating {worker.seconds_since_heartbeat:,.0f} s "
+                 f"ago ({'still counted alive' if worker.alive else 'not alive: that is more than ' + lease})")
+    return (f"its lease ran out {ended:,.0f} s ago: it is held by {whose}; any worker's recovery "
+            "(or \"recover now\") gives it back")
 
 
 _DEPENDENCY_REASONS = {

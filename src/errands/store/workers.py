@@ -18,11 +18,13 @@ class WorkerStore:
         self.d = db.dialect
 
     def register(self, worker_id: str, hostname: str, pid: int, queues: Sequence[str],
-                        concurrency: int) -> None:
+                 concurrency: int, lease: float | None = None, heartbeat_every: float | None = None) -> None:
+        """Enter a worker with its own ``lease`` and heartbeat interval: readers judge whether it
+        is alive by them, not by their own settings (None: judged by the reader's lease)."""
         def insert(cur: Any) -> None:
             cur.execute(self.d.q("INSERT INTO {workers} (" + WORKER_COLUMNS + ") VALUES "
-                               "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0)"),
-                        (worker_id, hostname, pid, ",".join(queues), concurrency))
+                               "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0, {p}, {p})"),
+                        (worker_id, hostname, pid, ",".join(queues), concurrency, lease, heartbeat_every))
 
         self.db.run(insert)
 
@@ -43,11 +45,22 @@ class WorkerStore:
 
         return self.db.run(read)
 
-    def prune(self, older_than: float) -> int:
-        """Forget registry rows whose heartbeat is older than ``older_than`` seconds."""
+    def prune(self, older_than: float, per_lease: float | None = None, at_least: float = 0.0) -> int:
+        """Forget registry rows whose heartbeat is older than ``older_than`` seconds; with ``per_lease``,
+        a row that recorded its worker's lease is judged by that lease instead: forgotten after
+        ``per_lease`` of its leases, and never before ``at_least`` seconds (a worker with a long lease
+        heart-beats seldom, and a worker with a short one must not forget it between two beats)."""
+        params: tuple[float, ...]
+        if per_lease is None:
+            sql, params = "DELETE FROM {workers} WHERE heartbeat_at < {now_plus}", (-float(older_than),)
+        else:
+            own = self.d.plus_column_sql("(lease * " + self.d.placeholder + ")")
+            sql = ("DELETE FROM {workers} WHERE heartbeat_at < {now_plus} AND ((lease IS NULL AND heartbeat_at < "
+                   "{now_plus}) OR heartbeat_at < " + own + ")")
+            params = (-float(at_least), -float(older_than), -float(per_lease))
 
         def delete(cur: Any) -> int:
-            cur.execute(self.d.q("DELETE FROM {workers} WHERE heartbeat_at < {now_plus}"), (-float(older_than),))
+            cur.execute(self.d.q(sql), params)
             return int(cur.rowcount)
 
         return self.db.run(delete)

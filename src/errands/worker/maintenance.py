@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError, StoreUnavailable
-from .liveness import forget_worker_after
+from .liveness import FORGET_AFTER_AT_LEAST, FORGET_AFTER_LEASES, forget_worker_after, heartbeat_every
 from .state import jitter
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class Maintenance:
         while True:
             try:
                 self.store.workers.register(self.owner, socket.gethostname(), os.getpid(), self.settings.queues,
-                                           self.settings.concurrency)
+                                           self.settings.concurrency, self.lease, heartbeat_every(self.lease))
                 return
             except StoreUnavailable as exc:
                 if self.state.stop.is_set():
@@ -103,7 +103,7 @@ class Maintenance:
 
     def _beat(self) -> None:
         state, runners = self.state, self.runners
-        interval = max(0.2, self.lease / 3)
+        interval = heartbeat_every(self.lease)
         self._next_rescue = time.monotonic() + jitter.uniform(0, max(1.0, self.lease / 2))
         next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
         self._next_prune = time.monotonic() + jitter.uniform(0, PRUNE_EVERY)
@@ -145,7 +145,9 @@ class Maintenance:
         report = self.store.jobs.recover_stale()
         if report.released or report.buried:
             log.warning("recovered stale jobs: released %s, buried %s", report.released, report.buried)
-        self.store.workers.prune(older_than=forget_worker_after(self.lease))
+        # Rows that recorded their worker's lease are judged by it; older rows by ours.
+        self.store.workers.prune(older_than=forget_worker_after(self.lease), per_lease=FORGET_AFTER_LEASES,
+                                 at_least=FORGET_AFTER_AT_LEAST)
         unblocked = self.store.features.sweep_blocked()
         if unblocked:
             log.warning("unblocked %d job(s) whose dependency had finished", unblocked)

@@ -9,6 +9,16 @@
     el.addEventListener("change", function () { el.form.submit(); });
   });
 
+  // The "More" menu opens without JavaScript (a <details>); with it, Escape or a click elsewhere closes it.
+  document.querySelectorAll("nav .more").forEach(function (menu) {
+    menu.addEventListener("keydown", function (e) {
+      if (e.key === "Escape" && menu.open) { menu.open = false; menu.querySelector("summary").focus(); }
+    });
+    document.addEventListener("click", function (e) {
+      if (menu.open && !menu.contains(e.target)) { menu.open = false; }
+    });
+  });
+
   document.querySelectorAll("[data-live-filter]").forEach(function (input) {
     const table = document.querySelector(input.dataset.liveFilter);
     if (!table) { return; }

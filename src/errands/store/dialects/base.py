@@ -29,7 +29,7 @@ FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, t
 CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id, "
                  "concurrency_key")
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done"
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, heartbeat_every"
 INSERT_CHUNK = 500
 BACKLOG_CAP = 10_000
 """How many claimable jobs the autoscaling queries look at, at most (docs/autoscaling.md)."""
@@ -143,7 +143,8 @@ def failed_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> FailedJobRow:
 
 def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
     n = as_int
-    return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]))
+    lease, every = (None if v is None else as_float(v) for v in (r[8], r[9]))
+    return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]), lease, every)
 
 
 class Dialect(ABC):
@@ -162,7 +163,7 @@ class Dialect(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 6
+    schema_version = 7
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).

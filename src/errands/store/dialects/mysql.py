@@ -210,7 +210,8 @@ class MySQLDialect(Dialect):
     def migrations(self) -> Migrations:
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
-                (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6())]
+                (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6()),
+                (7, self._version_7())]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -271,6 +272,12 @@ class MySQLDialect(Dialect):
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
         # MariaDB 10.3+ and MySQL 8 add a column with a constant default in place (no table copy).
         return [self._add_column("jobs", "snoozes INT NOT NULL DEFAULT 0")]
+
+    def _version_7(self) -> list[str | Step]:
+        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
+        # of an errands that did not record them, judged by the reader's lease as before).
+        return [self._add_column("workers", "lease DOUBLE NULL"),
+                self._add_column("workers", "heartbeat_every DOUBLE NULL")]
 
     def _version_4(self, table: str) -> list[str | Step]:
         """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns

@@ -352,7 +352,7 @@ class PostgresDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6())]
+                (6, self._version_6()), (7, self._version_7())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -387,6 +387,12 @@ class PostgresDialect(Dialect):
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
         # A constant default: PostgreSQL 11+ adds the column without rewriting the table.
         return [self.q("ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS snoozes INTEGER NOT NULL DEFAULT 0")]
+
+    def _version_7(self) -> list[str | Step]:
+        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
+        # of an errands that did not record them, judged by the reader's lease as before).
+        return [self.q("ALTER TABLE {workers} ADD COLUMN IF NOT EXISTS lease DOUBLE PRECISION, "
+                       "ADD COLUMN IF NOT EXISTS heartbeat_every DOUBLE PRECISION")]
 
     def _version_2(self) -> list[str | Step]:
         return [self.q(s) for s in (

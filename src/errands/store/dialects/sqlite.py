@@ -240,7 +240,7 @@ class SQLiteDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6())]
+                (6, self._version_6()), (7, self._version_7())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -349,6 +349,12 @@ class SQLiteDialect(Dialect):
     def _version_6(self) -> list[str | Step]:
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
         return [self.q("ALTER TABLE {jobs} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")]
+
+    def _version_7(self) -> list[str | Step]:
+        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
+        # of an errands that did not record them, judged by the reader's lease as before).
+        return [self.q("ALTER TABLE {workers} ADD COLUMN lease REAL"),
+                self.q("ALTER TABLE {workers} ADD COLUMN heartbeat_every REAL")]
 
     def _version_5(self) -> list[str | Step]:
         """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
