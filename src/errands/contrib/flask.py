@@ -34,7 +34,8 @@ except ImportError as exc:
 from ..core.errors import ConfigurationError, EnqueueError, JobNotFound, StoreUnavailable
 from ..dashboard import AuthSettings, Principal
 from .asgi import PRINCIPAL_KEY, PUBLIC_PATHS, DashboardGate, check_mount_path, checked_principal
-from .inprocess import InProcessWorker, start_worker
+from .flask_run import start_worker
+from .inprocess import InProcessWorker
 
 if TYPE_CHECKING:
     from flask import Flask

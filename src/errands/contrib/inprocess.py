@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..core.config import check_queue_name
 from ..core.errors import ConfigurationError
+from ..core.logs import ensure_errands_output
 from ..worker.runner import Worker
 from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP, WorkerSettings
 
@@ -80,6 +81,9 @@ class InProcessWorker:
             self.error = None
             self._thread = threading.Thread(target=self._run, args=(self.worker,), name="errands-in-process",
                                             daemon=True)
+            ensure_errands_output()  # under uvicorn or flask run nothing would print errands' INFO lines
+            log.info("in-process errands worker %s started: queues %s, concurrency %d", self.worker.id,
+                     ", ".join(settings.queues) or "none", self.concurrency)
             self._thread.start()
         return self
 
@@ -113,6 +117,7 @@ class InProcessWorker:
             return False
         self._thread = None
         atexit.unregister(self.stop)  # (registered by start_worker; a no-op otherwise)
+        log.info("in-process errands worker %s stopped after %d job(s)", worker.id, worker.jobs_done)
         return True
 
     async def astop(self, timeout: float | None = None) -> bool:

@@ -36,14 +36,37 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
-    """Route errands' loggers (and the root logger) to stderr in the chosen format."""
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s [%(process)d] %(message)s"
+"""The text format of every line errands writes itself (the CLI, manage.py errands_worker, embedded workers)."""
+
+
+def _handler(fmt: str) -> logging.Handler:
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s [%(process)d] %(message)s",
-                                               datefmt="%H:%M:%S"))
-    logging.basicConfig(level=level.upper(), handlers=[handler])
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT, datefmt="%H:%M:%S"))
+    return handler
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Route errands' loggers (and the root logger) to stderr in the chosen format."""
+    logging.basicConfig(level=level.upper(), handlers=[_handler(fmt)])
+
+
+def ensure_errands_output(level: str = "INFO") -> bool:
+    """Give the ``errands`` logger a stderr handler when nothing would print its lines; True if it did.
+
+    A host that runs errands inside itself (uvicorn, ``flask run``, ``manage.py``) configures its
+    own loggers and often not the root logger: errands' INFO lines (a worker's start, each job
+    done) then reach only Python's last-resort handler, which prints warnings and worse.  When the
+    ``errands`` logger or one of its ancestors has a handler, the host decided where the lines go,
+    and this leaves it alone.  The handler does not propagate to the root logger, so a root
+    handler added later does not print every line (and traceback) twice."""
+    logger = logging.getLogger("errands")
+    if logger.hasHandlers():
+        return False
+    logger.addHandler(_handler("text"))
+    logger.propagate = False
+    if logger.level == logging.NOTSET:
+        logger.setLevel(level.upper())
+    return True

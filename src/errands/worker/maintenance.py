@@ -35,6 +35,10 @@ CANCEL_CHECK_EVERY = 1.0
 """Seconds between looks for cancellation requests while async jobs run."""
 PRUNE_EVERY = 60.0
 """Seconds between deletions of expired results and old dead-letter entries (per worker)."""
+REPORT_DONE_EVERY = 1.0
+"""Seconds at least between two early writes of ``jobs_done`` (when jobs finished since the last
+beat): ``errands status`` and the Workers page then follow a busy worker within about a second,
+not a third of a lease later, for at most one small UPDATE a second."""
 
 
 class Maintenance:
@@ -52,6 +56,8 @@ class Maintenance:
         self.parent_pid = parent_pid
         self._next_rescue = 0.0
         self._next_prune = 0.0
+        self._reported_done = 0
+        """``jobs_done`` as the workers table last heard it."""
         self.beating = threading.Event()
         """Set once the heartbeat thread holds its connection: the worker claims nothing before."""
 
@@ -93,7 +99,7 @@ class Maintenance:
         server, a new connection can take longer than a lease: a worker that claimed first and
         connected its heartbeat later would see its first leases lapse and its jobs run twice."""
         try:
-            self.store.workers.heartbeat(self.owner, self.state.jobs_done)
+            self._report()
         except StoreError as exc:  # the claim loop finds the database down by itself
             log.warning("first heartbeat failed: %s", exc)
         except Exception:
@@ -107,12 +113,19 @@ class Maintenance:
         self._next_rescue = time.monotonic() + jitter.uniform(0, max(1.0, self.lease / 2))
         next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
         self._next_prune = time.monotonic() + jitter.uniform(0, PRUNE_EVERY)
+        next_report = 0.0
         while not state.stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * jitter.uniform(0.9, 1.0)):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
             if runners.futures:
                 self._cancel_async_runs()
             if time.monotonic() < next_beat:
+                if state.jobs_done != self._reported_done and time.monotonic() >= next_report:
+                    next_report = time.monotonic() + REPORT_DONE_EVERY
+                    try:
+                        self._report()
+                    except Exception as exc:  # the next full beat retries (and logs a lasting failure)
+                        log.debug("early jobs_done report failed: %s", exc)
                 continue
             next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
             try:
@@ -124,6 +137,12 @@ class Maintenance:
             if state.stop.is_set() and not state.held:
                 return
 
+    def _report(self) -> None:
+        """Report alive, with the runs recorded so far."""
+        done = self.state.jobs_done
+        self.store.workers.heartbeat(self.owner, done)
+        self._reported_done = done
+
     def _keep(self) -> None:
         """One beat: extend our leases, report alive, and rescue or prune when that is due."""
         # Finished runs whose outcome is not recorded yet (the database was down) are still
@@ -131,7 +150,7 @@ class Maintenance:
         held = self.state.held_ids()
         if held:
             self.store.jobs.extend_leases(self.owner, held, self.lease)
-        self.store.workers.heartbeat(self.owner, self.state.jobs_done)
+        self._report()
         if time.monotonic() >= self._next_rescue:
             self._next_rescue = time.monotonic() + max(1.0, self.lease / 2)
             self._rescue()
