@@ -205,3 +205,19 @@ def test_worker_reads_variables_as_errands_worker_does(tasks_backend: Any, proje
     refused = manage(project_db, "errands_worker", extra_env={"ERRANDS_BURST": "bogus"}, timeout=60)
     assert refused.returncode != 0 and "'bogus' is not a valid boolean" in refused.stderr, refused.stderr
     assert "ERRANDS_BURST" in refused.stderr
+
+
+def test_worker_log_shows_each_failure_once_without_djangos_task_lines(tasks_backend: Any, project_db: str) -> None:
+    # DEBUG on: Django's default LOGGING prints its own loggers, django.tasks among them.
+    from shop import tasks
+
+    failing, fine = tasks.fail.enqueue("broken on purpose"), tasks.add.enqueue(2, 2)
+    run = manage(project_db, "errands_worker", "--burst", "--settings", "testsite.settings_debug")
+    assert run.returncode == 0, run.stderr
+    output = run.stdout + run.stderr
+    assert tasks_backend.get_result(failing.id).status == TaskResultStatus.FAILED
+    assert output.count("Traceback (most recent call last)") == 1, output
+    # the failure line, the traceback, the dead letter line
+    assert output.count("ValueError: broken on purpose") == 3, output
+    assert f"job {fine.id} shop.tasks.add done in" in output, output  # errands' INFO lines stay
+    assert "Task id=" not in output, output  # Django's lines for the same runs

@@ -28,6 +28,12 @@ def load_app(path: str) -> Errands:
         obj = getattr(module, name, None)
         if isinstance(obj, Errands):
             return obj
+    if hasattr(module, "TASKS") or hasattr(module, "INSTALLED_APPS"):
+        raise ConfigurationError(
+            f"--app {path!r} is a Django settings module: a Django project's errands app comes from its DATABASES "
+            "and TASKS, through manage.py, which has every operator command: python manage.py errands_doctor, "
+            "errands_status, errands_failed, errands_job, ... (--backend ALIAS for another TASKS backend), "
+            "and errands_worker, errands_migrate")
     raise ConfigurationError(f"--app {path!r}: no Errands object named {' or '.join(candidates)} "
                              f"in module {module_name!r}")
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+from django.conf import settings as django_settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
@@ -27,12 +28,14 @@ from errands.cli import main as cli_main
 from errands.cli.worker import worker as cli_worker
 from errands.core.config import mask_url, split_queues
 from errands.core.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
+from errands.core.logs import ensure_errands_output
 from errands.worker.settings import SHUTDOWN_TIMEOUT, WorkerSettings
 from errands.worker.supervisor import Supervisor
 
 from ._common import errands_backend
 
-LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(process)d] %(message)s"
+DJANGO_TASK_LOGGERS = ("django.tasks", "django_tasks")
+"""Where Django 6 and the django-tasks backport log each task's start and end (a failure's traceback too)."""
 _OPTIONS: dict[str, click.Option] = {p.name: p for p in (*cli_worker.params, *cli_main.params)
                                      if isinstance(p, click.Option) and p.name}
 
@@ -163,14 +166,17 @@ class Command(BaseCommand):
     @staticmethod
     def _logging(level: str, verbosity: int) -> None:
         """errands' worker logs job failures and restarts; without a handler from Django's LOGGING
-        they would be lost, so give its logger one (on stderr) unless LOGGING configured it."""
-        logger = logging.getLogger("errands")
-        if logger.handlers or logging.getLogger().handlers:
-            return
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt="%H:%M:%S"))
-        logger.addHandler(handler)
-        logger.setLevel("WARNING" if verbosity == 0 else level)
+        they would be lost, so give its logger one (on stderr) unless LOGGING configured it.
+
+        Django's Tasks log every run too, on ``django.tasks`` (printed by Django's default LOGGING
+        when DEBUG is on): beside errands' own lines that was each task twice, and a failure's
+        traceback twice.  errands' lines say it all (the job, its outcome, the traceback once), so
+        the worker leaves Django's out, unless LOGGING names that logger itself."""
+        ensure_errands_output("WARNING" if verbosity == 0 else level)
+        configured = (getattr(django_settings, "LOGGING", None) or {}).get("loggers", {})
+        for name in DJANGO_TASK_LOGGERS:
+            if name not in configured:
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _env_queues() -> list[str]:

@@ -1,0 +1,7 @@
+"""``manage.py errands_job``: ``errands job`` for this project's TASKS backend (see :mod:`._operator`)."""
+
+from ._operator import OperatorCommand
+
+
+class Command(OperatorCommand):
+    cli_name = "job"
