@@ -5,6 +5,7 @@ BLOCKS.json is a list of ``{"page", "line", "kind", "code", "path"}`` objects, i
 
 * ``kind == "file"``: ``code`` is written to ``path`` (relative to the current directory, which is on
   ``sys.path``), so later blocks can import it, as a reader's project would;
+* ``kind == "append"``: ``code`` is added to the end of ``path`` (a file an earlier block or setup made);
 * ``kind == "python"``: ``code`` runs in the one namespace all blocks share.  Top-level ``await``
   works, as in ``python -m asyncio``.  The code is compiled under the page's name with blank lines in
   front, so a traceback names the page and the line of the Markdown file.
@@ -35,10 +36,14 @@ def run(blocks: list[dict[str, object]]) -> int:
     sources: dict[str, list[str]] = {}
     for block in blocks:
         code, page, line = str(block["code"]), str(block["page"]), int(str(block["line"]))
-        if block["kind"] == "file":
+        if block["kind"] in ("file", "append"):
             target = Path(str(block["path"]))
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(code)
+            if block["kind"] == "append":
+                with target.open("a") as out:
+                    out.write("\n" + code)
+            else:
+                target.write_text(code)
             continue
         print(f"--- {page}:{line}", file=sys.stderr, flush=True)
         remember(sources, page, line, code)

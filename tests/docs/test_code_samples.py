@@ -9,6 +9,8 @@ One test per page (the page's path is the test id).  What a page's blocks must s
 * A python block whose first line is a comment naming a file, e.g. ``# myproject/tasks.py``, is a
   module of the reader's project: it is written to that path in the scratch folder (which is on
   ``sys.path``) instead of being run, and later blocks import it (``from myproject.tasks import app``).
+  ``# myproject/settings.py (append)`` adds the block to the end of that file (one a setup made,
+  such as ``django-admin startproject``) instead.
 * ``<!-- docs-test setup: ... -->`` right before a python block is code the reader need not see (a
   stand-in for a third-party service); it runs just before that block.  Use it rarely: a sample
   should be complete as shown.
@@ -64,7 +66,7 @@ SERVER_URLS = {
 
 SERVER_URL_PATTERN = re.compile(r"\b(?:postgres(?:ql)?|mysql|mariadb)(?:\+\w+)?://[^\s\"'`)]*")
 SHELL_LANGUAGES = {"sh", "shell", "bash", "console", "ini", "systemd", "dockerfile", "yaml", "crontab", "cron"}
-FILE_COMMENT = re.compile(r"#\s*([\w./-]+\.py)\s*$")
+FILE_COMMENT = re.compile(r"#\s*([\w./-]+\.py)(\s+\(append\))?\s*$")
 SETUP_COMMENT = re.compile(r"<!--\s*docs-test setup:\s*\n?(.*?)-->", re.S)
 SERVERS_ONLY = "<!-- docs-test: servers only -->"
 SHELL_OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "(", ")"}
@@ -168,8 +170,8 @@ def session_blocks(page: Page, urls: dict[str, str]) -> list[dict[str, object]]:
         first = code.split("\n", 1)[0]
         file_match = FILE_COMMENT.fullmatch(first.strip())
         if file_match:
-            out.append({"page": block.page, "line": block.line, "kind": "file", "code": code,
-                        "path": file_match.group(1)})
+            out.append({"page": block.page, "line": block.line, "kind": "append" if file_match.group(2) else "file",
+                        "code": code, "path": file_match.group(1)})
         else:
             out.append({"page": block.page, "line": block.line, "kind": "python", "code": code, "path": None})
     return out
