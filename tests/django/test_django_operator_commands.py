@@ -71,7 +71,8 @@ def test_call_command_passes_errands_options_in_order(tasks_backend: Any, projec
 
 def test_errands_cli_given_the_settings_module_points_to_manage_py(project_db: str) -> None:
     env = {**project_env(project_db), "PYTHONPATH": str(PROJECT)}
-    done = subprocess.run([sys.executable, "-m", "errands", "--app", "testsite.settings", "status"], cwd=PROJECT,
-                          env=env, capture_output=True, text=True, timeout=scaled(60))
-    assert done.returncode == 78, done.stderr
-    assert "Django settings module" in done.stderr and "manage.py errands_status" in done.stderr, done.stderr
+    for command, instead in ((["status"], "manage.py errands_status"), (["job", "show", "1"], "manage.py errands_job")):
+        done = subprocess.run([sys.executable, "-m", "errands", "--app", "testsite.settings", *command], cwd=PROJECT,
+                              env=env, capture_output=True, text=True, timeout=scaled(60))
+        assert done.returncode == 78, done.stderr
+        assert "Django settings module" in done.stderr and instead in done.stderr, done.stderr

@@ -7,6 +7,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import click
+
 from ..app import Errands
 from ..core.errors import ConfigurationError
 
@@ -29,13 +31,23 @@ def load_app(path: str) -> Errands:
         if isinstance(obj, Errands):
             return obj
     if hasattr(module, "TASKS") or hasattr(module, "INSTALLED_APPS"):
-        raise ConfigurationError(
-            f"--app {path!r} is a Django settings module: a Django project's errands app comes from its DATABASES "
-            "and TASKS, through manage.py, which has every operator command: python manage.py errands_doctor, "
-            "errands_status, errands_failed, errands_job, ... (--backend ALIAS for another TASKS backend), "
-            "and errands_worker, errands_migrate")
+        raise ConfigurationError(f"--app {path!r} is a Django settings module: a Django project's errands app comes "
+                                 f"from its DATABASES and TASKS, through manage.py: {_manage_py_command()}")
     raise ConfigurationError(f"--app {path!r}: no Errands object named {' or '.join(candidates)} "
                              f"in module {module_name!r}")
+
+
+def _manage_py_command() -> str:
+    """What to run instead, for the command being run (``errands job show 5``: ``errands_job``)."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and ctx.parent is not None and ctx.parent.parent is not None:
+        ctx = ctx.parent
+    name = ctx.info_name if ctx is not None and ctx.parent is not None else None
+    if name in ("dashboard", "users"):
+        return ("mount the dashboard behind Django's logins (errands.contrib.django.dashboard); manage.py has "
+                "errands_status, errands_doctor and the other operator commands")
+    every = "errands_status, errands_doctor, errands_failed, errands_job... and errands_worker, errands_migrate"
+    return f"run python manage.py errands_{name} ({every})" if name else f"python manage.py {every}"
 
 
 @dataclass
