@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import cpu_time
+
 FIFO_ENV = "BENCH_FIFO"
 BULK_BATCH = 1000  # jobs per bulk-enqueue call, for every system that has one
 
@@ -142,6 +144,17 @@ class Collector:
                     # The workers are gone; give the pipe a moment to deliver what they wrote.
                     self._changed.wait(0.5)
                     return self.count >= count
+            return True
+
+    def wait_started(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Block until the first job was handled; False on timeout or once ``stop`` is set."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.first is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or (stop is not None and stop.is_set()):
+                    return False
+                self._changed.wait(min(left, 0.1))
             return True
 
     def close(self) -> None:
@@ -338,10 +351,20 @@ def measure_drain(collector: Collector, proc: subprocess.Popen, n: int, timeout:
                   log_path: str, rss: bool = False) -> dict[str, Any]:
     """Wait until ``n`` jobs were handled; rate from the first handled job to the n-th.
 
+    The worker tree's CPU time is sampled at the first handled job and at the n-th
+    (bench/cpu_time.py): ``cpu_us_per_job`` is what the workers spent per job in that window.
     With ``rss`` the worker processes' VmRSS is sampled every 0.25 s.
     """
     samples: dict[int, list[int]] = {}
     stop = threading.Event()
+    cpu_start: list[cpu_time.CpuSample] = []
+
+    def cpu_sample() -> cpu_time.CpuSample:
+        return cpu_time.sample_tree(proc.pid, collector.count, descendants)
+
+    def sample_cpu_at_start() -> None:
+        if collector.wait_started(timeout, stop):
+            cpu_start.append(cpu_sample())
 
     def sample() -> None:
         while not stop.is_set():
@@ -354,13 +377,16 @@ def measure_drain(collector: Collector, proc: subprocess.Popen, n: int, timeout:
                     samples.setdefault(pid, []).append(kib)
             stop.wait(0.25)
 
-    sampler = threading.Thread(target=sample, daemon=True) if rss else None
-    if sampler:
-        sampler.start()
+    threads = [threading.Thread(target=sample_cpu_at_start, daemon=True)]
+    if rss:
+        threads.append(threading.Thread(target=sample, daemon=True))
+    for t in threads:
+        t.start()
     ok = collector.wait_for(n, timeout, alive=lambda: proc.poll() is None)
+    cpu_end = cpu_sample() if ok else None
     stop.set()
-    if sampler:
-        sampler.join()
+    for t in threads:
+        t.join()
     if not ok:
         why = "workers exited" if proc.poll() is not None else f"timed out after {timeout:.0f}s"
         return {"error": f"{why} with {collector.count}/{n} jobs handled; log: "
@@ -370,6 +396,14 @@ def measure_drain(collector: Collector, proc: subprocess.Popen, n: int, timeout:
     dt = max(last - first, 1e-6)
     out: dict[str, Any] = {"value": (n - 1) / dt if n > 1 else float("nan"), "unit": "jobs/s",
                            "seconds": round(dt, 4)}
+    if cpu_start and cpu_end is not None:
+        us = cpu_time.per_job_us(cpu_start[0], cpu_end)
+        if us is not None:
+            out["cpu_us_per_job"] = us
+            out["cpu"] = {"seconds": round(cpu_end.seconds - cpu_start[0].seconds, 3),
+                          "jobs": cpu_end.handled - cpu_start[0].handled,
+                          "processes": len(set(cpu_start[0].pids) | set(cpu_end.pids)),
+                          "ticks_per_second": cpu_time.TICKS_PER_SECOND}
     if rss:
         out["rss_kib"] = {str(pid): {"first": v[0], "last": v[-1], "max": max(v), "samples": len(v)}
                           for pid, v in samples.items()}

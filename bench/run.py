@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import chart  # noqa: E402
 import common  # noqa: E402
 
 PROJECT_PY = sys.executable
@@ -48,6 +49,7 @@ PEERS_VENV = os.environ.get("BENCH_PEERS_VENV", os.path.join(HERE, ".venv-peers"
 PEERS_PY = os.path.join(PEERS_VENV, "bin", "python")
 REQUIREMENTS = os.environ.get("BENCH_PEERS_REQUIREMENTS", os.path.join(HERE, "peers-requirements.txt"))
 RESULTS = os.path.join(HERE, "results")
+DOCS_CHART = os.path.join(ROOT, "docs", "img", "bench-latest.svg")
 
 PG_ADMIN = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MY_ADMIN = os.environ.get("BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
@@ -114,6 +116,8 @@ FIGURES = {
     "bulk": ("bulk enqueue", "jobs/s", True),
     "drain1": ("drain 1p", "jobs/s", True),
     "drain2": ("drain 2p", "jobs/s", True),
+    "cpu1": ("CPU/job 1p", "µs", False),
+    "cpu2": ("CPU/job 2p", "µs", False),
     "latency_p50": ("pickup p50", "ms", False),
     "latency_p99": ("pickup p99", "ms", False),
     "io": ("I/O 10 ms x32", "jobs/s", True),
@@ -438,10 +442,13 @@ def value_of(result: dict[str, Any], figure: str) -> float | None:
         return result.get("p50_ms")
     if figure == "latency_p99":
         return result.get("p99_ms")
+    if figure in ("cpu1", "cpu2"):
+        return result.get("cpu_us_per_job")
     return result.get("value")
 
 
 FIGURE_MODE = {"enqueue": "enqueue", "bulk": "bulk", "drain1": "drain1", "drain2": "drain2",
+               "cpu1": "drain1", "cpu2": "drain2",
                "latency_p50": "latency", "latency_p99": "latency", "io": "io"}
 
 
@@ -478,6 +485,8 @@ def aggregate(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict
                 out[s.key][fig] = cell
             elif nas:
                 out[s.key][fig] = {"status": "n/a", "reason": nas[0]}
+            elif not errors and fig in ("cpu1", "cpu2"):
+                out[s.key][fig] = {"status": "not measured"}  # the drain ran, its CPU sample did not
             else:
                 out[s.key][fig] = {"status": "failed", "reason": errors[0] if errors else "no result"}
     return out
@@ -514,7 +523,7 @@ def failure_lines(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
 def fmt(cell: dict[str, Any], unit: str, width: int = 30) -> str:
     if cell["status"] == "ok":
         v = cell["median"]
-        text = f"{v:,.1f}" if unit == "ms" else f"{v:,.0f}"
+        text = f"{v:,.1f}" if unit in ("ms", "µs") else f"{v:,.0f}"
         if cell.get("failed_runs"):
             text += f" ({len(cell['failed_runs'])} run(s) failed)"
         return text
@@ -572,7 +581,8 @@ def ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
                     parts.append(f"{mine['median'] / theirs['median']:.2f}x {other.short}")
                 elif theirs["status"] == "failed":
                     parts.append(f"— {other.short} (failed)")
-            note = "" if higher else " (latency ratio: below 1x = errands faster)"
+            note = "" if higher else (" (cost ratio: below 1x = errands spent less CPU per job)" if unit == "µs"
+                                      else " (latency ratio: below 1x = errands faster)")
             lines.append(f"{e.short} {title} = " + (", ".join(parts) or "nothing to compare") + note)
     return lines
 
@@ -593,6 +603,103 @@ def sync_ratios(agg: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+BARE_FIGURES = [f for f in FIGURES if f != "io"]
+"""errands' figures that the bare-ratio table lists (I/O is measured against its ideal, not a bare loop)."""
+
+
+def backend_of(system: System) -> str:
+    """ "PostgreSQL" from "errands (PostgreSQL)"; "SQLite" from "errands (SQLite, synchronous=full)"."""
+    return system.label.split("(", 1)[1].split(",")[0].rstrip(")")
+
+
+def bare_rows(agg: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """errands against the bare loop of the same backend and run, figure by figure (issue 17's table).
+
+    ``ratio`` is errands / bare: above 1 is better for throughput, below 1 for CPU per job.  Pickup has
+    no bare counterpart (the bare loop never idles), so its row has errands' figure only.
+    """
+    rows = []
+    for ekey, bkey in BARE_FOR.items():
+        for fig in BARE_FIGURES:
+            title, unit, higher = FIGURES[fig]
+            mine = agg.get(ekey, {}).get(fig, {"status": "not run"})
+            bare = agg.get(bkey, {}).get(fig, {"status": "not run"})
+            if mine["status"] in ("n/a", "not run"):
+                continue
+            ratio = (mine["median"] / bare["median"] if mine["status"] == "ok" and bare["status"] == "ok"
+                     and bare["median"] else None)
+            rows.append({"backend": backend_of(BY_KEY[ekey]), "figure": fig, "title": title, "unit": unit,
+                         "higher_is_better": higher, "errands": fmt(mine, unit),
+                         "bare": fmt(bare, unit) if bare["status"] not in ("n/a", "not run") else "—",
+                         "ratio": ratio})
+    return rows
+
+
+def bare_table(rows: list[dict[str, Any]]) -> str:
+    """``bare_rows`` as a Markdown table: figure | errands | bare loop | errands / bare."""
+    out = ["| figure | errands | bare loop | errands / bare |", "|---|--:|--:|--:|"]
+    for r in rows:
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        out.append(f"| {r['backend']} {r['title']} ({r['unit']}) | {r['errands']} | {r['bare']} | {ratio} |")
+    return "\n".join(out)
+
+
+CHART_FIGURES = ["enqueue", "bulk", "drain1", "drain2", "cpu1", "cpu2", "latency_p50", "latency_p99"]
+"""The table's columns that the chart draws, all systems side by side (I/O and scale are errands' alone)."""
+
+
+def _chart_role(s: System) -> str:
+    if s.key.startswith("bare"):
+        return "bare"
+    if s.key.startswith("errands"):
+        return "errands-variant" if s.url_query else "errands"
+    return "peer"
+
+
+def chart_panels(agg: dict[str, dict[str, dict[str, Any]]]) -> list[chart.Panel]:
+    """One panel per figure; in each, the systems grouped by backend, errands first and the bare loop last."""
+    groups_of = [("PostgreSQL", "pg"), ("MariaDB", "mysql"), ("SQLite", "sqlite"), ("Redis", "redis")]
+    panels = []
+    for fig in CHART_FIGURES:
+        title, unit, higher = FIGURES[fig]
+        groups = []
+        for name, kind in groups_of:
+            bars = []
+            for s in (x for x in SYSTEMS if x.kind == kind):
+                cell = agg.get(s.key, {}).get(fig, {"status": "not run"})
+                if cell["status"] in ("n/a", "not run"):
+                    continue
+                label = s.label.split(" (")[0] + (", " + s.url_query.lstrip("?") if s.url_query else "")
+                if cell["status"] != "ok":
+                    bars.append(chart.Bar(label, None, _chart_role(s), note=fmt(cell, unit, 40)))
+                    continue
+                note = ""
+                bare = agg.get(BARE_FOR.get(s.key, ""), {}).get(fig, {})
+                if bare.get("status") == "ok" and bare.get("median"):
+                    note = f"{cell['median'] / bare['median']:.2f}x bare"
+                bars.append(chart.Bar(label, cell["median"], _chart_role(s), fmt(cell, unit), note))
+            groups.append(chart.Group(name, bars))
+        panels.append(chart.Panel(title, unit, higher, groups))
+    return panels
+
+
+def write_chart(report: dict[str, Any], path: str) -> None:
+    """The run's table as a grouped bar chart (bench/chart.py), written to ``path``."""
+    p, m = report["params"], report["machine"]
+    title = (f"errands benchmark, {report['started']} ({'QUICK' if p['quick'] else 'full'}: {p['jobs']:,} jobs a run, "
+             f"median of {p['reps']})")
+    subtitle = (f"{m['cpus']} CPUs; load average {m['load_average_at_start']} at start, "
+                f"{m.get('load_average_at_end')} at end; noisy when the load is high.\n"
+                "\"x bare\": errands / the bare loop of the same database in the same run. "
+                "CPU/job: the worker processes' own CPU time per job (not the database server's).")
+    svg = chart.render(chart_panels(report["results"]), title, subtitle)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(svg)
+    os.replace(tmp, path)
+
+
 def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
     p = report["params"]
     out = [f"# errands benchmark — {report['started']}", "",
@@ -602,8 +709,15 @@ def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
            f"Load average at start {report['machine']['load_average_at_start']}, "
            f"at end {report['machine'].get('load_average_at_end')}.", "",
            "Throughput in jobs/s (higher is better); pickup latency in ms (lower is better). "
-           "Drains are timed from the first handled job to the N-th; see docs/performance.md.", "",
-           tbl, "", "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], "",
+           "Drains are timed from the first handled job to the N-th; see docs/performance.md. "
+           "CPU/job: CPU time of the worker processes (their own, not the database server's) over the same "
+           "window, per job (lower is better).", "",
+           tbl, "", f"![the table as a chart]({report['chart']})", "",
+           "## errands against the bare loop (same database, same run)", "",
+           "errands / bare: above 1 means errands did better on throughput, below 1 on CPU per job. "
+           "The bare loop never idles, so pickup has no bare figure.", "",
+           bare_table(report.get("bare_ratios", [])), "",
+           "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], "",
            "## SQLite durability: synchronous=full against normal (issue 11)", "",
            *[f"- {x}" for x in report.get("sync_ratios", [])], ""]
     failures = failure_lines(report["results"])
@@ -729,20 +843,26 @@ def main() -> int:
     versions["all packages, project venv"] = pip_freeze(PROJECT_PY)
     if os.path.exists(PEERS_PY):
         versions["all packages, peers' venv"] = pip_freeze(PEERS_PY)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if p.quick else "")
+    bare = bare_rows(agg)
     report = {"started": started.isoformat(timespec="seconds"), "wall_seconds": round(wall, 1),
               "params": p.__dict__, "machine": machine, "servers": server_facts(), "versions": versions,
               "settings": settings, "results": agg, "raw": raw, "ratios": ratio_lines, "sync_ratios": sync_lines,
-              "table": tbl}
+              "table": tbl, "bare_ratios": bare, "chart": f"{stamp}.svg"}
     md = markdown(report, tbl, ratio_lines)
 
     os.makedirs(RESULTS, exist_ok=True)
-    stamp = started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if p.quick else "")
     for name, text in ((f"{stamp}.json", json.dumps(report, indent=1)), (f"{stamp}.md", md),
                        ("latest.json", json.dumps(report, indent=1)), ("latest.md", md)):
         tmp = os.path.join(RESULTS, name + ".tmp")
         with open(tmp, "w") as f:
             f.write(text + "\n")
         os.replace(tmp, os.path.join(RESULTS, name))
+    charts = [os.path.join(RESULTS, f"{stamp}.svg"), os.path.join(RESULTS, "latest.svg")]
+    if not p.quick and wanted == set(BY_KEY):
+        charts.append(DOCS_CHART)  # docs/performance.md shows the latest full run of every system
+    for path in charts:
+        write_chart(report, path)
 
     print()
     print(f"errands benchmark ({'QUICK' if p.quick else 'full'}: {p.jobs:,} jobs per run, "
@@ -760,8 +880,12 @@ def main() -> int:
         print("\nfailures:")
         for x in failures:
             print("  " + x)
-    print(f"\nresults: {os.path.relpath(os.path.join(RESULTS, stamp + '.json'), ROOT)} (+ .md, latest.json, "
-          f"latest.md); wall time {wall:.0f} s; load average {machine['load_average_at_start']} -> "
+    print("\nerrands against the bare loop of the same database (same run):")
+    print(bare_table(bare))
+    print(f"\nresults: {os.path.relpath(os.path.join(RESULTS, stamp + '.json'), ROOT)} (+ .md, .svg, latest.json, "
+          f"latest.md, latest.svg"
+          + (f", {os.path.relpath(DOCS_CHART, ROOT)}" if DOCS_CHART in charts else "")
+          + f"); wall time {wall:.0f} s; load average {machine['load_average_at_start']} -> "
           f"{machine['load_average_at_end']}")
     return 0
 
