@@ -116,7 +116,7 @@ def _panel(p: Panel, x0: float, y0: float) -> tuple[list[str], float]:
         out.append(_text(x0, y + 10, g.title, 11, extra=' font-weight="bold" fill="#333"'))
         y += 14
         for b in g.bars:
-            label = b.label if len(b.label) <= 24 else b.label[:23] + "…"
+            label = b.label if len(b.label) <= 26 else b.label[:25] + "…"
             out.append(_text(bx - 6, y + BAR_H - 2, label, 10, "end"))
             if b.value is None:
                 out.append(_text(bx + 2, y + BAR_H - 2, b.note or "no figure", 10,

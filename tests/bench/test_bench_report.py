@@ -28,33 +28,34 @@ def stat_line(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, csti
 # ---------------------------------------------------------------------------- CPU sampler
 
 
-def test_stat_ticks_adds_own_and_reaped_childrens_time() -> None:
-    assert cpu_time.stat_ticks(stat_line(7, "python", 120, 30, 40, 10)) == 200
+def test_stat_ticks_splits_own_time_from_reaped_childrens() -> None:
+    assert cpu_time.stat_ticks(stat_line(7, "python", 120, 30, 40, 10)) == (150, 50)
 
 
 def test_stat_ticks_reads_past_a_command_name_with_spaces_and_parentheses() -> None:
-    assert cpu_time.stat_ticks(stat_line(7, "a) b (c", 1, 2, 3, 4)) == 10
+    assert cpu_time.stat_ticks(stat_line(7, "a) b (c", 1, 2, 3, 4)) == (3, 7)
 
 
 def test_sample_tree_sums_the_worker_tree_and_skips_processes_gone_meanwhile() -> None:
-    lines = {10: stat_line(10, "errands", 50, 10, 5, 5), 11: stat_line(11, "errands", 300, 100), 12: None}
-    sample = cpu_time.sample_tree(10, handled=42, children=lambda pid: [11, 12], read=lines.get,
-                                  reaped=lambda: 0.25, ticks_per_second=100)
-    assert sample.seconds == pytest.approx((70 + 400) / 100 + 0.25)
+    times = {10: (0.6, 0.1), 11: (4.0, 0.0), 12: None}
+    sample = cpu_time.sample_tree(10, handled=42, children=lambda pid: [11, 12], read=times.get, reaped=lambda: 0.25)
+    assert sample.seconds == pytest.approx(0.6 + 0.1 + 4.0 + 0.25)
     assert sample.handled == 42
     assert sample.pids == (10, 11)
 
 
 def test_a_worker_that_exits_inside_the_window_still_counts_through_its_parent() -> None:
-    """The child's 3 s before the window end up in the parent's cutime once reaped: only the 1 s it spent
-    inside the window is added."""
-    before = cpu_time.sample_tree(1, 1, lambda pid: [2],
-                                  read={1: stat_line(1, "sup", 10, 0), 2: stat_line(2, "w", 300, 0)}.get,
-                                  reaped=lambda: 0.0, ticks_per_second=100)
-    after = cpu_time.sample_tree(1, 10_001, lambda pid: [],
-                                 read={1: stat_line(1, "sup", 10, 0, cutime=400)}.get,
-                                 reaped=lambda: 0.0, ticks_per_second=100)
+    """The child's 3 s before the window end up in the parent's reaped time once it exits: only the 1 s it
+    spent inside the window is added."""
+    before = cpu_time.sample_tree(1, 1, lambda pid: [2], read={1: (0.1, 0.0), 2: (3.0, 0.0)}.get, reaped=lambda: 0.0)
+    after = cpu_time.sample_tree(1, 10_001, lambda pid: [], read={1: (0.1, 4.0)}.get, reaped=lambda: 0.0)
     assert cpu_time.per_job_us(before, after) == pytest.approx(1.0 * 1e6 / 10_000)
+
+
+def test_the_worker_command_reaped_by_the_benchmark_counts_through_its_rusage() -> None:
+    before = cpu_time.sample_tree(1, 0, lambda pid: [], read={1: (2.0, 0.5)}.get, reaped=lambda: 0.0)
+    after = cpu_time.sample_tree(1, 100, lambda pid: [], read={}.get, reaped=lambda: 2.6)
+    assert cpu_time.per_job_us(before, after) == pytest.approx(0.1 * 1e6 / 100)
 
 
 def test_per_job_us_is_none_without_jobs_in_the_window() -> None:
@@ -63,9 +64,12 @@ def test_per_job_us_is_none_without_jobs_in_the_window() -> None:
     assert cpu_time.per_job_us(a, cpu_time.CpuSample(1.5, 1005, (1,))) == pytest.approx(500.0)
 
 
-def test_sample_tree_reads_this_very_process() -> None:
+def test_a_real_process_is_read_from_its_cpu_clock_and_proc() -> None:
+    own, children = cpu_time.read_process(os.getpid()) or (-1.0, -1.0)
+    assert own > 0 and children >= 0
+    assert cpu_time.process_clock_seconds(os.getpid()) is not None
     sample = cpu_time.sample_tree(os.getpid(), 0, children=lambda pid: [])
-    assert sample.pids == (os.getpid(),) and sample.seconds > 0
+    assert sample.pids == (os.getpid(),)
 
 
 # ---------------------------------------------------------------------------- table: CPU columns, bare ratios
