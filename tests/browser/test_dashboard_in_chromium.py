@@ -164,7 +164,7 @@ def test_log_in_and_watch_counters_change_as_a_worker_runs(site, browser):
     expect(page.locator("#no-worker")).to_be_hidden(timeout=30 * MS)
     # Workers add their runs to the per-minute stats every few seconds; the text and the chart follow live.
     expect(page.locator("[data-total=succeeded_window]")).to_have_text("40", timeout=30 * MS)
-    expect(page.locator("[data-chart] .bar .ok:not(.h0)").first).to_be_attached(timeout=10 * MS)
+    expect(page.locator("[data-chart] .tp-ok").first).to_be_attached(timeout=10 * MS)
     shot(page, "03-overview-after-worker")
     assert not [e for e in errors if "Content Security Policy" in e], errors
     app.store.close()

@@ -17,16 +17,20 @@ from starlette.responses import Response
 from ..core.errors import EnqueueError, JobNotFound, StoreUnavailable
 from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
 from ..core.payload import MAX_DEPTH, safe_text, too_deep
-from ..services import accounts
+from ..services import accounts, activity
+from ..services import operations as opx
 from ..services import operator as ops
 from ..services import workflows as flows
 from ..services.models import (
     AuditLog,
     BulkDone,
+    BulkJobsDone,
+    BulkPlan,
     Cancelled,
     DeadLetterPage,
     Enqueued,
     EnqueueForm,
+    FoundJob,
     JobDetail,
     JobPage,
     Me,
@@ -39,6 +43,7 @@ from ..services.models import (
     Recovered,
     ScheduleList,
     UserList,
+    WorkerActivity,
     WorkerList,
     WorkflowCancelled,
     WorkflowList,
@@ -127,6 +132,10 @@ def api_dead(d: Dashboard, request: Request, user: Principal, body: Any) -> Dead
 
 def api_workers(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkerList:
     return WorkerList(ops.workers_view(d.app))
+
+
+def api_activity(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkerActivity:
+    return activity.worker_activity(d.app)
 
 
 def api_queues(d: Dashboard, request: Request, user: Principal, body: Any) -> QueueList:
@@ -218,6 +227,28 @@ def api_enqueue(d: Dashboard, request: Request, user: Principal, body: dict[str,
                                 queue=queue, delay=delay, copies=body.get("copies", 1)))
 
 
+def api_find(d: Dashboard, request: Request, user: Principal, body: Any) -> FoundJob:
+    found = opx.find_job(d.app, request.query_params.get("id"))
+    if found is None:
+        raise JobNotFound(opx.not_found_text(opx.parse_job_id(request.query_params.get("id"))))
+    return found
+
+
+def api_bulk_jobs(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> BulkPlan | BulkJobsDone:
+    """Cancel, move or re-prioritise the waiting jobs a filter matches: without ``confirm`` and
+    ``upto``, how many (and the ``upto`` to send back); with them, done."""
+    for key in ("confirm", "upto"):
+        value = body.get(key)
+        if value is not None and (type(value) is not int or not 0 <= value <= ID_MAX):
+            raise HTTPException(400, f"{key} must be what the first call reported (an integer)")
+    action, queue, priority = opx.bulk_target(body.get("action"), body.get("to_queue"), body.get("priority"))
+    flt = params.job_filter({k: body.get(k) for k in ("queue", "state", "name", "text")})
+    if body.get("confirm") is None or body.get("upto") is None:
+        return opx.plan_bulk(d.app, action, flt, queue, priority)
+    return opx.run_bulk(d.app, user.username, action, flt, body["upto"], body["confirm"], queue=queue,
+                        priority=priority)
+
+
 # ---------------------------------------------------------------------------------- outside the API's models
 async def metrics(d: Dashboard, request: Request, user: Principal) -> Response:
     """Prometheus text (or OpenMetrics, as the scraper accepts) of this app's figures."""
@@ -251,6 +282,8 @@ ENDPOINTS = (
     Endpoint("GET", "/api/overview", api_overview, Overview),
     Endpoint("GET", "/api/jobs", api_jobs, JobPage),
     Endpoint("GET", "/api/jobs/{job_id}", api_job, JobDetail),
+    Endpoint("POST", "/api/jobs/bulk", api_bulk_jobs, BulkPlan | BulkJobsDone),
+    Endpoint("GET", "/api/find", api_find, FoundJob),
     Endpoint("POST", "/api/jobs/{job_id}/cancel", api_cancel, Cancelled),
     Endpoint("GET", "/api/workflows", api_workflows, WorkflowList),
     Endpoint("GET", "/api/workflows/{workflow_id}", api_workflow, WorkflowView),
@@ -259,6 +292,7 @@ ENDPOINTS = (
     Endpoint("POST", "/api/dead/{action}", api_dead_action, BulkDone | NeedsConfirmation),
     Endpoint("POST", "/api/stale/recover", api_recover, Recovered),
     Endpoint("GET", "/api/workers", api_workers, WorkerList),
+    Endpoint("GET", "/api/activity", api_activity, WorkerActivity),
     Endpoint("GET", "/api/queues", api_queues, QueueList),
     Endpoint("POST", "/api/queues/{name}/{action}", api_queue_action, QueueToggled),
     Endpoint("GET", "/api/periodic", api_periodic, ScheduleList),

@@ -25,7 +25,21 @@ from . import api
 from .auth import Authenticator, AuthSettings, HostAuth
 from .guards import guarded, unguarded
 from .openapi import openapi_document
-from .pages import audit, enqueue, failed, jobs, login, overview, queues, schedules, users, workers, workflows
+from .pages import (
+    audit,
+    charts,
+    enqueue,
+    failed,
+    jobs,
+    login,
+    operations,
+    overview,
+    queues,
+    schedules,
+    users,
+    workers,
+    workflows,
+)
 from .rendering import HERE, Dashboard, Handler, JSONResponse
 from .security import SecurityHeaders
 
@@ -42,6 +56,7 @@ PAGES: tuple[tuple[str, Handler], ...] = (
     ("/queues", queues.queues_page), ("/periodic", schedules.periodic_page), ("/enqueue", enqueue.enqueue_page),
     ("/audit", audit.audit_page), ("/users", users.users_page), ("/workflows", workflows.workflows_page),
     ("/workflows/{workflow_id}", workflows.workflow_page),
+    ("/find", operations.find_page), ("/charts/throughput", charts.throughput_fragment),
 )
 """Pages anyone signed in may read."""
 ACTIONS: tuple[tuple[str, Handler], ...] = (
@@ -50,6 +65,7 @@ ACTIONS: tuple[tuple[str, Handler], ...] = (
     ("/periodic/{name}/run", schedules.periodic_run), ("/enqueue", enqueue.enqueue_action),
     ("/users", users.users_action), ("/users/{action}", users.users_action),
     ("/workflows/{workflow_id}/cancel", workflows.cancel_action),
+    ("/jobs/bulk", operations.bulk_action),
 )
 """Forms that change something: admins only."""
 

@@ -67,6 +67,15 @@ def _described() -> dict[str, Any]:
         "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
         "text": {"type": "string", "maxLength": 200},
         "confirm": {"type": "integer", "minimum": 0, "description": "the count the previous call reported"}}}
+    bulk_jobs = {"type": "object", "required": ["action"], "properties": {
+        "action": {"type": "string", "enum": ["cancel", "move", "priority"]},
+        "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
+        "state": {"type": "string", "enum": ["ready", "delayed", "blocked"]},
+        "text": {"type": "string", "maxLength": 200},
+        "to_queue": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,60}$", "description": "move: the queue"},
+        "priority": {"type": "integer", "minimum": -2**31, "maximum": 2**31 - 1, "description": "priority: the value"},
+        "confirm": {"type": "integer", "minimum": 0, "description": "the count the first call reported"},
+        "upto": {"type": "integer", "minimum": 0, "description": "the upto the first call reported"}}}
     enqueue = {"type": "object", "required": ["job"], "properties": {
         "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
         "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY},
@@ -80,6 +89,13 @@ def _described() -> dict[str, Any]:
             {"name": "after", "in": "query", "schema": _ID, "description": "keyset page (oldest first): ids above"}])},
         "/api/jobs/{job_id}": {"get": _op("One job wherever it is, with why it waits", [job_id])},
         "/api/jobs/{job_id}/cancel": {"post": _op("Cancel a job", [job_id], write=True)},
+        "/api/jobs/bulk": {"post": _op(
+            "Cancel, move or re-prioritise the waiting jobs a filter matches (two steps: count, then confirm "
+            "with the count and upto the first call reported; at most 100,000 a call)", body=bulk_jobs, write=True)},
+        "/api/find": {"get": _op("Where a job id leads (waiting or running, dead letter, kept result); 404 if nowhere",
+                                 [{"name": "id", "in": "query", "required": True,
+                                   "schema": {"type": "string", "maxLength": 60},
+                                   "description": "a job id as people type it: 123, #123 or 1,234"}])},
         "/api/workflows": {"get": _op("Batches, chains and workflows, newest first (keyset pages)", [
             {"name": "before", "in": "query", "schema": _ID, "description": "keyset page: ids below this one"},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}])},
@@ -95,6 +111,7 @@ def _described() -> dict[str, Any]:
             bulk, write=True)},
         "/api/stale/recover": {"post": _op("Release jobs whose lease expired, now", write=True)},
         "/api/workers": {"get": _op("Worker processes and their heartbeats")},
+        "/api/activity": {"get": _op("What each worker runs now, the newest failed attempts and kept outcomes")},
         "/api/queues": {"get": _op("Queues: counts, pause, limits in force")},
         "/api/queues/{name}/{action}": {"post": _op("Pause or resume a queue", [path_name, {
             "name": "action", "in": "path", "required": True, "schema": {"type": "string",

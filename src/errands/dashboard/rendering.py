@@ -24,6 +24,7 @@ from ..core.limits import MAX_DELAY
 from ..core.payload import safe_text
 from ..services.operator import displayable
 from .auth import Authenticator, Principal
+from .charts import throughput_chart
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -137,6 +138,7 @@ def environment() -> Environment:
     env.globals.update(list_clip=LIST_CLIP, error_clip=ERROR_CLIP, detail_clip=DETAIL_CLIP)
     env.filters["number"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.filters["duration"] = _duration
+    env.globals["throughput_chart"] = throughput_chart
     return env
 
 

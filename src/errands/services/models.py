@@ -571,5 +571,106 @@ class Enqueued(ReadModel):
     ids: list[int]
 
 
+# ----------------------------------------------------------------------------------- operator tools
+@dataclass(eq=False)
+class FoundJob(ReadModel):
+    """Where a job id leads: "jobs" (waiting or running), "dead" (the dead letter) or "results"
+    (ended with a kept result), its state there and its page."""
+
+    id: int
+    where: str
+    state: str
+    url: str
+
+
+@dataclass(eq=False)
+class BulkPlan(ReadModel):
+    """The first step of a bulk action on waiting jobs: how many it would change now (``capped``:
+    at least that many; it changes that many at most), and the newest job id it may touch."""
+
+    needs_confirmation: bool
+    action: str
+    count: int
+    capped: bool
+    upto: int
+    queue: str | None
+    priority: int | None
+    hint: str
+
+
+@dataclass(eq=False)
+class BulkJobsDone(ReadModel):
+    """What a confirmed bulk action changed: ``done`` jobs, of the ``counted`` the operator confirmed
+    (fewer when some ran, ended or stopped matching meanwhile)."""
+
+    action: str
+    done: int
+    counted: int
+
+
+
+@dataclass(eq=False)
+class RunningNow(ReadModel):
+    """A job a worker holds now: since when (its claim), for how long, and whether its lease ran out."""
+
+    id: int
+    name: str
+    queue: str
+    since: str | None
+    seconds: float | None
+    progress: float | None
+    stale: bool
+
+
+@dataclass(eq=False)
+class WorkerActivityRow(ReadModel):
+    """One worker in the activity feed: what it runs now (at most ``RUNNING_SHOWN`` jobs, of
+    ``running_count``) and how many jobs it has finished since it started."""
+
+    id: str
+    hostname: str
+    alive: bool
+    jobs_done: int
+    running: list[RunningNow]
+    running_count: int
+
+
+@dataclass(eq=False)
+class FailedAttempt(ReadModel):
+    """A failed run from the error history (a retry or the last attempt)."""
+
+    job_id: int
+    attempt: int
+    at: str
+    error_type: str
+    error_message: str
+    name: str | None
+    queue: str | None
+
+
+@dataclass(eq=False)
+class Outcome(ReadModel):
+    """A kept outcome: a job that ended and kept its result (succeeded, failed, cancelled)."""
+
+    id: int
+    name: str
+    queue: str
+    state: str
+    at: str
+    message: str | None
+
+
+@dataclass(eq=False)
+class WorkerActivity(ReadModel):
+    """The activity feed: per worker what it runs now; the newest failed attempts and kept
+    outcomes of all workers (rows do not say which worker ran them); jobs held by no registered
+    worker (``orphans``: their worker was pruned)."""
+
+    now: str
+    workers: list[WorkerActivityRow]
+    orphans: list[RunningNow]
+    failures: list[FailedAttempt]
+    outcomes: list[Outcome]
+
 __all__ = [name for name, value in list(globals().items())
            if isinstance(value, type) and issubclass(value, ReadModel)] + ["JobDetail", "type_schema"]

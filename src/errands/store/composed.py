@@ -3,7 +3,8 @@
 ``store.jobs`` (enqueue, claim, settle, dead letter), ``store.workers`` (the registry),
 ``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
 ``store.workflows`` (a workflow's graph and states, cancelling one),
-``store.insights`` (read models) and ``store.accounts`` (dashboard users) share one
+``store.insights`` (read models), ``store.operations`` (bulk changes to waiting jobs) and
+``store.accounts`` (dashboard users) share one
 :class:`~errands.store.database.Database`; the store itself holds the lifecycle.
 """
 
@@ -19,6 +20,7 @@ from .dialects.base import Dialect, Listener
 from .features import FeatureStore
 from .insights import InsightStore
 from .jobs import JobStore
+from .operations import OperationStore
 from .steps import Steps
 from .workers import WorkerStore
 from .workflows import WorkflowStore
@@ -39,6 +41,7 @@ class Store:
         self.workflows = WorkflowStore(self.db, steps)
         self.insights = InsightStore(self.db)
         self.accounts = AccountStore(self.db)
+        self.operations = OperationStore(self.db, steps)
 
     @property
     def safe_url(self) -> str:

@@ -121,36 +121,30 @@ class InsightStore:
 
         return self.db.run(read)
 
+    def queue_throughput_buckets(self, start: datetime, seconds_per_bucket: int, queue: str | None = None
+                                 ) -> list[tuple[str, int, int, int]]:
+        """``(queue, bucket, succeeded, failed)`` since ``start``, per queue (or of one ``queue``), as
+        :meth:`throughput_buckets`: a range of the stats table's key (minute, queue), summed in the
+        database, at most one row per queue and bucket."""
+
+        def read(cur: Any) -> list[tuple[str, int, int, int]]:
+            one = " AND queue = {p}" if queue is not None else ""
+            cur.execute(self.d.q("SELECT queue, " + self.d.floor_sql("(" + self.d.epoch_sql("minute") + " - {p}) / {p}")
+                                 + " AS bucket, SUM(succeeded), SUM(failed) FROM {stats} WHERE minute >= {p}" + one
+                                 + " GROUP BY queue, bucket"),
+                        (start.timestamp(), int(seconds_per_bucket), self.d.from_datetime(start),
+                         *(() if queue is None else (queue,))))
+            return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+
+        return self.db.run(read)
+
     def prune_stats(self, keep: float = 8 * 86400.0) -> None:
         self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {stats} WHERE minute < {now_plus}"), (-float(keep),)))
 
     # ------------------------------------------------------------------ jobs
     def _job_filter(self, queue: str | None, state: str | None, name: str | None, text: str | None
                     ) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if queue:
-            clauses.append("queue = {p}")
-            params.append(queue)
-        if name:
-            clauses.append("name LIKE {p}" + self.d.like_escape)
-            params.append(f"%{like_pattern(name)}%")
-        if text:
-            escape = self.d.like_escape
-            clauses.append("(payload LIKE {p}" + escape + " OR last_error LIKE {p}" + escape
-                           + " OR label LIKE {p}" + escape + ")")
-            params += [f"%{like_pattern(text)}%"] * 3
-        if state == "ready":
-            clauses.append("reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}")
-        elif state == "delayed":
-            clauses.append("reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now}")
-        elif state == "blocked":
-            clauses.append("reserved_by IS NULL AND blocked_by IS NOT NULL")
-        elif state == "running":
-            clauses.append("reserved_by IS NOT NULL AND reserved_until >= {now}")
-        elif state == "stale":
-            clauses.append("reserved_by IS NOT NULL AND reserved_until < {now}")
-        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+        return job_filter_sql(self.d, queue, state, name, text)
 
     def search_jobs(self, *, queue: str | None = None, state: str | None = None, name: str | None = None,
                     text: str | None = None, before_id: int | None = None, after_id: int | None = None,
@@ -317,6 +311,50 @@ class InsightStore:
 
         return self.db.run(read)
 
+    def running_now(self, limit: int = 500) -> list[tuple[Any, ...]]:
+        """``(owner, id, name, queue, reserved_at, reserved_until, progress)`` of the jobs workers hold
+        (running or stale), at most ``limit``, read through the lease index as :meth:`held_jobs`."""
+
+        def read(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(self.d.q("SELECT reserved_by, id, name, queue, reserved_at, reserved_until, progress "
+                                 "FROM {jobs} WHERE reserved_until IS NOT NULL AND reserved_by IS NOT NULL "
+                                 "ORDER BY reserved_until LIMIT {p}"), (int(limit),))
+            t = self.d.to_datetime
+            return [(r[0], int(r[1]), r[2], r[3], None if r[4] is None else t(r[4]), t(r[5]), r[6])
+                    for r in cur.fetchall()]
+
+        return self.db.run(read)
+
+    def recent_failures(self, limit: int = 20) -> list[tuple[Any, ...]]:
+        """The newest failed attempts of the error history (every failed run writes one):
+        ``(job_id, attempt, failed_at, error_type, error_message, name, queue)``, newest first; the
+        name and queue from wherever the job is now (None once it is gone)."""
+
+        def read(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(self.d.q(
+                "SELECT x.job_id, x.attempt, x.failed_at, x.error_type, " + _prefix_sql("x.error_message", 300)
+                + ", COALESCE(j.name, f.name, r.name), COALESCE(j.queue, f.queue, r.queue) FROM "
+                "(SELECT id, job_id, attempt, failed_at, error_type, error_message FROM {job_errors} "
+                "ORDER BY id DESC LIMIT {p}) x LEFT JOIN {jobs} j ON j.id = x.job_id "
+                "LEFT JOIN {failed} f ON f.id = x.job_id LEFT JOIN {results} r ON r.id = x.job_id ORDER BY x.id DESC"),
+                (int(limit),))
+            t = self.d.to_datetime
+            return [(int(r[0]), int(r[1]), t(r[2]), r[3], r[4], r[5], r[6]) for r in cur.fetchall()]
+
+        return self.db.run(read)
+
+    def recent_outcomes(self, limit: int = 20) -> list[tuple[Any, ...]]:
+        """The newest kept outcomes (results rows: jobs that keep their result, cancelled jobs,
+        workflow steps): ``(id, name, queue, state, finished_at, message)``, by id, newest first."""
+
+        def read(cur: Any) -> list[tuple[Any, ...]]:
+            cur.execute(self.d.q("SELECT id, name, queue, state, finished_at, " + _prefix_sql("message", 300)
+                                 + " FROM {results} ORDER BY id DESC LIMIT {p}"), (int(limit),))
+            t = self.d.to_datetime
+            return [(int(r[0]), r[1], r[2], r[3], t(r[4]), r[5]) for r in cur.fetchall()]
+
+        return self.db.run(read)
+
     def active_queues(self) -> list[str]:
         """Queues that hold a job or a dead-letter entry now, had runs in the last week, or have a row
         in the queues table: a queue filled with ``using(queue=...)`` that no worker serves is exactly
@@ -461,6 +499,38 @@ class InsightStore:
             return [job_row(self.d.to_datetime, r) for r in cur.fetchall()]
 
         return self.db.run(read)
+
+
+def job_filter_sql(d: Any, queue: str | None, state: str | None, name: str | None, text: str | None
+                   ) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its parameters) of the jobs lists' filter: queue, state, job name, text
+    (arguments, last error or label); empty when nothing filters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if queue:
+        clauses.append("queue = {p}")
+        params.append(queue)
+    if name:
+        clauses.append("name LIKE {p}" + d.like_escape)
+        params.append(f"%{like_pattern(name)}%")
+    if text:
+        escape = d.like_escape
+        clauses.append("(payload LIKE {p}" + escape + " OR last_error LIKE {p}" + escape
+                       + " OR label LIKE {p}" + escape + ")")
+        params += [f"%{like_pattern(text)}%"] * 3
+    if state in STATE_SQL:
+        clauses.append(STATE_SQL[state])
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+STATE_SQL = {
+    "ready": "reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}",
+    "delayed": "reserved_by IS NULL AND blocked_by IS NULL AND available_at > {now}",
+    "blocked": "reserved_by IS NULL AND blocked_by IS NOT NULL",
+    "running": "reserved_by IS NOT NULL AND reserved_until >= {now}",
+    "stale": "reserved_by IS NOT NULL AND reserved_until < {now}",
+}
+"""Each state of a job in the jobs table, as SQL over its row."""
 
 
 def _prefix_sql(column: str, length: int) -> str:

@@ -7,17 +7,22 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ...services import activity
 from ...services import operator as ops
 from .. import params
 from ..auth import Principal
 from ..rendering import Dashboard
+from .charts import window_of
 
 QUEUE_ACTIONS = ("pause", "resume")
 
 
 async def queues_page(d: Dashboard, request: Request, user: Principal) -> Response:
-    """Every queue with its counts, pause and limits."""
-    return d.render(request, "queues.html", user, queues=await run_in_threadpool(ops.queues_view, d.app))
+    """Every queue with its counts, pause, limits and throughput chart over a window."""
+    window = window_of(request)
+    charts = await run_in_threadpool(activity.queue_throughput, d.app, window)
+    return d.render(request, "queues.html", user, queues=await run_in_threadpool(ops.queues_view, d.app),
+                    charts=charts, window=window, windows=list(ops.WINDOWS))
 
 
 async def queue_action(d: Dashboard, request: Request, user: Principal) -> Response:

@@ -44,20 +44,21 @@
     });
   }
 
-  // Bars are sized by classes h0..h20 (the CSP forbids inline styles), as the server draws them.
-  function drawChart(t) {
+  // The chart is SVG drawn on the server (axes, a <title> per bucket for hover): when the totals
+  // move, the same chart is fetched again as a fragment and swapped in.
+  let chartTotals = null;
+  function drawChart(t, windowName) {
     const chart = document.querySelector("[data-chart]");
     if (!chart) { return; }
-    const bars = chart.querySelectorAll(".bar");
-    if (bars.length !== t.succeeded.length) { return; }
-    let peak = 1;
-    t.succeeded.forEach(function (ok, i) { peak = Math.max(peak, ok + t.failed[i]); });
-    bars.forEach(function (bar, i) {
-      const ok = t.succeeded[i], bad = t.failed[i];
-      bar.title = ok + " ok / " + bad + " failed";
-      bar.children[0].className = "ok h" + Math.floor(ok * 20 / peak);
-      bar.children[1].className = "bad h" + Math.floor(bad * 20 / peak);
-    });
+    const totals = t.total_succeeded + "/" + t.total_failed;
+    if (chartTotals === null) { chartTotals = chart.dataset.totals || ""; }
+    if (totals === chartTotals) { return; }
+    chartTotals = totals;
+    fetch(root + "/charts/throughput?window=" + encodeURIComponent(windowName),
+          { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) { chart.innerHTML = html; })
+      .catch(function () { chartTotals = ""; });
   }
 
   function refresh() {
@@ -71,7 +72,7 @@
         });
         set("succeeded_window", data.throughput.total_succeeded);
         set("failed_window", data.throughput.total_failed);
-        drawChart(data.throughput);
+        drawChart(data.throughput, params.get("window") || "1h");
         set("workers_alive", data.workers_alive);
         document.querySelectorAll(".counter.state-stale").forEach(function (el) {
           el.classList.toggle("warn", data.totals.stale > 0);
