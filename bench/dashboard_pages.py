@@ -344,7 +344,7 @@ def fill(app: Errands, jobs: int, dead: int, seed: int = 7, log: Any = print) ->
     if out.delayed:
         parents = (rng.sample(out.delayed, blocked_n) if len(out.delayed) >= blocked_n
                    else [rng.choice(out.delayed) for _ in range(blocked_n)])
-        blocked = [defs["send_email"].prepare(**_job_args(rng, "send_email")[1])._replace(after=p) for p in parents]
+        blocked = [defs["send_email"].prepare(**_job_args(rng, "send_email")[1])._replace(after=(p,)) for p in parents]
         for part in _chunks(blocked, 1000):
             out.blocked += [h.id for h in app.enqueue_many(part)]
     # Workers: six alive (16 running jobs each), two dead whose leases expired (stale jobs).
@@ -603,6 +603,9 @@ def pages(info: dict[str, Any]) -> list[tuple[str, str]]:
         ("api jobs q=<absent>", "/api/jobs?" + urlencode({"q": ABSENT_TEXT})),
         ("api dead", "/api/dead"), ("api workers", "/api/workers"), ("api queues", "/api/queues"),
         ("metrics", "/metrics"),
+        ("api find", f"/api/find?id={info['dead_id']}"),
+        ("queues 7d", "/queues?window=7d"), ("chart 7d", "/charts/throughput?window=7d"),
+        ("api activity", "/api/activity"),
     ]
     return [(label, path) for label, path in out if not path.rstrip("/").endswith("/0")]
 

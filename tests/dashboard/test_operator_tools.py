@@ -176,3 +176,39 @@ def test_bulk_walks_the_table_in_windows_and_chunks(dash_app, monkeypatch):
     assert all(dash_app.store.jobs.get_job(i) is not None for i in others)
     row = dash_app.store.features.get_batch(batch.id)
     assert row.failed == 3
+
+
+# ---------------------------------------------------------------------------------- c. live lists (markup)
+def test_the_jobs_dead_letter_and_workers_pages_carry_a_live_switch_and_a_region(web):
+    """The script refreshes [data-refresh-region] and leaves the filter forms alone (outside it);
+    tests/browser/test_live_lists_in_chromium.py watches it happen."""
+    login(web, VIEWER)
+    for path in ("/jobs", "/dead", "/workers"):
+        page = web.get(path).text
+        assert 'id="live-refresh"' in page and "data-refresh-region=" in page, path
+        region = page.index("data-refresh-region=")
+        assert 'role="search"' not in page[region:], path  # the filter form comes before the region
+
+
+def test_a_name_or_text_filter_covers_the_newest_search_window(dash_app, monkeypatch):
+    monkeypatch.setattr(opx, "SEARCH_WINDOW", 5)
+    ids = _enqueue(dash_app, 8)
+    plan = opx.plan_bulk(dash_app, "cancel", JobFilter(name="mail"))
+    assert plan.since == ids[3] and plan.count == 5
+    done = opx.run_bulk(dash_app, ADMIN, "cancel", JobFilter(name="mail"), plan.upto, plan.count, since=plan.since)
+    assert done.done == 5 and [i for i in ids if dash_app.store.jobs.get_job(i)] == ids[:3]
+    assert opx.plan_bulk(dash_app, "cancel", JobFilter(queue="mails")).since == 0
+
+
+def test_the_count_stops_at_its_cap_and_an_action_at_its_own(web, dash_app, monkeypatch):
+    monkeypatch.setattr(opx, "BULK_COUNT_CAP", 3)
+    monkeypatch.setattr(opx, "BULK_JOBS_CAP", 6)
+    ids = _enqueue(dash_app, 8)
+    login(web, ADMIN)
+    token = csrf(web)
+    page = _bulk(web, token, action="cancel", queue="mails")
+    assert "More than 3 match" in page.text and "changes at most 6" in page.text
+    plan = opx.plan_bulk(dash_app, "cancel", JobFilter(queue="mails"))
+    assert plan.capped and plan.count == 3
+    done = opx.run_bulk(dash_app, ADMIN, "cancel", JobFilter(queue="mails"), plan.upto, plan.count)
+    assert done.done == 6 and [i for i in ids if dash_app.store.jobs.get_job(i)] == ids[6:]  # oldest first

@@ -415,7 +415,7 @@ def test_queue_forms_post_only_to_the_queue_they_name(web, dash_app):
         assert cleaned == action, action
         segments = cleaned.split("?")[0].split("/")
         assert "." not in segments and ".." not in segments and len(segments) == 4, action
-        assert re.fullmatch(r"/queues/[A-Za-z0-9._%-]+/(pause|resume)", cleaned), action
+        assert re.fullmatch(r"/queues/[A-Za-z0-9._%-]+/(pause|resume|limits)", cleaned), action
     assert web.get("/api/queues").status_code == 200
     assert no_server_error(web.get("/")).status_code == 200
 

@@ -18,6 +18,7 @@ from ..core.errors import EnqueueError, JobNotFound, StoreUnavailable
 from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
 from ..core.payload import MAX_DEPTH, safe_text, too_deep
 from ..services import accounts, activity
+from ..services import limits as qlimits
 from ..services import operations as opx
 from ..services import operator as ops
 from ..services import workflows as flows
@@ -37,6 +38,7 @@ from ..services.models import (
     NeedsConfirmation,
     Overview,
     PeriodicRun,
+    QueueLimitsView,
     QueueList,
     QueueToggled,
     ReadModel,
@@ -204,6 +206,13 @@ def api_queue_action(d: Dashboard, request: Request, user: Principal, body: Any)
     return QueueToggled(name, action == "pause")
 
 
+def api_queue_limits(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> QueueLimitsView:
+    """Set a queue's stored limits: ``{"concurrency": 2, "rate": "10/minute"}`` (null or absent: none)."""
+    name = params.checked_queue(request.path_params["name"])
+    return qlimits.set_queue_limits(d.app, user.username, name,
+                                    qlimits.parse_limits(body.get("concurrency"), body.get("rate")))
+
+
 def api_periodic_run(d: Dashboard, request: Request, user: Principal, body: Any) -> PeriodicRun:
     return PeriodicRun(ops.run_periodic_now(d.app, user.username, request.path_params["name"]))
 
@@ -237,7 +246,7 @@ def api_find(d: Dashboard, request: Request, user: Principal, body: Any) -> Foun
 def api_bulk_jobs(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> BulkPlan | BulkJobsDone:
     """Cancel, move or re-prioritise the waiting jobs a filter matches: without ``confirm`` and
     ``upto``, how many (and the ``upto`` to send back); with them, done."""
-    for key in ("confirm", "upto"):
+    for key in ("confirm", "upto", "since"):
         value = body.get(key)
         if value is not None and (type(value) is not int or not 0 <= value <= ID_MAX):
             raise HTTPException(400, f"{key} must be what the first call reported (an integer)")
@@ -245,8 +254,8 @@ def api_bulk_jobs(d: Dashboard, request: Request, user: Principal, body: dict[st
     flt = params.job_filter({k: body.get(k) for k in ("queue", "state", "name", "text")})
     if body.get("confirm") is None or body.get("upto") is None:
         return opx.plan_bulk(d.app, action, flt, queue, priority)
-    return opx.run_bulk(d.app, user.username, action, flt, body["upto"], body["confirm"], queue=queue,
-                        priority=priority)
+    return opx.run_bulk(d.app, user.username, action, flt, body["upto"], body["confirm"],
+                        since=body.get("since") or 0, queue=queue, priority=priority)
 
 
 # ---------------------------------------------------------------------------------- outside the API's models
@@ -294,6 +303,7 @@ ENDPOINTS = (
     Endpoint("GET", "/api/workers", api_workers, WorkerList),
     Endpoint("GET", "/api/activity", api_activity, WorkerActivity),
     Endpoint("GET", "/api/queues", api_queues, QueueList),
+    Endpoint("POST", "/api/queues/{name}/limits", api_queue_limits, QueueLimitsView),
     Endpoint("POST", "/api/queues/{name}/{action}", api_queue_action, QueueToggled),
     Endpoint("GET", "/api/periodic", api_periodic, ScheduleList),
     Endpoint("POST", "/api/periodic/{name}/run", api_periodic_run, PeriodicRun),

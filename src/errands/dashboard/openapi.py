@@ -75,7 +75,8 @@ def _described() -> dict[str, Any]:
         "to_queue": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,60}$", "description": "move: the queue"},
         "priority": {"type": "integer", "minimum": -2**31, "maximum": 2**31 - 1, "description": "priority: the value"},
         "confirm": {"type": "integer", "minimum": 0, "description": "the count the first call reported"},
-        "upto": {"type": "integer", "minimum": 0, "description": "the upto the first call reported"}}}
+        "upto": {"type": "integer", "minimum": 0, "description": "the upto the first call reported"},
+        "since": {"type": "integer", "minimum": 0, "description": "the since the first call reported"}}}
     enqueue = {"type": "object", "required": ["job"], "properties": {
         "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
         "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY},
@@ -90,8 +91,9 @@ def _described() -> dict[str, Any]:
         "/api/jobs/{job_id}": {"get": _op("One job wherever it is, with why it waits", [job_id])},
         "/api/jobs/{job_id}/cancel": {"post": _op("Cancel a job", [job_id], write=True)},
         "/api/jobs/bulk": {"post": _op(
-            "Cancel, move or re-prioritise the waiting jobs a filter matches (two steps: count, then confirm "
-            "with the count and upto the first call reported; at most 100,000 a call)", body=bulk_jobs, write=True)},
+            "Cancel, move or re-prioritise the waiting jobs a filter matches (two steps: count, then "
+            "confirm with the count, since and upto the first call reported; at most 100,000 a call)",
+            body=bulk_jobs, write=True)},
         "/api/find": {"get": _op("Where a job id leads (waiting or running, dead letter, kept result); 404 if nowhere",
                                  [{"name": "id", "in": "query", "required": True,
                                    "schema": {"type": "string", "maxLength": 60},
@@ -113,6 +115,12 @@ def _described() -> dict[str, Any]:
         "/api/workers": {"get": _op("Worker processes and their heartbeats")},
         "/api/activity": {"get": _op("What each worker runs now, the newest failed attempts and kept outcomes")},
         "/api/queues": {"get": _op("Queues: counts, pause, limits in force")},
+        "/api/queues/{name}/limits": {"post": _op(
+            "Set a queue's limits, applied by every worker within seconds (null or absent: no such limit)",
+            [path_name], {"type": "object", "properties": {
+                "concurrency": {"type": "integer", "minimum": 1, "maximum": 100000, "nullable": True},
+                "rate": {"type": "string", "maxLength": 40, "nullable": True,
+                         "description": "N/unit: 10/minute, 5/s, 100/30s"}}}, write=True)},
         "/api/queues/{name}/{action}": {"post": _op("Pause or resume a queue", [path_name, {
             "name": "action", "in": "path", "required": True, "schema": {"type": "string",
                                                                          "enum": ["pause", "resume"]}}],

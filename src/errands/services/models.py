@@ -145,6 +145,8 @@ class QueueView(QueueRow):
 
     limits: list[str] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
+    stored_limits: QueueLimitsView | None = None
+    """The limits an operator set for the whole queue from the dashboard (None: none)."""
 
 
 @dataclass(eq=False)
@@ -586,12 +588,14 @@ class FoundJob(ReadModel):
 @dataclass(eq=False)
 class BulkPlan(ReadModel):
     """The first step of a bulk action on waiting jobs: how many it would change now (``capped``:
-    at least that many; it changes that many at most), and the newest job id it may touch."""
+    at least that many; one call changes at most 100,000), and the ids it may touch: from ``since``
+    (a name or text filter covers the newest 100,000 jobs) up to ``upto`` (the newest job now)."""
 
     needs_confirmation: bool
     action: str
     count: int
     capped: bool
+    since: int
     upto: int
     queue: str | None
     priority: int | None
@@ -671,6 +675,17 @@ class WorkerActivity(ReadModel):
     orphans: list[RunningNow]
     failures: list[FailedAttempt]
     outcomes: list[Outcome]
+
+
+@dataclass(eq=False)
+class QueueLimitsView(ReadModel):
+    """The limits an operator stored for a queue (workers apply them within seconds): at most
+    ``concurrency`` running at once, at most ``rate`` starts ("10/60s"); None: no such limit."""
+
+    queue: str
+    concurrency: int | None
+    rate: str | None
+    text: str
 
 __all__ = [name for name, value in list(globals().items())
            if isinstance(value, type) and issubclass(value, ReadModel)] + ["JobDetail", "type_schema"]

@@ -12,6 +12,7 @@ from ..core.config import check_queue_name
 from ..core.errors import InvalidOption, InvalidQueueName
 from ..core.jobs import PRIORITY_RANGE
 from ..core.limits import ID_MAX
+from ..store.insights import COUNT_CAP, SEARCH_WINDOW
 from ..store.operations import ACTIONS, CHUNK
 from .models import BulkJobsDone, BulkPlan, FoundJob
 from .operator import JobFilter
@@ -20,7 +21,10 @@ if TYPE_CHECKING:
     from ..app import Errands
 
 BULK_JOBS_CAP = 100_000
-"""Most waiting jobs one bulk action changes (the count stops there too): run it again for more."""
+"""Most waiting jobs one bulk action changes: run it again for more."""
+BULK_COUNT_CAP = COUNT_CAP
+"""Where the confirmation's count stops ("10,000+", as the jobs page counts): a count is a read of
+that many rows at most when they are dense, whatever the table holds."""
 WAITING_STATES = ("ready", "delayed", "blocked")
 """The states a bulk action may filter on: it acts on waiting jobs only."""
 _ID_TEXT = re.compile(r"#?\s*([0-9][0-9,_ ]{0,40})")
@@ -93,32 +97,38 @@ def bulk_target(action: Any, queue: Any = None, priority: Any = None) -> tuple[s
 
 def plan_bulk(app: Errands, action: str, flt: JobFilter, queue: str | None = None,
               priority: int | None = None) -> BulkPlan:
-    """The first step: how many waiting jobs the action would change now (counting stops past
-    BULK_JOBS_CAP), and ``upto``, the newest job id it may touch (jobs enqueued after the count are
-    not part of what the operator confirmed)."""
+    """The first step: how many waiting jobs the action would change now (the count stops past
+    BULK_COUNT_CAP), and the ids it may touch: up to ``upto``, the newest job now (jobs enqueued
+    after the count are not part of what the operator confirmed), and from ``since``: a filter by
+    job name or text (which no index serves) covers the newest SEARCH_WINDOW jobs, as the jobs page's
+    search does, so neither the count nor the action reads the whole table for it."""
     where = bulk_filter(flt)
-    upto = app.store.jobs.highest_job_id() or 0
-    count = app.store.operations.count_waiting(where, upto, BULK_JOBS_CAP) if upto else 0
-    capped = count > BULK_JOBS_CAP
-    count = min(count, BULK_JOBS_CAP)
-    hint = (f"send confirm={count} and upto={upto} to {action} {'at least ' if capped else ''}{count:,} waiting "
-            f"job(s)" + (f" (the first {BULK_JOBS_CAP:,}; run it again for the rest)" if capped else ""))
-    return BulkPlan(True, action, count, capped, upto, queue, priority, hint)
+    store = app.store
+    upto = store.jobs.highest_job_id() or 0
+    since = (store.insights.scan_edge("jobs", rows=SEARCH_WINDOW) or 0) if flt.name or flt.text else 0
+    count = store.operations.count_waiting(where, since, upto, BULK_COUNT_CAP) if upto else 0
+    capped = count > BULK_COUNT_CAP
+    count = min(count, BULK_COUNT_CAP)
+    hint = (f"send confirm={count}, since={since} and upto={upto} to {action} "
+            + (f"at least {count:,} waiting jobs (at most {BULK_JOBS_CAP:,} a call: run it again for the rest)"
+               if capped else f"{count:,} waiting job(s)"))
+    return BulkPlan(True, action, count, capped, since, upto, queue, priority, hint)
 
 
 def run_bulk(app: Errands, actor: str, action: str, flt: JobFilter, upto: int, counted: int, *,
-             queue: str | None = None, priority: int | None = None,
+             since: int = 0, queue: str | None = None, priority: int | None = None,
              progress: Callable[[int], None] | None = None) -> BulkJobsDone:
-    """The second step: do ``action`` to the waiting jobs that match ``flt`` now, with ids up to
-    ``upto`` (at most BULK_JOBS_CAP), window by window and CHUNK jobs a transaction (see
-    :mod:`errands.store.operations`); audited.  ``counted`` is what the operator confirmed: the
-    answer says how many were changed, which is fewer when jobs ran, ended or changed meanwhile."""
+    """The second step: do ``action`` to the waiting jobs that match ``flt`` now, with ids from
+    ``since`` up to ``upto`` (at most BULK_JOBS_CAP, oldest first), window by window and CHUNK jobs a
+    transaction (see :mod:`errands.store.operations`); audited.  ``counted`` is what the operator
+    confirmed: the answer says how many were changed, fewer when jobs ran, ended or changed meanwhile."""
     where = bulk_filter(flt)
-    if type(upto) is not int or not 0 <= upto <= ID_MAX:
-        raise InvalidOption(f"upto must be a job id (0 to {ID_MAX})")
+    for name, value in (("upto", upto), ("since", since)):
+        if type(value) is not int or not 0 <= value <= ID_MAX:
+            raise InvalidOption(f"{name} must be a job id (0 to {ID_MAX})")
     ops = app.store.operations
-    done, after = 0, 0
-    while done < BULK_JOBS_CAP:
+    done, after = 0, max(since - 1, 0)
+    while done < BULK_JOBS_CAP and after < upto:
         edge = ops.window_edge(after, upto)
         if edge is None:
             break
@@ -130,8 +140,6 @@ def run_bulk(app: Errands, actor: str, action: str, flt: JobFilter, upto: int, c
             if progress is not None:
                 progress(changed)
         after = edge
-        if edge >= upto:
-            break
     _audit(app, actor, action, flt, done, counted, queue, priority)
     return BulkJobsDone(action, done, counted)
 
@@ -144,5 +152,6 @@ def _audit(app: Errands, actor: str, action: str, flt: JobFilter, done: int, cou
                              f"{done} waiting jobs {ACTION_WORDS[action]}{to} ({counted} counted at confirmation)")
 
 
-__all__ = ["BULK_JOBS_CAP", "WAITING_STATES", "bulk_filter", "bulk_target", "find_job", "not_found_text",
+__all__ = ["BULK_COUNT_CAP", "BULK_JOBS_CAP", "WAITING_STATES", "bulk_filter", "bulk_target", "find_job",
+           "not_found_text",
            "parse_job_id", "plan_bulk", "run_bulk"]

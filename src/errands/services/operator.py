@@ -22,6 +22,7 @@ from ..core.rows import JobState
 from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, Backlog, StateCounts
 from ..store.pool import connection_label
 from ..worker.liveness import alive_within
+from .limits import view as limits_view
 from .models import (
     AuditEntry,
     DeadEntry,
@@ -204,8 +205,10 @@ def queues_view(app: Errands) -> list[QueueView]:
             text.append(f"{d.name}: at most {b.concurrency_limit} running per group")
         if text:
             limits.setdefault(d.options.queue, []).extend(text)
+    stored = app.store.features.queue_limits()
     return [QueueView(**vars(q), limits=limits.get(q.name, []),
-                      jobs=sorted(d.name for d in app.registry.values() if d.options.queue == q.name))
+                      jobs=sorted(d.name for d in app.registry.values() if d.options.queue == q.name),
+                      stored_limits=limits_view(q.name, stored[q.name]) if q.name in stored else None)
             for _, q in sorted(base.items())]
 
 

@@ -64,11 +64,26 @@ class Limit(NamedTuple):
     """One constraint a claimed run must pass before it may start."""
 
     kind: str
-    """"rate" (at most ``limit`` starts per ``period`` seconds) or "concurrency" (at most ``limit`` running)."""
+    """"rate" (at most ``limit`` starts per ``period`` seconds), "concurrency" (at most ``limit`` running
+    of a group) or "queue" (at most ``limit`` running of the queue ``name``, set by an operator)."""
     name: str
     """The lock and counter key: the job name for rates, the group key for concurrency."""
     limit: int
     period: float = 0.0
+
+
+class QueueLimits(NamedTuple):
+    """The limits an operator stored for a queue (None: no such limit)."""
+
+    concurrency: int | None
+    """At most this many of the queue's jobs run at once, over every worker."""
+    rate_count: int | None
+    rate_period: float | None
+    """At most ``rate_count`` of the queue's jobs start in any ``rate_period`` seconds."""
+
+
+QUEUE_RATE_PREFIX = "queue:"
+"""The rate-limit key of a queue's stored rate (its starts are counted apart from any job's)."""
 
 
 class FeatureStore:
@@ -278,6 +293,26 @@ class FeatureStore:
                  write=True)
         self.d.after_pause()  # a dialect that caches the paused queues (MySQL) reads them again
 
+    def set_queue_limits(self, queue: str, limits: QueueLimits) -> None:
+        """Store ``queue``'s limits (none at all: its row goes); workers apply them within seconds."""
+        if limits == QueueLimits(None, None, None):
+            self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {queue_limits} WHERE name = {p}"), (queue,)))
+            return
+        sql = self.d.q(self.d.upsert("{queue_limits}", "name", ("concurrency", "rate_count", "rate_period",
+                                                                 "changed_at")))
+        self.db.run(lambda cur: cur.execute(sql, (queue, limits.concurrency, limits.rate_count, limits.rate_period,
+                                                  self.d.from_datetime(self.db.now_in(cur)))))
+
+    def queue_limits(self) -> dict[str, QueueLimits]:
+        """Every queue's stored limits (a small table: one row per limited queue)."""
+
+        def read(cur: Any) -> dict[str, QueueLimits]:
+            cur.execute(self.d.q("SELECT name, concurrency, rate_count, rate_period FROM {queue_limits} ORDER BY name"))
+            return {r[0]: QueueLimits(None if r[1] is None else int(r[1]), None if r[2] is None else int(r[2]),
+                                      None if r[3] is None else float(r[3])) for r in cur.fetchall()}
+
+        return self.db.run(read)
+
     def paused_queues(self) -> list[str]:
         def read(cur: Any) -> list[str]:
             cur.execute(self.d.q("SELECT name FROM {queues} WHERE paused = 1 ORDER BY name"))
@@ -350,22 +385,29 @@ class FeatureStore:
         """Grant each concurrency group what is free of it; return the (job, group) pairs granted."""
         grouped: list[tuple[int, str]] = []
         for (kind, name), members in sorted(by_limit.items()):
-            if kind != "concurrency":
+            if kind not in ("concurrency", "queue"):
                 continue
             limit = members[0][1].limit
-            # Runs of the group are found through errands_group_runs (written here, at admission),
-            # so the jobs table needs no index on the group for this count.
-            cur.execute(self.d.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id "
-                                 "WHERE g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
-                                 "AND j.admitted_at >= j.reserved_at AND j.id NOT IN (")
-                        + self.d.marks(ours) + ")", [name, *ours])
+            if kind == "queue":
+                # A queue's admitted runs with a live lease, through the lease index (running jobs are few).
+                cur.execute(self.d.q("SELECT COUNT(*) FROM {jobs} WHERE reserved_until >= {now} AND "
+                                     "reserved_by IS NOT NULL AND queue = {p} AND admitted_at >= reserved_at "
+                                     "AND id NOT IN (") + self.d.marks(ours) + ")", [name, *ours])
+            else:
+                # Runs of the group are found through errands_group_runs (written here, at admission),
+                # so the jobs table needs no index on the group for this count.
+                cur.execute(self.d.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id "
+                                     "WHERE g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
+                                     "AND j.admitted_at >= j.reserved_at AND j.id NOT IN (")
+                            + self.d.marks(ours) + ")", [name, *ours])
             free = limit - int(cur.fetchone()[0])
             for job_id, _ in members:
                 if job_id in refused:
                     continue
                 if free > 0:
                     free -= 1
-                    grouped.append((job_id, name))
+                    if kind == "concurrency":
+                        grouped.append((job_id, name))
                 else:
                     refused[job_id] = retry
         return grouped

@@ -42,14 +42,14 @@ class OperationStore:
         where, params = job_filter_sql(self.d, flt.get("queue"), flt.get("state"), flt.get("name"), flt.get("text"))
         return (where + " AND " if where else " WHERE ") + WAITING, params
 
-    def count_waiting(self, flt: dict[str, Any], upto_id: int, cap: int) -> int:
-        """How many waiting jobs with an id up to ``upto_id`` match ``flt`` (``queue``, ``state``,
-        ``name``, ``text``), counting at most ``cap + 1`` rows."""
+    def count_waiting(self, flt: dict[str, Any], since_id: int, upto_id: int, cap: int) -> int:
+        """How many waiting jobs with an id from ``since_id`` up to ``upto_id`` match ``flt``
+        (``queue``, ``state``, ``name``, ``text``), counting at most ``cap + 1`` rows."""
 
         def read(cur: Any) -> int:
             where, params = self._where(flt)
-            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " AND id <= {p} LIMIT {p}) "
-                                 "capped"), [*params, int(upto_id), int(cap) + 1])
+            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " AND id >= {p} AND id <= {p} "
+                                 "LIMIT {p}) capped"), [*params, int(since_id), int(upto_id), int(cap) + 1])
             return int(cur.fetchone()[0])
 
         return self.db.run(read)

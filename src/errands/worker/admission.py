@@ -11,11 +11,12 @@ This runs once per batch, not per job.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError
 from ..core.rows import ClaimedJob
-from ..store.features import Limit
+from ..store.features import QUEUE_RATE_PREFIX, Limit, QueueLimits
 
 if TYPE_CHECKING:
     from .host import RunHost
@@ -27,6 +28,8 @@ log = logging.getLogger("errands.worker")
 MAX_PREFETCH = 500
 PREFETCH_HORIZON = 0.05
 """Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
+QUEUE_LIMITS_TTL = 2.0
+"""Seconds a worker trusts its last read of the limits operators stored per queue (one small read)."""
 
 
 class Admission:
@@ -42,6 +45,8 @@ class Admission:
         self.lease = lease
         self._limited_names: set[str] | None = None
         """Names of rate- or concurrency-limited jobs (their runs need admission)."""
+        self._queue_limits: dict[str, QueueLimits] = {}
+        self._queue_limits_until = 0.0
 
     def capacity(self) -> int:
         """Running slots plus an adaptive prefetch sized to about PREFETCH_HORIZON of work."""
@@ -86,14 +91,17 @@ class Admission:
         if limited is None:
             limited = self._limited_names = {name for name, d in self.app.registry.items()
                                              if d.behaviour.rate_limit or d.behaviour.concurrency_limit}
-        if not limited:
+        by_queue = self.queue_limits()
+        if not limited and not by_queue:
             return rows
         runs: list[tuple[int, list[Limit]]] = []
         for row in rows:
-            if row.name in limited:
-                limits = self._limits(row)
-                if limits:
-                    runs.append((row.id, limits))
+            limits = self._limits(row) if row.name in limited else None
+            stored = by_queue.get(row.queue)
+            if stored is not None:
+                limits = (limits or []) + _queue_limits(row.queue, stored)
+            if limits:
+                runs.append((row.id, limits))
         if not runs:
             return rows
         admitted, refused = self.store.features.admit(self.owner, runs)
@@ -102,6 +110,14 @@ class Admission:
         self.state.claimed -= len(refused)
         gone = set(refused)
         return [row for row in rows if row.id not in gone]
+
+    def queue_limits(self) -> dict[str, QueueLimits]:
+        """The limits operators stored per queue, read again every QUEUE_LIMITS_TTL seconds."""
+        now = time.monotonic()
+        if now >= self._queue_limits_until:
+            self._queue_limits = self.store.features.queue_limits()
+            self._queue_limits_until = now + QUEUE_LIMITS_TTL
+        return self._queue_limits
 
     def _limits(self, row: ClaimedJob) -> list[Limit] | None:
         """The limits one claimed run must pass; None when it has none to pass.  The concurrency
@@ -139,3 +155,13 @@ class Admission:
         put = state.work.put
         for row in rows:
             put(row)
+
+
+def _queue_limits(queue: str, stored: QueueLimits) -> list[Limit]:
+    """The limits a run of ``queue`` must pass for what an operator stored."""
+    limits = []
+    if stored.concurrency is not None:
+        limits.append(Limit("queue", queue, stored.concurrency))
+    if stored.rate_count is not None and stored.rate_period:
+        limits.append(Limit("rate", QUEUE_RATE_PREFIX + queue, stored.rate_count, stored.rate_period))
+    return limits

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ...core.errors import InvalidOption
+from ...services import limits as qlimits
 from ...services import operations as opx
 from .. import params
 from ..auth import Principal
@@ -43,11 +44,25 @@ async def bulk_action(d: Dashboard, request: Request, user: Principal) -> Respon
         return d.render(request, "error.html", user, status=400, message=str(exc))
     confirmed = params.integer(form.get("confirm"), "confirm", 0)
     upto = params.integer(form.get("upto"), "upto", 0)
+    since = params.integer(form.get("since"), "since", 0) or 0
     if confirmed is None or upto is None:
         plan = await run_in_threadpool(opx.plan_bulk, d.app, action, flt, queue, priority)
-        return d.render(request, "bulk_confirm.html", user, plan=plan, flt=flt, back=back)
+        return d.render(request, "bulk_confirm.html", user, plan=plan, flt=flt, back=back,
+                        bulk_cap=opx.BULK_JOBS_CAP)
     done = await run_in_threadpool(opx.run_bulk, d.app, user.username, action, flt, upto, confirmed,
-                                   queue=queue, priority=priority)
+                                   since=since, queue=queue, priority=priority)
     return RedirectResponse(d.url(request, "/jobs", queue=flt.queue, state=flt.state, name=flt.name, q=flt.text,
                                   done=f"{opx.ACTION_WORDS[action]} {done.done:,} of {done.counted:,} "
                                        f"confirmed waiting job(s)"), status_code=303)
+
+
+async def queue_limits_action(d: Dashboard, request: Request, user: Principal) -> Response:
+    """Set a queue's limits (concurrency, rate) from the queues page; workers apply them within seconds."""
+    form = await request.form()
+    name = params.checked_queue(request.path_params["name"])
+    try:
+        limits = qlimits.parse_limits(form.get("concurrency"), form.get("rate"))
+    except InvalidOption as exc:
+        return d.render(request, "error.html", user, status=400, message=str(exc))
+    done = await run_in_threadpool(qlimits.set_queue_limits, d.app, user.username, name, limits)
+    return RedirectResponse(d.url(request, "/queues", done=f"limits of {name}: {done.text}"), status_code=303)

@@ -1,5 +1,6 @@
-// errands dashboard: live counters (polling every 2 s, paused while the tab is hidden), the theme
-// switch, and the users page's live filter.  Everything also works without JavaScript.
+// errands dashboard: live counters (polling every 2 s, paused while the tab is hidden), live lists
+// (jobs, dead letter, workers: every 5 s, pausable), the theme switch, and the users page's live
+// filter.  Everything also works without JavaScript.
 (function () {
   "use strict";
   const body = document.body;
@@ -29,6 +30,64 @@
       });
     });
   });
+
+  // Live lists (jobs, dead letter, workers): every few seconds the page's own URL (so its filter and
+  // page) is fetched again and its [data-refresh-region] swapped in, unless the operator is busy
+  // there: focus inside it, a ticked box, text selected in it, or a half-typed form anywhere.
+  (function liveRegions() {
+    const toggle = document.querySelector("[data-live-refresh]");
+    const regions = document.querySelectorAll("[data-refresh-region]");
+    if (!toggle || !regions.length) { return; }
+    const every = Number(toggle.dataset.liveRefresh) || 5000;
+    const key = "errands-live-" + window.location.pathname;
+    if (window.sessionStorage && sessionStorage.getItem(key) === "off") { toggle.checked = false; }
+    let timer = null;
+    let typed = false;
+    document.addEventListener("input", function (e) {
+      if (e.target.closest && !e.target.closest("[data-refresh-region]") && e.target !== toggle) { typed = true; }
+    });
+    document.addEventListener("submit", function () { typed = false; });
+
+    function busy(region) {
+      const active = document.activeElement;
+      if (active && active !== document.body && region.contains(active)) { return true; }
+      if (region.querySelector("input[type=checkbox]:checked, details[open]")) { return true; }
+      const sel = window.getSelection ? window.getSelection() : null;
+      return !!(sel && !sel.isCollapsed && sel.anchorNode && region.contains(sel.anchorNode));
+    }
+
+    function swap(html) {
+      const fresh = new DOMParser().parseFromString(html, "text/html");
+      const x = window.scrollX, y = window.scrollY;
+      regions.forEach(function (region) {
+        const name = region.dataset.refreshRegion;
+        const next = fresh.querySelector("[data-refresh-region='" + CSS.escape(name) + "']");
+        if (!next || busy(region) || region.innerHTML === next.innerHTML) { return; }
+        region.innerHTML = next.innerHTML;
+      });
+      window.scrollTo(x, y);
+      document.body.dataset.refreshedAt = String(Date.now());
+    }
+
+    function tick() {
+      if (typed || document.visibilityState !== "visible") { return; }
+      fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+        .then(swap)
+        .catch(function () { /* a missed refresh is retried at the next tick */ });
+    }
+
+    function schedule() {
+      if (timer) { clearInterval(timer); timer = null; }
+      if (toggle.checked && document.visibilityState === "visible") { timer = setInterval(tick, every); }
+    }
+    toggle.addEventListener("change", function () {
+      if (window.sessionStorage) { sessionStorage.setItem(key, toggle.checked ? "on" : "off"); }
+      schedule();
+    });
+    document.addEventListener("visibilitychange", schedule);
+    schedule();
+  })();
 
   const live = document.querySelector("[data-live='overview']");
   if (!live) { return; }

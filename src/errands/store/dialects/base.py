@@ -47,7 +47,7 @@ RunFn = Callable[..., Any]
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
-          "stats", "job_errors", "steps")
+          "stats", "job_errors", "steps", "queue_limits")
 _TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
 """Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
 
@@ -163,7 +163,7 @@ class Dialect(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 7
+    schema_version = 8
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).

@@ -211,7 +211,7 @@ class MySQLDialect(Dialect):
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
                 (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6()),
-                (7, self._version_7())]
+                (7, self._version_7()), (8, self._version_8(table))]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -267,6 +267,12 @@ class MySQLDialect(Dialect):
         return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
                     "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
                     f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
+
+    def _version_8(self, table: str) -> list[str | Step]:
+        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
+        return [self.q("CREATE TABLE IF NOT EXISTS {queue_limits} (name VARCHAR(60) NOT NULL PRIMARY KEY,"
+                       " concurrency INT NULL, rate_count INT NULL, rate_period DOUBLE NULL,"
+                       " changed_at DATETIME(6) NOT NULL)" + table)]
 
     def _version_6(self) -> list[str | Step]:
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.

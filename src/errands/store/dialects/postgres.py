@@ -352,7 +352,7 @@ class PostgresDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7())]
+                (6, self._version_6()), (7, self._version_7()), (8, self._version_8())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -393,6 +393,11 @@ class PostgresDialect(Dialect):
         # of an errands that did not record them, judged by the reader's lease as before).
         return [self.q("ALTER TABLE {workers} ADD COLUMN IF NOT EXISTS lease DOUBLE PRECISION, "
                        "ADD COLUMN IF NOT EXISTS heartbeat_every DOUBLE PRECISION")]
+
+    def _version_8(self) -> list[str | Step]:
+        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
+        return [self.q("CREATE TABLE IF NOT EXISTS {queue_limits} (name VARCHAR(60) PRIMARY KEY, concurrency INTEGER,"
+                       " rate_count INTEGER, rate_period DOUBLE PRECISION, changed_at TIMESTAMPTZ NOT NULL)")]
 
     def _version_2(self) -> list[str | Step]:
         return [self.q(s) for s in (

@@ -240,7 +240,7 @@ class SQLiteDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7())]
+                (6, self._version_6()), (7, self._version_7()), (8, self._version_8())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -345,6 +345,11 @@ class SQLiteDialect(Dialect):
             " error_message TEXT NOT NULL, traceback TEXT)",
             "CREATE INDEX {job_errors}_job ON {job_errors} (job_id, id)",
         )]
+
+    def _version_8(self) -> list[str | Step]:
+        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
+        return [self.q("CREATE TABLE {queue_limits} (name TEXT PRIMARY KEY, concurrency INTEGER, rate_count INTEGER,"
+                       " rate_period REAL, changed_at REAL NOT NULL)")]
 
     def _version_6(self) -> list[str | Step]:
         # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
