@@ -103,7 +103,7 @@ bench: venv
 
 # make bench-dashboard [BACKEND=postgres|mariadb|sqlite] [JOBS=1000000] [DEAD=100000]: fills a scratch database
 # and times every dashboard page over HTTP (docs/performance.md, "Dashboard with 1,000,000 jobs").
-.PHONY: bench-dashboard
+.PHONY: bench-dashboard bench-ab
 BACKEND ?= postgres
 JOBS ?= 1000000
 DEAD ?= 100000
@@ -117,6 +117,12 @@ bench-dashboard: venv
 .PHONY: bench-backlog
 bench-backlog: venv
 	$(VENV_PYTHON) bench/backlog.py --sizes $(SIZES) $(BENCH_ARGS)
+
+# make bench-ab BASE=/path/to/other/checkout [ROUNDS=8]: this checkout against another one (its own .venv),
+# run A B / B A on fresh databases; ratios of the medians, written to bench/results/ab-<stamp>.md.
+ROUNDS ?= 8
+bench-ab: venv
+	$(VENV_PYTHON) bench/ab.py --base $(BASE) --rounds $(ROUNDS) $(BENCH_ARGS)
 
 # ---- Django 6 -------------------------------------------------------------------------------
 # Django 6 needs Python >= 3.12 and .venv may be older, so `make test` also runs tests/django in a
