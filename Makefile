@@ -98,8 +98,16 @@ QUICK_SIZES = postgres:2000,20000,sqlite:20000,mariadb:20000
 QUICK_BACKLOG_ARGS = --drain 2000 --samples 50 --enqueues 200
 bench: venv
 	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
+	$(VENV_PYTHON) bench/limits.py
 	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
+
+# make bench-limits [BENCH_ARGS="--backends sqlite --reps 3 --src base=/tmp/base/src --src this=src"]: concurrency
+# groups (average active runs / limit while work waits) and rate limits (runs per second / allowed) with real
+# `errands worker -p 3 -c 8` processes on every backend (bench/limits.py, docs/performance.md); part of `make bench`.
+.PHONY: bench-limits
+bench-limits: venv
+	$(VENV_PYTHON) bench/limits.py $(BENCH_ARGS)
 
 # make bench-dashboard [BACKEND=postgres|mariadb|sqlite] [JOBS=1000000] [DEAD=100000]: fills a scratch database
 # and times every dashboard page over HTTP (docs/performance.md, "Dashboard with 1,000,000 jobs").

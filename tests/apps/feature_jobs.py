@@ -49,6 +49,14 @@ def grouped(customer: int, n: int) -> None:
     _record(started, f"customer:{customer}")
 
 
+@app.job(name="solo", concurrency_limit=1, queue="solo")
+def solo(n: int) -> None:
+    """Short runs of a group of one: its slot changes hands often (the wake-up path)."""
+    started = time.time()
+    time.sleep(0.02)
+    _record(started, "solo")
+
+
 @app.job(name="plain")
 def plain(n: int) -> None:
     _record(time.time())

@@ -146,6 +146,17 @@ def test_concurrency_group_never_runs_more_than_its_limit(fapp, spawn):
     assert peak_overlap([(s, e) for _, _, s, e in runs]) > 2  # different groups did run side by side
 
 
+def test_a_group_of_one_never_runs_twice_at_once_while_its_slot_changes_hands(fapp, spawn):
+    # Three processes with free runners compete for one slot that frees every 20 ms: each end wakes
+    # a waiter, which any of them may claim; admission under the group's lock still grants one.
+    fapp.enqueue_many([feature_jobs.solo.prepare(n) for n in range(40)])
+    for _ in range(3):
+        spawn("-c", "4", "--queue", "solo")
+    wait_for(lambda: len(events(fapp, "solo")) == 40, timeout=120, message="every solo job to run")
+    spans = [(s, e) for _, _, s, e in events(fapp, "solo")]
+    assert peak_overlap(spans) == 1, spans
+
+
 def test_three_schedulers_enqueue_each_slot_once(db_url, spawn):
     import periodic_jobs
 

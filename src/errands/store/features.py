@@ -18,7 +18,7 @@ the dialect (``insert_ignore``, ``upsert``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -84,6 +84,27 @@ class QueueLimits(NamedTuple):
 
 QUEUE_RATE_PREFIX = "queue:"
 """The rate-limit key of a queue's stored rate (its starts are counted apart from any job's)."""
+CONCURRENCY_RETRY = 2.0
+"""Seconds after which a run its concurrency group refused is due again even if no run of the group
+woke it (a slot freed by an expired lease, or by a worker that stopped before it could wake it)."""
+QUEUE_RETRY = 0.5
+"""Seconds after which a run its queue's stored concurrency limit refused is due again."""
+REFUSE_CHUNK = 100
+"""Refused runs given back per statement."""
+RATE_MARGIN = 0.001
+"""Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
+window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
+
+
+class Admission(NamedTuple):
+    """What admission decided for a batch of claimed runs."""
+
+    admitted: list[int]
+    waits: dict[int, float]
+    """Each refused run and the seconds after which it is due again."""
+    later: dict[int, float] = {}
+    """Admitted runs granted a rate-limit start ahead (``admission(ahead=...)``): the seconds
+    (of the database's clock, from the decision) before which each must not start."""
 
 
 class FeatureStore:
@@ -350,20 +371,37 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ admission
     def admit(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
-              concurrency_retry: float = 0.5) -> tuple[list[int], list[int]]:
+              concurrency_retry: float = CONCURRENCY_RETRY) -> tuple[list[int], list[int]]:
+        """Decide which claimed runs may start now; the others go back to the queue unrun.
+
+        ``(admitted ids, refused ids)``; :meth:`admission` also says when each refused run is due."""
+        decision = self.admission(owner, runs, concurrency_retry)
+        return decision.admitted, list(decision.waits)
+
+    def admission(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
+                  concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0) -> Admission:
         """Decide which claimed runs may start now; the others go back to the queue unrun.
 
         A concurrency limit counts the group's runs that are admitted and whose lease is
         alive (a dead worker's runs stop counting when their lease expires); a rate limit
         counts the starts recorded in the last ``period`` seconds.  Each limit is taken
         under its lock row, in name order (no deadlocks).  Refused runs get their attempt
-        back and become due when a start may be free: at the end of the rate window, or
+        back and become due when a start may be free: a rate-limited run when enough of the
+        window's starts have left it for this run too (each refused run its own time, so they
+        come back one after the other instead of all at once), a concurrency-limited run at
+        once when a run of its group ends (:meth:`wake_group_waiters`), and at the latest
         ``concurrency_retry`` seconds later.
+
+        ``ahead``: a rate-limited run whose start would fit within that many seconds is granted
+        the start at the very moment it fits (recorded at that time, so no window ever holds more
+        than the limit) and listed in ``later``: the caller holds it until then.  A run refused
+        comes back that much before it fits, so that its next claim can be granted ahead in turn:
+        a limit kept busy then loses no claim's latency per window (at most ``period / 4``).
         """
         if not runs:
-            return [], []
+            return Admission([], {})
 
-        def decide(cur: Any) -> tuple[list[int], list[int]]:
+        def decide(cur: Any) -> Admission:
             names = sorted({(lim.kind, lim.name) for _, limits in runs for lim in limits})
             for kind, name in names:
                 self.steps.lock_name(cur, f"{kind}:{name}")
@@ -374,16 +412,46 @@ class FeatureStore:
                 for lim in limits:
                     by_limit.setdefault((lim.kind, lim.name), []).append((job_id, lim))
             # Concurrency first: it only reads, so a run it refuses consumes no rate start.
-            grouped = self._admit_concurrency(cur, by_limit, ours, refused, concurrency_retry)
-            self._admit_rates(cur, by_limit, refused)
-            return self._record_admission(cur, owner, ours, grouped, refused)
+            grouped, waiting = self._admit_concurrency(cur, by_limit, ours, refused, concurrency_retry)
+            later = self._admit_rates(cur, by_limit, refused, ahead)
+            return self._record_admission(cur, owner, ours, grouped, waiting, refused)._replace(later=later)
 
         return self.db.run(decide, write=True)
 
+    def wake_group_waiters(self, freed: Mapping[str, int]) -> int:
+        """Runs of these concurrency groups ended (``{group: how many}``): make as many of each
+        group's refused runs due now, so a freed slot is taken at the next claim rather than when
+        a fixed retry delay runs out.  Under the group's lock row, as admission: a run refused
+        while the slot was still taken is either seen here, or its admission comes after this
+        and sees the slot free.  Only runs refused by the limit are woken (refusal clears their
+        ``admitted_at``), never a retry waiting out its backoff.  Returns the runs woken."""
+        if not freed:
+            return 0
+
+        def wake(cur: Any) -> int:
+            woken = 0
+            for name in sorted(freed):
+                self.steps.lock_name(cur, f"concurrency:{name}")
+                cur.execute(self.d.q("SELECT j.id FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id "
+                                     "WHERE g.name = {p} AND j.reserved_by IS NULL AND j.admitted_at IS NULL "
+                                     "AND j.available_at > {now} ORDER BY j.priority DESC, j.id LIMIT {p}"),
+                            (name, int(freed[name])))
+                ids = [int(r[0]) for r in cur.fetchall()]
+                if ids:
+                    cur.execute(self.d.q("UPDATE {jobs} SET available_at = {now} WHERE reserved_by IS NULL "
+                                         "AND id IN (") + self.d.marks(ids) + ")", ids)
+                    woken += max(0, int(cur.rowcount))
+            return woken
+
+        return self.db.run(wake, write=True)
+
     def _admit_concurrency(self, cur: Any, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
-                           ours: list[int], refused: dict[int, float], retry: float) -> list[tuple[int, str]]:
-        """Grant each concurrency group what is free of it; return the (job, group) pairs granted."""
+                           ours: list[int], refused: dict[int, float],
+                           retry: float) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        """Grant each concurrency group what is free of it; return the (job, group) pairs granted
+        and those refused (recorded as the group's waiters, which the end of a run wakes)."""
         grouped: list[tuple[int, str]] = []
+        waiting: list[tuple[int, str]] = []
         for (kind, name), members in sorted(by_limit.items()):
             if kind not in ("concurrency", "queue"):
                 continue
@@ -408,19 +476,24 @@ class FeatureStore:
                     free -= 1
                     if kind == "concurrency":
                         grouped.append((job_id, name))
+                elif kind == "queue":  # (a queue's limit has no waiters to wake: it retries soon)
+                    refused[job_id] = min(retry, QUEUE_RETRY)
                 else:
                     refused[job_id] = retry
-        return grouped
+                    waiting.append((job_id, name))
+        return grouped, waiting
 
     def _admit_rates(self, cur: Any, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
-                     refused: dict[int, float]) -> None:
+                     refused: dict[int, float], ahead: float = 0.0) -> dict[int, float]:
         """Record a start for each run a rate limit allows; refuse the others until the window moves.
 
         A run uses ``cost`` units of its limit (the jobs' ``cost`` column; NULL is 1), and the
         units started in any window never exceed the limit.  Runs are taken in claim order and
         the first one that does not fit stops the rest of its limit for this admission, so a
-        costly run is not starved by cheap ones claimed with it."""
+        costly run is not starved by cheap ones claimed with it.  Returns the runs granted a start
+        ahead (see :meth:`admission`) and the seconds until it."""
         costs: dict[int, int] = {}
+        later: dict[int, float] = {}
         rated = sorted({job_id for (kind, _), members in by_limit.items() if kind == "rate"
                         for job_id, _ in members})
         if rated:
@@ -431,41 +504,97 @@ class FeatureStore:
             if kind != "rate":
                 continue
             lim = members[0][1]
-            cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)), MIN(started_at) FROM {rate_starts} WHERE name = {p} "
+            cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)) FROM {rate_starts} WHERE name = {p} "
                                  "AND started_at > {now_plus}"), (name, -float(lim.period)))
-            count, oldest = cur.fetchone()
-            free = lim.limit - as_int(count or 0)
-            wait = float(lim.period)
-            if oldest is not None:
-                wait = max(0.05, (self.d.to_datetime(oldest) - self.db.now_in(cur)).total_seconds() + lim.period)
+            free = lim.limit - as_int(cur.fetchone()[0] or 0)
+            late: list[tuple[int, int]] = []
+            """Refused here, in claim order, with their costs."""
             for job_id, _ in members:
                 if job_id in refused:
                     continue
                 cost = costs.get(job_id, 1)
-                if cost <= free:
+                if not late and cost <= free:
                     free -= cost
                     cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
                                          "VALUES ({p}, {now}, {p})"), (name, None if cost == 1 else cost))
-                else:
-                    free = 0  # keep claim order: nothing after a run that did not fit starts now
-                    refused[job_id] = max(refused.get(job_id, 0.0), wait)
+                else:  # keep claim order: nothing after a run that did not fit starts now
+                    late.append((job_id, cost))
+            if late:
+                # Granting the k-th unit at the moment the window's k-th oldest unit leaves it keeps
+                # every window within the limit (the units after that moment are the later ones of
+                # the window, plus those granted here up to that moment).  Only within a quarter
+                # period, so a start granted ahead always comes from units already in the window.
+                horizon = min(ahead, lim.period / 4)
+                waits = self._rate_waits(cur, name, lim, free, [cost for _, cost in late])
+                for (job_id, cost), wait in zip(late, waits, strict=True):
+                    if wait <= horizon:
+                        # A millisecond after the unit leaves: the clock's and the floats' rounding
+                        # (SQLite stores seconds as REAL) could otherwise put it a hair inside.
+                        wait += RATE_MARGIN
+                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
+                                             "VALUES ({p}, {now_plus}, {p})"),
+                                    (name, wait, None if cost == 1 else cost))
+                        later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
+                    else:
+                        refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
+        return {job_id: wait for job_id, wait in later.items() if job_id not in refused}
+
+    def _rate_waits(self, cur: Any, name: str, lim: Limit, free: int, costs: list[int]) -> list[float]:
+        """Seconds until each late run (in claim order, with its cost) fits in the window, if
+        the ones before it start when they fit: the k-th unit needed beyond ``free`` frees up when
+        the window's k-th oldest unit leaves it.  A run needing more than the window holds waits
+        a window more than the run that needs ``limit`` units less."""
+        need = sum(costs) - free
+        cur.execute(self.d.q("SELECT started_at, COALESCE(units, 1) FROM {rate_starts} WHERE name = {p} "
+                             "AND started_at > {now_plus} ORDER BY started_at LIMIT {p}"),
+                    (name, -float(lim.period), max(1, min(need, lim.limit))))
+        rows = cur.fetchall()
+        now = self.db.now_in(cur)
+        leaves: list[float] = []
+        """When each unit of the window leaves it (seconds from now), oldest first."""
+        for started, units in rows:
+            left = (self.d.to_datetime(started) - now).total_seconds() + lim.period
+            leaves.extend([left] * max(1, as_int(units, 1)))
+
+        def due(units: int) -> float:
+            if units <= 0:
+                return 0.0
+            if units <= len(leaves):
+                return max(0.0, leaves[units - 1])
+            return due(units - lim.limit) + lim.period
+
+        out, needed = [], -free
+        for cost in costs:
+            needed += cost
+            out.append(due(needed))
+        return out
 
     def _record_admission(self, cur: Any, owner: str, ours: list[int], grouped: list[tuple[int, str]],
-                          refused: dict[int, float]) -> tuple[list[int], list[int]]:
-        """Mark the admitted runs (and their groups); give the refused ones back, due after their wait."""
+                          waiting: list[tuple[int, str]], refused: dict[int, float]) -> Admission:
+        """Mark the admitted runs (and their groups); give the refused ones back, due after their
+        wait, with ``admitted_at`` cleared: that, and their group's row, is how the end of a run of
+        the group finds them (:meth:`wake_group_waiters`)."""
         admitted = [job_id for job_id in ours if job_id not in refused]
-        for job_id, name in grouped:
-            if job_id not in refused:
-                cur.execute(self.d.q(self.d.insert_ignore("{group_runs}", "job_id, name")), (job_id, name))
+        members = [(job_id, name) for job_id, name in grouped if job_id not in refused] + waiting
+        for job_id, name in members:
+            cur.execute(self.d.q(self.d.insert_ignore("{group_runs}", "job_id, name")), (job_id, name))
         if admitted:
             cur.execute(self.d.q("UPDATE {jobs} SET admitted_at = {now} WHERE reserved_by = {p} AND id IN (")
                         + self.d.marks(admitted) + ")", [owner, *admitted])
-        for job_id, wait in refused.items():
+        # One statement per chunk, each run due after its own wait: a worker whose prefetch claimed
+        # hundreds of a rate-limited job's runs gave them back one UPDATE each, and held up the runs
+        # it admitted for as long (400 ms on a loaded MariaDB).
+        back = list(refused.items())
+        plus = self.d.q("{now_plus}")
+        for i in range(0, len(back), REFUSE_CHUNK):
+            chunk = back[i:i + REFUSE_CHUNK]
+            due = " ".join(f"WHEN {self.d.placeholder} THEN {plus}" for _ in chunk)
+            params: list[Any] = [x for job_id, wait in chunk for x in (job_id, float(wait))]
             cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
-                                 "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, "
-                                 "available_at = {now_plus} WHERE id = {p} AND reserved_by = {p}"),
-                        (float(wait), job_id, owner))
-        return admitted, list(refused)
+                                 "admitted_at = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, "
+                                 "available_at = CASE id ") + due + self.d.q(" END WHERE reserved_by = {p} AND id IN (")
+                        + self.d.marks(chunk) + ")", [*params, owner, *(job_id for job_id, _ in chunk)])
+        return Admission(admitted, refused)
 
     # ------------------------------------------------------------------ retention
     def prune(self, failed_ttl: float | None) -> dict[str, int]:

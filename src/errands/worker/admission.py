@@ -6,12 +6,23 @@ running ones (the prefetch) adapts to how long jobs take: enough for about 50 ms
 worker idles.  Claimed runs of rate- or concurrency-limited jobs then ask the database whether
 they may start now; the refused ones went back to the queue with their attempt refunded.
 This runs once per batch, not per job.
+
+Keeping a limit busy (issue 17): a refused rate-limited run is due exactly when the window has
+room for it, and a worker whose claim was refused whole asks again at that moment
+(:meth:`Admission.next_due`) instead of after an idle pause that grows to a second; it comes
+back :data:`GRANT_AHEAD` early and is granted the start the window frees next, at the very moment
+it frees (held until then), so a busy limit loses no claim latency per window.  A run
+refused by its concurrency group waits until a run of the group ends: the worker that records
+that end wakes as many of the group's waiters (:meth:`Admission.slots_freed`) and claims again
+at once, so a slot passes on within a settle and a claim rather than a fixed retry delay.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError
@@ -30,6 +41,12 @@ PREFETCH_HORIZON = 0.05
 """Seconds of work the adaptive prefetch aims to hold beyond the running jobs."""
 QUEUE_LIMITS_TTL = 2.0
 """Seconds a worker trusts its last read of the limits operators stored per queue (one small read)."""
+MAX_REFUSED_DUE = 1000
+"""Most due times of refused runs one worker remembers (the latest are left to its idle polls)."""
+GRANT_AHEAD = 0.25
+"""Seconds ahead a rate-limited run may be granted the start a window is about to free (then held
+in its runner until that moment): longer than a claim takes on a loaded machine, so each window's
+starts follow the previous window's by exactly the period instead of a period plus a claim."""
 
 
 class Admission:
@@ -47,6 +64,9 @@ class Admission:
         """Names of rate- or concurrency-limited jobs (their runs need admission)."""
         self._queue_limits: dict[str, QueueLimits] = {}
         self._queue_limits_until = 0.0
+        self._refused_due: list[float] = []
+        """A heap of the monotonic times the runs the limits refused here are due again (the claim
+        loop asks at each of them at the latest, whatever its idle pause)."""
 
     def capacity(self) -> int:
         """Running slots plus an adaptive prefetch sized to about PREFETCH_HORIZON of work."""
@@ -104,12 +124,40 @@ class Admission:
                 runs.append((row.id, limits))
         if not runs:
             return rows
-        admitted, refused = self.store.features.admit(self.owner, runs)
+        decision = self.store.features.admission(self.owner, runs, ahead=GRANT_AHEAD)
+        if decision.later:
+            now = time.monotonic()
+            self.state.not_before.update({job_id: now + wait for job_id, wait in decision.later.items()})
+        refused = decision.waits
         if not refused:
             return rows
         self.state.claimed -= len(refused)
-        gone = set(refused)
-        return [row for row in rows if row.id not in gone]
+        now, heap = time.monotonic(), self._refused_due
+        for wait in sorted({round(wait, 2) for wait in refused.values()}):  # (10 ms apart at least)
+            if len(heap) >= MAX_REFUSED_DUE:
+                break
+            heapq.heappush(heap, now + wait)
+        return [row for row in rows if row.id not in refused]
+
+    def next_due(self, now: float) -> float | None:
+        """When the next refused run is due again, if any is still ahead of ``now``."""
+        heap = self._refused_due
+        while heap and heap[0] <= now:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def slots_freed(self, freed: Mapping[str, int]) -> None:
+        """Runs of these concurrency groups were recorded as ended (``{group: runs}``): wake as
+        many of each group's refused runs, and claim again at once if any woke (this worker has
+        a runner free: one of those runs just ended).  A failure here costs only promptness:
+        the waiters are due anyway after their retry delay."""
+        try:
+            woken = self.store.features.wake_group_waiters(freed)
+        except StoreError as exc:
+            log.debug("could not wake the waiters of %s (%s); they retry on their own", sorted(freed), exc)
+            return
+        if woken:
+            self.state.new_jobs.set()
 
     def queue_limits(self) -> dict[str, QueueLimits]:
         """The limits operators stored per queue, read again every QUEUE_LIMITS_TTL seconds."""

@@ -253,10 +253,14 @@ class Runners:
     def _runner(self, slot: int) -> None:
         state = self.state
         get, db_ok, stop, stop_now = state.work.get, state.db_ok, state.stop, state.stop_now
-        run_one = self._run_one
+        run_one, not_before = self._run_one, state.not_before
         try:
             while True:
                 row = get()
+                if not_before and row is not None:  # a rate-limit start granted a moment ahead
+                    due = not_before.pop(row.id, None)
+                    if due is not None:
+                        stop_now.wait(max(0.0, due - time.monotonic()))
                 # Jobs usually need the database too: while it is away, start nothing new.
                 while not db_ok.is_set() and not db_ok.wait(0.5):
                     if stop_now.is_set():

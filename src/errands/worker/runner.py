@@ -58,9 +58,9 @@ class Worker:
         self.slots = slots
         self.parent_pid = parent_pid
         self.state = state = WorkerState()
-        self.settling = Settling(app, state, self.id)
-        self.runners = Runners(app, state, slots, self.settling.record)
         self.admission = Admission(app, settings, state, self.id, self.lease)
+        self.settling = Settling(app, state, self.id, self.admission.slots_freed)
+        self.runners = Runners(app, state, slots, self.settling.record)
         self.maintenance = Maintenance(app, settings, state, self.id, self.lease, self.runners, parent_pid)
         self._threads = self.runners.threads
 
@@ -180,7 +180,13 @@ class Worker:
                     break  # (recording may enqueue more: a batch callback, an unblocked dependant)
                 else:
                     next_claim = now + idle * jitter.uniform(0.8, 1.0)
-                    idle = min(idle * 2, s.sleep)
+                    due = self.admission.next_due(now)
+                    if due is not None and due < next_claim:
+                        # A run the limits refused is due before the idle pause ends (a rate window
+                        # frees a start): ask again then.
+                        next_claim = due
+                    else:
+                        idle = min(idle * 2, s.sleep)
             self._wait(next_claim)
 
     def _database_back(self) -> bool:
@@ -243,6 +249,7 @@ class Worker:
         for attempt in range(3):
             try:
                 settling.write()
+                settling.announce_freed()
                 settling.flush_stats(force=True)
                 leftover = self.held_ids
                 if leftover:

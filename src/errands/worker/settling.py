@@ -14,6 +14,7 @@ import collections
 import logging
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.context import context_of
@@ -41,7 +42,8 @@ STATS_EVERY = 5.0
 class Settling:
     """Finished runs on their way to the database (see the module's docstring)."""
 
-    def __init__(self, app: RunHost, state: WorkerState, owner: str) -> None:
+    def __init__(self, app: RunHost, state: WorkerState, owner: str,
+                 slots_freed: Callable[[Mapping[str, int]], None] | None = None) -> None:
         self.app = app
         self.store = app.store
         self.state = state
@@ -62,6 +64,10 @@ class Settling:
         """Plain successes collected by the main thread, for the next DELETE."""
         self.unsettled: list[Outcome] = []
         """The other outcomes collected by the main thread, not written yet."""
+        self.freed: dict[str, int] = {}
+        """Runs of each concurrency group among the collected outcomes: once these are written,
+        their slots are free and ``slots_freed`` hears of them (admission wakes the group's waiters)."""
+        self._slots_freed = slots_freed
 
     # ------------------------------------------------------------------ runner threads
     def record(self, row: ClaimedJob, outcome: Outcome) -> None:
@@ -89,8 +95,8 @@ class Settling:
         with self._count_lock:
             state.outstanding -= 1
             low = state.outstanding <= state.low_water
-        if low or outcome.result is not Result.OK or row.flags:
-            self._wake.set()
+        if low or outcome.result is not Result.OK or row.flags or row.concurrency_key is not None:
+            self._wake.set()  # (the end of a group's run frees a slot others wait for: record it now)
 
     # ------------------------------------------------------------------ main thread
     def unrecorded(self) -> bool:
@@ -100,15 +106,20 @@ class Settling:
     def collect(self) -> None:
         """Move the runners' outcomes to the main thread's lists, counting them for the stats."""
         succeeded, failed, stats = self._succeeded, self._failed, self._stats
-        to_complete, unsettled = self.to_complete, self.unsettled
+        to_complete, unsettled, freed = self.to_complete, self.unsettled, self.freed
         while succeeded:
             row = succeeded.popleft()
             to_complete.append(row.id)
             key = (row.queue, True)
             stats[key] = stats.get(key, 0) + 1
+            if row.concurrency_key is not None:
+                freed[row.concurrency_key] = freed.get(row.concurrency_key, 0) + 1
         while failed:
             outcome = failed.popleft()
             unsettled.append(outcome)
+            group = outcome.row.concurrency_key
+            if group is not None:
+                freed[group] = freed.get(group, 0) + 1
             if outcome.result is not Result.SNOOZED:  # a snooze is neither a success nor a failure
                 key = (outcome.row.queue, outcome.result is Result.OK)
                 stats[key] = stats.get(key, 0) + 1
@@ -136,6 +147,14 @@ class Settling:
             self.state.database_down(exc)
             return
         self.state.database_up()
+        self.announce_freed()
+
+    def announce_freed(self) -> None:
+        """Tell admission which groups' slots the written outcomes freed (call after a write)."""
+        if self.freed:
+            freed, self.freed = self.freed, {}
+            if self._slots_freed is not None:
+                self._slots_freed(freed)
 
     def write(self) -> None:
         """Write what finished runs came to.

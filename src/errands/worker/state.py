@@ -41,6 +41,9 @@ class WorkerState:
         """Top up the buffer when this few jobs are left in it (half the prefetch)."""
         self.avg_duration = 0.0
         """Moving average of run durations: sizes the prefetch."""
+        self.not_before: dict[int, float] = {}
+        """Admitted runs granted a rate-limit start a moment ahead: the monotonic time before which
+        each must not start (the runner that takes it waits until then)."""
         self.cancel_requested: set[int] = set()
         """Running async jobs whose cancellation was requested (settling forgets them once recorded)."""
         self.db_ok = threading.Event()

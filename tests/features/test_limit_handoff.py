@@ -1,0 +1,179 @@
+"""Keeping a limit busy (issue 17), by counts rather than timings, on every backend.
+
+A concurrency group's freed slot passes to a waiting run as soon as the run that held it is
+recorded (the worker that records it wakes the group's refused runs); a rate limit's refused runs
+come back each when the window has room for it.  The limits themselves are never exceeded: the
+many-process tests in test_many_processes.py check that with real workers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from errands import Errands
+from errands.store.features import Limit
+from errands.worker.execution import Outcome, Result
+from errands.worker.runner import Worker, WorkerSettings
+
+
+def _rows(app: Errands, sql: str, *params: Any) -> list[tuple]:
+    def read(cur: Any) -> list[tuple]:
+        cur.execute(app.store.dialect.q(sql), params)
+        return [tuple(r) for r in cur.fetchall()]
+
+    return app.store.db.run(read)
+
+
+def _seconds_until_due(app: Errands, job_id: int) -> float:
+    row = app.store.jobs.get_job(job_id)
+    return (row.available_at - app.store.now()).total_seconds()
+
+
+def _worker(app: Errands) -> Worker:
+    """A worker whose main-thread parts the test drives by hand (no threads started)."""
+    return Worker(app, WorkerSettings(queues=("default",), concurrency=4, prefetch=0))
+
+
+def test_a_freed_group_slot_goes_to_a_waiting_run_at_the_next_claim(app):
+    @app.job(name="g", concurrency_limit=2)
+    def g(n: int) -> None: ...
+
+    for n in range(4):
+        g.enqueue(n)
+    first, free = _worker(app), _worker(app)
+    assert len(first.admission.take(4)) == 2  # two run, two wait
+    assert free.admission.take(4) == []  # the group is full: nothing for another worker
+    # One run ends and its worker records it.
+    row = first.state.work.get()
+    first.settling.record(row, Outcome(row, Result.OK, 0.01))
+    first.settling.settle()
+    assert app.store.jobs.get_job(row.id) is None
+    # With two jobs waiting in a group of limit 2 and a worker free, the next claim takes one
+    # (before, the refused runs stayed away for a fixed delay whatever freed up meanwhile).
+    taken = free.admission.take(4)
+    assert len(taken) == 1 and taken[0].name == "g"
+    assert free.admission.take(4) == []  # and only one: the group is full again
+
+
+def test_every_ending_of_a_group_run_wakes_a_waiter(app):
+    @app.job(name="g", concurrency_limit=1)
+    def g(n: int) -> None: ...
+
+    class Boom(Exception):
+        pass
+
+    ids = [g.enqueue(n).id for n in range(3)]
+    worker = _worker(app)
+    [running] = worker.admission.take(4)
+    # A failed run frees its slot too (here it goes back with a backoff): a waiter is due at once.
+    worker.state.work.get()
+    worker.settling.record(running, Outcome(running, Result.ERROR, 0.01, "Boom", "boom", Boom("boom")))
+    worker.settling.settle()
+    due = [job_id for job_id in ids if job_id != running.id and _seconds_until_due(app, job_id) <= 0]
+    assert len(due) == 1
+    assert _seconds_until_due(app, running.id) > 0  # its own backoff is left alone
+
+
+def test_waking_a_group_never_cuts_a_retry_backoff(app):
+    @app.job(name="g", concurrency_limit=1)
+    def g() -> None: ...
+
+    job = g.enqueue()
+    [row] = app.store.jobs.claim("w", ["default"], 1, lease=30)
+    assert app.store.features.admit("w", [(row.id, [Limit("concurrency", "g", 1)])]) == ([row.id], [])
+    assert app.store.jobs.retry_later("w", row.id, 600.0, "boom")
+    assert app.store.features.wake_group_waiters({"g": 5}) == 0
+    assert _seconds_until_due(app, job.id) > 500
+
+
+def test_refused_rate_limited_runs_come_back_each_when_the_window_has_room(app):
+    @app.job(name="r", rate_limit="2/s")
+    def r(n: int) -> None: ...
+
+    for n in range(5):
+        r.enqueue(n)
+    rows = app.store.jobs.claim("w", ["default"], 5, lease=30)
+    decision = app.store.features.admission("w", [(row.id, [Limit("rate", "r", 2, 1.0)]) for row in rows])
+    assert len(decision.admitted) == 2 and len(decision.waits) == 3
+    # The next two fit when the two starts leave the window (one period); the fifth a period later,
+    # when the two starts of the window after it have left too.
+    third, fourth, fifth = (decision.waits[row.id] for row in rows[2:])
+    assert 0.9 <= third <= 1.1 and 0.9 <= fourth <= 1.1 and 1.9 <= fifth <= 2.1
+    assert all(abs(_seconds_until_due(app, row.id) - decision.waits[row.id]) < 0.5 for row in rows[2:])
+    granted = _rows(app, "SELECT COUNT(*) FROM {rate_starts} WHERE name = 'r'")[0][0]
+    assert granted == 2
+
+
+def test_a_worker_asks_again_when_the_run_its_limits_refused_is_due(app):
+    @app.job(name="r", rate_limit="1/hour")
+    def r(n: int) -> None: ...
+
+    r.enqueue(0)
+    r.enqueue(1)
+    worker = _worker(app)
+    now = time.monotonic()
+    assert worker.admission.next_due(now) is None
+    assert len(worker.admission.take(4)) == 1
+    # The claim loop's next claim comes at the latest when the refused run is due, whatever its
+    # idle pause (which only ever grows while claims come back empty).
+    due = worker.admission.next_due(time.monotonic())
+    assert due is not None and 3000 < due - now <= 3601
+    assert worker.admission.next_due(due) is None  # once passed, forgotten
+
+
+def _most_in_any_window(times: list[float], width: float) -> int:
+    times = sorted(times)
+    best, left = 0, 0
+    for right, t in enumerate(times):
+        while t - times[left] >= width:
+            left += 1
+        best = max(best, right - left + 1)
+    return best
+
+
+def test_a_start_about_to_free_is_granted_ahead_and_never_overfills_a_window(app):
+    @app.job(name="r", rate_limit="2/100s")
+    def r(n: int) -> None: ...
+
+    # The window is full, and both its starts leave it in about 5 s (a long period, so that no
+    # start leaves it while the test runs on a slow machine).
+    for _ in range(2):
+        app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+            "INSERT INTO {rate_starts} (name, started_at, units) VALUES ('r', {now_plus}, NULL)"), (-95.0,)),
+            write=True)
+    for n in range(3):
+        r.enqueue(n)
+    limit = [Limit("rate", "r", 2, 100.0)]
+    rows = app.store.jobs.claim("w", ["default"], 3, lease=30)
+    assert app.store.features.admit("w", [(row.id, limit) for row in rows])[0] == []  # without ``ahead``
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+        "UPDATE {jobs} SET available_at = {now} WHERE reserved_by IS NULL")), write=True)
+    rows = app.store.jobs.claim("w", ["default"], 3, lease=30)
+    decision = app.store.features.admission("w", [(row.id, limit) for row in rows], ahead=10.0)
+    # Two are granted the starts the window frees, at the moment it frees them; the third needs a
+    # start of the next window and comes back 10 s before that one frees (in about 95 s).
+    assert sorted(decision.admitted) == sorted(decision.later) == sorted(row.id for row in rows[:2])
+    assert all(0 < wait <= 5.0 for wait in decision.later.values())
+    assert list(decision.waits) == [rows[2].id] and 85 < decision.waits[rows[2].id] <= 95.1
+    granted = [app.store.dialect.to_datetime(t).timestamp()
+               for (t,) in _rows(app, "SELECT started_at FROM {rate_starts} WHERE name = 'r'")]
+    assert len(granted) == 4 and _most_in_any_window(granted, 100.0) == 2
+
+
+def test_a_worker_holds_a_run_granted_ahead_until_its_start(app, monkeypatch):
+    import errands.worker.admission as admission
+
+    @app.job(name="r", rate_limit="1/200s")
+    def r(n: int) -> None: ...
+
+    monkeypatch.setattr(admission, "GRANT_AHEAD", 30.0)  # the window's one start leaves it in 10 s
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+        "INSERT INTO {rate_starts} (name, started_at, units) VALUES ('r', {now_plus}, NULL)"), (-190.0,)),
+        write=True)
+    job = r.enqueue(0)
+    worker = _worker(app)
+    before = time.monotonic()
+    [row] = worker.admission.take(4)
+    assert row.id == job.id
+    assert worker.state.not_before[job.id] - before > 5.0  # its runner waits until the start is its
