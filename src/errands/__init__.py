@@ -9,6 +9,7 @@
 
 from .__version__ import __version__
 from .app import BatchHandle, Errands, Schedule, WorkflowHandle
+from .core.alerts import Alert
 from .core.context import JobContext, current_job
 from .core.cron import Cron
 from .core.errors import (
@@ -40,6 +41,7 @@ from .core.rows import BatchRow, FailedJob, JobState, ResultRow, StepRow, Workfl
 from .core.workflows import StepRef, Workflow, chain, group
 
 __all__ = [
+    "Alert",
     "Backoff",
     "BadPayload",
     "BatchHandle",

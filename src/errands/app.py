@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
+from .core.alerts import AlertThresholds
 from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
@@ -164,7 +165,11 @@ class Errands:
                  failed_ttl: float | None = DEFAULTS["failed_ttl"], max_attempts: int = DEFAULTS["max_attempts"],
                  backoff: BackoffSpec = DEFAULTS["backoff"], timeout: float | None = DEFAULTS["timeout"],
                  max_snoozes: int = DEFAULTS["max_snoozes"], eager: bool = False,
-                 keep_traceback: bool = False) -> None:
+                 keep_traceback: bool = False, alert_dead_letter: int | None = DEFAULTS["alert_dead_letter"],
+                 alert_oldest_ready: float | None = DEFAULTS["alert_oldest_ready"],
+                 alert_oldest_ready_per_queue: Mapping[str, float] | None = DEFAULTS["alert_oldest_ready_per_queue"],
+                 alert_no_worker: bool = DEFAULTS["alert_no_worker"],
+                 alert_every: float = DEFAULTS["alert_every"]) -> None:
         """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
         ``keep_traceback``: keep each failed attempt's traceback (trimmed) in the error history;
         ``result_ttl``: seconds results and cancellation records are kept (default a day);
@@ -172,7 +177,11 @@ class Errands:
         ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` (None: no limit) and
         ``max_snoozes``: the defaults of every job of this app that does not set its own
         (:class:`errands.core.jobs.JobDefaults` gives the order);
-        ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`)."""
+        ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`).
+        ``alert_dead_letter`` (entries), ``alert_oldest_ready`` (seconds, any queue),
+        ``alert_oldest_ready_per_queue`` (seconds per queue), ``alert_no_worker``: the alert thresholds,
+        all off by default; ``alert_every``: seconds between two evaluations across the fleet (see
+        :meth:`on_alert` and :mod:`errands.core.alerts`)."""
         self.database_url = _database_url(database_url_ or database_url)
         if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
             raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
@@ -195,6 +204,9 @@ class Errands:
         self.table_prefix = table_prefix
         self.default_queue = check_queue_name(default_queue)
         self.job_defaults = JobDefaults(self.default_queue, max_attempts, backoff, timeout, max_snoozes)
+        self.alert_thresholds = AlertThresholds(alert_dead_letter, alert_oldest_ready,
+                                                dict(alert_oldest_ready_per_queue or {}), bool(alert_no_worker),
+                                                float(alert_every))
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()
@@ -353,6 +365,13 @@ class Errands:
         """``fn(enqueue)`` returning a context manager (or a generator) wrapped around every call that
         stores jobs (see :class:`errands.core.hooks.Enqueue`)."""
         return self.hooks.around_enqueue(fn)
+
+    def on_alert(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn(alert)`` once for each crossing and each clearing of an alert threshold, fleet-wide:
+        ``alert`` is an :class:`errands.Alert` (kind, value, threshold, crossed, at, queue).  It runs
+        in the process that noticed the change (a worker, or a dashboard), on a thread of its own: a
+        hook that raises is logged, one that hangs costs that thread only."""
+        return self.hooks.on_alert(fn)
 
     def get_job(self, name: str) -> JobDefinition[Any, Any]:
         try:

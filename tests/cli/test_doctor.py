@@ -92,7 +92,7 @@ def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_u
     drift = check(report, "schema_drift")
     assert drift["data"]["missing_indexes"] == ["errands_jobs_claim"]
     assert "index errands_jobs_claim on errands_jobs is missing" in drift["items"]
-    restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, id)" \
+    restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, id, available_at)" \
         if app.store.dialect.name == "mysql" else \
         "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, priority DESC, id) WHERE reserved_by IS NULL " \
         "AND blocked_by IS NULL"
@@ -443,7 +443,7 @@ def test_expected_schema_is_read_from_every_dialects_ddl(url):
     assert "errands_schema" in expected.tables and "errands_stats" in expected.tables
     claim = expected.indexes["errands_jobs_claim"].spec
     if store.dialect.name == "mysql":
-        assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "id")
+        assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "id", "available_at")
     else:
         assert claim.columns == ("queue", "priority", "id")
         assert claim.predicate == "reserved_byisnullandblocked_byisnull"

@@ -15,6 +15,7 @@ from ..core.errors import ConfigurationError, ErrandsError, SchemaError, StoreUn
 from ..core.logs import FORMATS, configure_logging
 from ..core.settings import cli_default_map, find_pyproject
 from .admin import migrate, recover
+from .alerts import alerts
 from .context import Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
@@ -83,5 +84,5 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
 
 
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, workflow, periodic, dashboard,
-                users, doctor, metrics):
+                users, doctor, metrics, alerts):
     main.add_command(command)

@@ -39,29 +39,48 @@ def require_dashboard(feature: str, modules: tuple[str | tuple[str, ...], ...] =
               help="Trust X-Forwarded-For and X-Forwarded-Proto only from these proxy addresses (comma-separated "
                    "IPs or networks, e.g. 127.0.0.1 when the proxy runs on this host). Default: trust them from "
                    "nobody, so the login limits and the audit log see the connecting address.")
+@click.option("--api-limits", default=None, envvar="ERRANDS_DASHBOARD_API_LIMITS", show_envvar=True,
+              metavar="LIMITS",
+              help="Request limits of the JSON API, per user and per address, e.g. "
+                   "'enqueue=30/minute,reads_per_address=none' (names: enqueue, actions, reads, each also "
+                   "with _per_address; unnamed ones keep their defaults: enqueue 120/minute, actions "
+                   "120/minute, reads 1200/minute per user, twice that per address).")
 @click.pass_obj
 def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_auth: bool,
-              insecure_cookies: bool, forwarded_allow_ips: str | None) -> None:
+              insecure_cookies: bool, forwarded_allow_ips: str | None, api_limits: str | None) -> None:
     """Serve the web dashboard (needs errands[dashboard])."""
     require_dashboard("errands dashboard")
     import uvicorn
 
-    from ..dashboard import AuthSettings, create_dashboard
+    from ..dashboard import ApiLimits, AuthSettings, create_dashboard
 
+    limits = ApiLimits.from_text(api_limits)
     app = ctx.app()
     app.migrate() if app.store.dialect.auto_migrate else app.store.db.run(lambda cur: None)
     web = create_dashboard(app, open_access=behind_host_auth, settings=AuthSettings(
-        secure_cookies=not insecure_cookies))
+        secure_cookies=not insecure_cookies), api_limits=limits)
     click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"
                f"  http://{host}:{port}{root_path}/" + (" (no login: --behind-host-auth)" if behind_host_auth else ""),
                err=True)
+    # The alert thresholds: this process takes its turn too, so that a fleet whose every worker died
+    # still hears about it (the no_worker alert), even with nobody looking at a page.
+    loop = None
+    if app.alert_thresholds.any:
+        from ..services.alerts import AlertLoop
+
+        loop = AlertLoop(app)
+        loop.start()
     # Forwarded headers name the client the login limits count and the audit log records: trusted from
     # any local process (uvicorn's default, 127.0.0.1), they let one spray passwords past the per-address
     # limit through an SSH tunnel and write any address into the audit log.  Off unless the operator
     # names the proxies.
     trusted = (forwarded_allow_ips or "").strip()
-    uvicorn.run(web, host=host, port=port, root_path=root_path, log_level="warning", proxy_headers=bool(trusted),
-                forwarded_allow_ips=trusted or None)
+    try:
+        uvicorn.run(web, host=host, port=port, root_path=root_path, log_level="warning",
+                    proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None)
+    finally:
+        if loop is not None:
+            loop.stop()
 
 
 @click.group()

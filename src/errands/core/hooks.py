@@ -24,6 +24,10 @@ App hooks wrap job hooks: app ``around`` is outermost, then the job's, then app
 ``before``, job ``before``, the handler, job ``after``, app ``after``.  For ``async
 def`` jobs the hooks run on the worker's event loop, inside the job's own context.
 
+Alerts (per app only): ``on_alert(alert)`` runs once for each crossing and each clearing of an
+alert threshold (:mod:`errands.core.alerts`), in whichever process of the fleet noticed it, on a
+thread of its own (:mod:`errands.worker.alerts`).
+
 Enqueues (per app only): ``around_enqueue(enqueue)`` returns a context manager (or is a
 generator) entered around every call that stores jobs: ``job.enqueue``, ``job.aenqueue``,
 ``app.enqueue``, ``app.enqueue_many``, ``app.batch`` and ``app.chain`` (not eager mode,
@@ -57,7 +61,7 @@ log = logging.getLogger("errands.core.hooks")
 
 class Hooks:
     __slots__ = ("before_run", "after_run", "around_run", "retry", "dead", "enqueue_around", "any", "enqueuing",
-                 "scope")
+                 "scope", "alert")
 
     def __init__(self, scope: str = "app") -> None:
         self.before_run: list[Callable[..., Any]] = []
@@ -73,6 +77,8 @@ class Hooks:
         """Whether any enqueue hook is registered: read for every enqueue."""
         self.scope = scope
         """"app" or "job": enqueue hooks exist only for a whole app."""
+        self.alert: list[Callable[..., Any]] = []
+        """``on_alert`` hooks (app only): each crossing or clearing of an alert threshold."""
 
     def __bool__(self) -> bool:
         return self.any
@@ -103,6 +109,13 @@ class Hooks:
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.dead.append((fn, _takes_record(fn, "on_dead", "(ctx, error_type, error_message)")))
         self.any = True
+        return fn
+
+    def on_alert(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if self.scope != "app":
+            raise ConfigurationError("alert hooks apply to a whole app: register them with app.on_alert")
+        _require(fn, 1, "an on_alert hook", "(alert)")
+        self.alert.append(fn)
         return fn
 
     def around_enqueue(self, fn: Callable[..., Any]) -> Callable[..., Any]:

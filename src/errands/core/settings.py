@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .alerts import parse_per_queue
 from .errors import ConfigurationError
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, make_backoff
 
@@ -39,6 +40,8 @@ _FIELDS: dict[str, tuple[type, bool]] = {
     "table_prefix": (str, False), "default_queue": (str, False), "keep_results": (bool, False),
     "result_ttl": (float, False), "failed_ttl": (float, True),
     "max_attempts": (int, False), "backoff": (Backoff, False), "timeout": (float, True), "max_snoozes": (int, False),
+    "alert_dead_letter": (int, True), "alert_oldest_ready": (float, True), "alert_oldest_ready_per_queue": (dict, True),
+    "alert_no_worker": (bool, False), "alert_every": (float, False),
 }
 """The keyword arguments of ``Errands(...)`` a settings source may give: (type, whether None is allowed)."""
 
@@ -46,12 +49,19 @@ DEFAULTS: Mapping[str, Any] = {
     "database_url": None, "lease": 30.0, "payload_limit": DEFAULT_PAYLOAD_LIMIT, "table_prefix": "errands_",
     "default_queue": "default", "keep_results": False, "result_ttl": DAY, "failed_ttl": 30 * DAY,
     "max_attempts": 3, "backoff": "exponential", "timeout": None, "max_snoozes": DEFAULT_MAX_SNOOZES,
+    "alert_dead_letter": None, "alert_oldest_ready": None, "alert_oldest_ready_per_queue": None,
+    "alert_no_worker": False, "alert_every": 30.0,
 }
 """The one home of the app's defaults: ``Errands.__init__``'s signature reads them from here.
 
 ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` are the defaults of
 the app's jobs: a job's own ``@app.job(...)`` options win over them, and a call's ``.using(...)``
-over those (:class:`errands.core.jobs.JobDefaults` applies that order, in one place)."""
+over those (:class:`errands.core.jobs.JobDefaults` applies that order, in one place).
+
+The ``alert_*`` settings are the alert thresholds (:mod:`errands.core.alerts`), every one off by
+default: ``alert_dead_letter`` (entries), ``alert_oldest_ready`` (seconds, any queue),
+``alert_oldest_ready_per_queue`` (``{"mails": 60}``, or ``mails=60,reports=600`` as text),
+``alert_no_worker`` and ``alert_every`` (seconds between two evaluations across the fleet)."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,12 @@ def _as_backoff(value: Any, text: Any) -> Any:
     return spec
 
 
-_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str, Backoff: _as_backoff}
+def _as_per_queue(value: Any, text: Any) -> dict[str, float]:
+    return parse_per_queue(text)
+
+
+_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str, Backoff: _as_backoff,
+                                dict: _as_per_queue}
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:

@@ -12,5 +12,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .app import create_dashboard
 from .auth import AuthSettings, Principal
+from .limits import ApiLimits
 
-__all__ = ["AuthSettings", "Principal", "create_dashboard"]
+__all__ = ["ApiLimits", "AuthSettings", "Principal", "create_dashboard"]

@@ -18,11 +18,13 @@ from ..core.errors import EnqueueError, JobNotFound, StoreUnavailable
 from ..core.limits import ID_MAX, INT_MAX, MAX_DELAY
 from ..core.payload import MAX_DEPTH, safe_text, too_deep
 from ..services import accounts, activity
+from ..services import alerts as alerting
 from ..services import limits as qlimits
 from ..services import operations as opx
 from ..services import operator as ops
 from ..services import workflows as flows
 from ..services.models import (
+    AlertList,
     AuditLog,
     BulkDone,
     BulkJobsDone,
@@ -166,6 +168,10 @@ def api_users(d: Dashboard, request: Request, user: Principal, body: Any) -> Use
     return UserList(accounts.list_users(d.app, search or None) if d.auth.own_logins else [])
 
 
+def api_alerts(d: Dashboard, request: Request, user: Principal, body: Any) -> AlertList:
+    return alerting.alert_list(d.app)
+
+
 def api_workflows(d: Dashboard, request: Request, user: Principal, body: Any) -> WorkflowList:
     return flows.recent_workflows(d.app, params.query_int(request, "before"), _limit(request))
 
@@ -286,6 +292,13 @@ class Endpoint:
     answer: Any
     """The read model (or union of them) the call returns: its schema is the 200 answer's."""
 
+    @property
+    def limit(self) -> str:
+        """Which request limits apply (:mod:`.limits`): "enqueue", "actions" or "reads"."""
+        if self.method == "POST":
+            return "enqueue" if self.path == "/api/enqueue" else "actions"
+        return "reads"
+
 
 ENDPOINTS = (
     Endpoint("GET", "/api/overview", api_overview, Overview),
@@ -312,4 +325,5 @@ ENDPOINTS = (
     Endpoint("GET", "/api/audit", api_audit, AuditLog),
     Endpoint("GET", "/api/users", api_users, UserList),
     Endpoint("GET", "/api/me", api_me, Me),
+    Endpoint("GET", "/api/alerts", api_alerts, AlertList),
 )

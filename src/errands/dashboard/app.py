@@ -24,6 +24,7 @@ from ..services import accounts
 from . import api
 from .auth import Authenticator, AuthSettings, HostAuth
 from .guards import guarded, unguarded
+from .limits import ApiLimits, RequestLimiter
 from .openapi import openapi_document
 from .pages import (
     audit,
@@ -75,7 +76,8 @@ TRACEBACK_AUDIENCES = ("admins", "everyone")
 
 
 def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_access: bool = False,
-                     settings: AuthSettings | None = None, tracebacks_for: str = "admins") -> Starlette:
+                     settings: AuthSettings | None = None, tracebacks_for: str = "admins",
+                     api_limits: ApiLimits | None = None) -> Starlette:
     """The dashboard for ``app``.
 
     Without ``host_auth`` it has its own logins (``errands users create``) and refuses to run
@@ -84,6 +86,8 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
     dashboard that sits behind the host's own access control (say so explicitly).
     ``tracebacks_for``: who sees the tracebacks kept in error histories (``keep_traceback``),
     on the pages and in the API: ``"admins"`` (the default) or ``"everyone"`` signed in.
+    ``api_limits``: the JSON API's request limits per principal and per address, for enqueueing,
+    actions and reads (:class:`~errands.dashboard.limits.ApiLimits`; its defaults when None).
     """
     if host_auth is not None and open_access:
         raise ConfigurationError("give host_auth or open_access, not both")
@@ -92,6 +96,7 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
                                  f"got {tracebacks_for!r}")
     auth = Authenticator(app, settings or AuthSettings(), host_auth, open_access)
     d = Dashboard(app, auth, tracebacks_for)
+    d.limiter = RequestLimiter(api_limits or ApiLimits())
     if auth.own_logins and accounts.count_users(app) == 0:
         raise ConfigurationError(NO_USER)
     starlette = Starlette(routes=routes(d), exception_handlers=exception_handlers(d))
@@ -109,11 +114,11 @@ def routes(d: Dashboard) -> list[BaseRoute]:
     ]
     found += [Route(path, guarded(d, handler), methods=["GET"]) for path, handler in PAGES]
     found += [Route(path, guarded(d, handler, admin=True), methods=["POST"]) for path, handler in ACTIONS]
-    found += [Route(e.path, guarded(d, api.api(e.call), admin=e.method == "POST", api=True), methods=[e.method])
-              for e in api.ENDPOINTS]
+    found += [Route(e.path, guarded(d, api.api(e.call), admin=e.method == "POST", api=True, limit=e.limit),
+                    methods=[e.method]) for e in api.ENDPOINTS]
     found += [
         Route("/api/openapi.json", unguarded(d, _openapi), methods=["GET"]),
-        Route("/metrics", guarded(d, api.metrics, api=True), methods=["GET"]),
+        Route("/metrics", guarded(d, api.metrics, api=True, limit="reads"), methods=["GET"]),
         Route("/healthz", unguarded(d, api.healthz), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

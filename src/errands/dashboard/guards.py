@@ -1,16 +1,19 @@
 """The guards in front of every handler: who is asking, a CSRF token on every state-changing
 request (a form field or the ``X-CSRF-Token`` header, compared in constant time), the admin role
-for actions.  Refusals are JSON for the API and an error page for people."""
+for actions, and the JSON API's request limits (:mod:`.limits`).  Refusals are JSON for the API and
+an error page for people."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..services.tokens import new_token, same
 from .auth import Principal
+from .limits import retry_after
 from .rendering import Dashboard, Endpoint, Handler, JSONResponse, Open
 
 HOST_SIGN_IN = ("Sign in required: sign in to the application that hosts this dashboard first, then come back "
@@ -58,15 +61,33 @@ async def _refused_write(d: Dashboard, request: Request, principal: Principal, *
     return None
 
 
-def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = False) -> Endpoint:
-    """``handler`` behind the guards, as a Starlette endpoint."""
+def too_many(d: Dashboard, kind: str, per: str, wait: float) -> Response:
+    """429 with ``Retry-After``: a request limit of the API (:mod:`.limits`) is used up."""
+    seconds = retry_after(wait)
+    return JSONResponse({"error": f"too many requests: {d.limiter.describe(kind, per)}; retry in {seconds} s",
+                         "retry_after": int(seconds)}, status_code=429, headers={"Retry-After": seconds})
+
+
+def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = False,
+            limit: str | None = None) -> Endpoint:
+    """``handler`` behind the guards, as a Starlette endpoint; ``limit``: the API's request limits
+    of that kind ("enqueue", "actions", "reads") apply, per address and then per principal."""
     async def endpoint(request: Request) -> Response:
+        address = request.client.host if request.client else "unknown"
+        wait = None if limit is None else d.limiter.check(limit, "address", address)
+        if wait is not None:
+            return too_many(d, str(limit), "address", wait)
         principal, cookies = await d.auth.principal(request)
         # A new session (a remember-me token used up and replaced) goes out with whatever answers:
         # the handler's response, a refusal below, or the error page an exception becomes.
         request.state.new_cookies = cookies
         if principal is None:
             return _unauthenticated(d, request, api)
+        wait = None if limit is None else d.limiter.check(limit, "principal", principal.username)
+        if wait is not None:
+            limited = too_many(d, str(limit), "principal", wait)
+            d.auth.set_cookies(limited, cookies)
+            return limited
         minted = ""
         if principal.host and not principal.csrf and request.method in READS:
             # Host-authenticated: a double-submit token, minted before the page renders its forms
@@ -78,6 +99,8 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
             if refused is not None:
                 d.auth.set_cookies(refused, cookies)
                 return refused
+        if not api and request.method in READS:  # a page: its banners show the alerts crossed now
+            request.state.alerts = await run_in_threadpool(d.alerts_for_page)
         response = await handler(d, request, principal)
         if cookies:
             d.auth.set_cookies(response, cookies)

@@ -26,6 +26,12 @@ _FILTERS = [
     {"name": "before", "in": "query", "schema": _ID, "description": "keyset page: ids below this one"},
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
 ]
+_LIMITED = {"description": "a request limit of the API is used up (enqueue, actions or reads; per user and per "
+                           "address): Retry-After says in how many seconds to try again",
+            "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+            "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"error": {"type": "string"}, "retry_after": {"type": "integer"}},
+                "required": ["error", "retry_after"]}}}}
 _CSRF = {"name": "X-CSRF-Token", "in": "header", "required": True, "schema": {"type": "string"},
          "description": "the csrf value of GET /api/me"}
 
@@ -34,7 +40,8 @@ def _op(summary: str, params: list[dict[str, Any]] | None = None, body: dict[str
         write: bool = False) -> dict[str, Any]:
     """An operation's description; its 200 answer is filled in from the endpoint's model."""
     op: dict[str, Any] = {"summary": summary, "parameters": (params or []) + ([_CSRF] if write else []),
-                          "responses": {"400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR}}
+                          "responses": {"400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR,
+                                        "429": _LIMITED}}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
@@ -133,6 +140,7 @@ def _described() -> dict[str, Any]:
                          "post": _op("Enqueue a registered job (at most 100 copies)", body=enqueue, write=True)},
         "/api/audit": {"get": _op("Who did what, newest first", [{"name": "before", "in": "query",
                                                                    "schema": _ID}])},
+        "/api/alerts": {"get": _op("The alert thresholds crossed now, and the thresholds this app configures")},
         "/api/users": {"get": _op("Dashboard users (admins only)", [{"name": "q", "in": "query",
                                                                      "schema": {"type": "string",
                                                                                 "maxLength": 100}}])},

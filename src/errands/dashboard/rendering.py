@@ -19,12 +19,15 @@ from starlette.responses import HTMLResponse, Response
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 from ..core.config import check_queue_name
-from ..core.errors import InvalidQueueName
+from ..core.errors import InvalidQueueName, StoreError
 from ..core.limits import MAX_DELAY
 from ..core.payload import safe_text
+from ..services.alerts import AlertClock, crossed_alerts, evaluate_in_background
+from ..services.models import AlertView
 from ..services.operator import displayable
 from .auth import Authenticator, Principal
 from .charts import throughput_chart
+from .limits import ApiLimits, RequestLimiter
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -151,6 +154,22 @@ class Dashboard:
         self.env = environment()
         self.tracebacks_for = tracebacks_for
         """Who sees kept tracebacks: "admins" (the default) or "everyone" signed in."""
+        self.limiter = RequestLimiter(ApiLimits())
+        """The JSON API's request limits (``create_dashboard(api_limits=...)``)."""
+        thresholds = app.alert_thresholds
+        self.alert_clock = AlertClock(thresholds.every) if thresholds.any else None
+        """When this process next takes its turn at evaluating the alerts, as it serves a request."""
+
+    def alerts_for_page(self) -> list[AlertView]:
+        """The alerts crossed now, for a page's banners (blocking: call it in a worker thread); an
+        evaluation in the background when this process's turn may have come.  A database that fails
+        here shows no banner: the page itself reports it."""
+        if self.alert_clock is not None and self.alert_clock.due():
+            evaluate_in_background(self.app)
+        try:
+            return crossed_alerts(self.app)
+        except StoreError:
+            return []
 
     def shows_tracebacks(self, principal: Principal | None) -> bool:
         return self.tracebacks_for == "everyone" or (principal is not None and principal.is_admin)
@@ -161,7 +180,8 @@ class Dashboard:
         root = request.scope.get("root_path", "")
         html = self.env.get_template(template).render(
             request=request, user=principal, root=root, path=request.url.path[len(root):] or "/",
-            csrf=principal.csrf if principal else "", query=dict(request.query_params), **context)
+            csrf=principal.csrf if principal else "", query=dict(request.query_params),
+            alerts=getattr(request.state, "alerts", ()) if principal else (), **context)
         response = HTMLResponse(html, status_code=status)
         if cookies:
             self.auth.set_cookies(response, cookies)

@@ -230,9 +230,31 @@ class Drift:
         return bool(self.missing_tables or self.missing_columns or self.missing_indexes or self.changed_indexes)
 
 
+def _as_later(name: str, found: IndexSpec | None, live: LiveSchema, later: ExpectedSchema | None) -> bool:
+    """Whether a live index is as a later version of errands' DDL defines it."""
+    spec = later.indexes.get(name) if later else None
+    return (found is not None and spec is not None and name not in live.invalid
+            and (found.table, found.columns, found.predicate) == (spec.spec.table, spec.spec.columns,
+                                                                  spec.spec.predicate))
+
+
+def _index_change(name: str, spec: IndexSpec, found: IndexSpec, live: LiveSchema) -> str | None:
+    """How a live index differs from the one errands expects (None: it does not)."""
+    if name in live.invalid:
+        return "exists but is marked invalid (an interrupted build)"
+    if found.table != spec.table:
+        return f"is on table {found.table}, not {spec.table}"
+    if found.columns != spec.columns:
+        return f"covers ({', '.join(found.columns)}), errands expects ({', '.join(spec.columns)})"
+    if found.predicate != spec.predicate:
+        return f"has the condition {found.predicate or 'none'}, errands expects {spec.predicate or 'none'}"
+    return None
+
+
 def compare(expected: ExpectedSchema, live: LiveSchema, *, ignore: ExpectedSchema | None = None) -> Drift:
     """What ``live`` lacks or has beyond ``expected``.  Objects of ``ignore`` (the code's full
-    schema, when the recorded version is older) are not called extra."""
+    schema, when the recorded version is older) are not called extra, and an index as ``ignore``
+    defines it is not called changed."""
     drift = Drift()
     later_tables = set(ignore.tables) if ignore else set()
     later_indexes = set(ignore.indexes) if ignore else set()
@@ -252,16 +274,10 @@ def compare(expected: ExpectedSchema, live: LiveSchema, *, ignore: ExpectedSchem
         found = live.indexes.get(name)
         if found is None:
             drift.missing_indexes.append(name)
-        elif name in live.invalid:
-            drift.changed_indexes.append((name, "exists but is marked invalid (an interrupted build)"))
-        elif found.table != index.spec.table:
-            drift.changed_indexes.append((name, f"is on table {found.table}, not {index.spec.table}"))
-        elif found.columns != index.spec.columns:
-            drift.changed_indexes.append((name, f"covers ({', '.join(found.columns)}), errands expects "
-                                                f"({', '.join(index.spec.columns)})"))
-        elif found.predicate != index.spec.predicate:
-            drift.changed_indexes.append((name, f"has the condition {found.predicate or 'none'}, errands expects "
-                                                f"{index.spec.predicate or 'none'}"))
+        elif not _as_later(name, found, live, ignore):  # as a later version redefined it: not a change
+            why = _index_change(name, index.spec, found, live)
+            if why:
+                drift.changed_indexes.append((name, why))
     drift.extra_tables = sorted(set(live.tables) - set(expected.tables) - later_tables)
     drift.extra_indexes = sorted((name, spec.table) for name, spec in live.indexes.items()
                                  if name not in expected.indexes and name not in later_indexes)

@@ -687,5 +687,28 @@ class QueueLimitsView(ReadModel):
     rate: str | None
     text: str
 
+
+# ----------------------------------------------------------------------------------- alerts
+@dataclass(eq=False)
+class AlertView(ReadModel):
+    """An alert threshold crossed now: what was measured last and since when it is crossed."""
+
+    kind: str
+    queue: str | None
+    value: float | None
+    threshold: float | None
+    since: str | None
+    checked_at: str | None
+    message: str
+
+
+@dataclass(eq=False)
+class AlertList(ReadModel):
+    """The alerts crossed now (the dashboard's banners), and the thresholds this app configures."""
+
+    alerts: list[AlertView]
+    thresholds: dict[str, Any]
+
+
 __all__ = [name for name, value in list(globals().items())
            if isinstance(value, type) and issubclass(value, ReadModel)] + ["JobDetail", "type_schema"]

@@ -19,7 +19,15 @@ from ..core.errors import EnqueueError, InvalidOption, JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
-from ..store.insights import COUNT_CAP, DEAD_SEARCH_WINDOW, SEARCH_WINDOW, STATES, Backlog, StateCounts
+from ..store.insights import (
+    COUNT_CAP,
+    DEAD_SEARCH_WINDOW,
+    SEARCH_WINDOW,
+    STATES,
+    Backlog,
+    StateCounts,
+    group_failures,
+)
 from ..store.pool import connection_label
 from ..worker.liveness import alive_within
 from .limits import view as limits_view
@@ -287,9 +295,10 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     """One page of jobs: newest first pages down with ``before_id``, oldest first up with ``after_id``.
 
     A search by text or job name (``LIKE '%...%'``, which no index serves) looks at the
-    ``SEARCH_WINDOW`` jobs from where the page starts, not the whole table: ``searched`` says
-    which, its count is the matches in that window, and the next page goes on past the window
-    even when this one found fewer than ``limit`` jobs.
+    ``SEARCH_WINDOW`` jobs (half as many on MySQL: ``search_window_share``) from where the page
+    starts, not the whole table: ``searched`` says which, its count is the matches in that
+    window, and the next page goes on past the window even when this one found fewer than
+    ``limit`` jobs.
     """
     flt.check()
     if sort not in SORTS:
@@ -299,7 +308,8 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     oldest = sort == "oldest"
     before, after = (None, after_id) if oldest else (before_id, None)
     searching = bool(flt.text or flt.name)
-    edge = (store.insights.scan_edge("jobs", before_id=before, after_id=after, rows=SEARCH_WINDOW, oldest_first=oldest)
+    window = store.insights.window(SEARCH_WINDOW)
+    edge = (store.insights.scan_edge("jobs", before_id=before, after_id=after, rows=window, oldest_first=oldest)
             if searching else None)
     rows = store.insights.search_jobs(**flt.args(), before_id=before, after_id=after, oldest_first=oldest, limit=limit,
                              edge_id=edge)
@@ -313,7 +323,7 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
         total = store.insights.count_jobs(**flt.args())
     more = rows[-1].id if full else edge
     return JobPage([job_summary(r, now) for r in rows], min(total, COUNT_CAP), sort, total > COUNT_CAP,
-                   None if oldest else more, more if oldest else None, _searched(searching, edge, SEARCH_WINDOW))
+                   None if oldest else more, more if oldest else None, _searched(searching, edge, window))
 
 
 def _searched(searching: bool, edge: int | None, window: int) -> Searched | None:
@@ -461,23 +471,27 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
     # A text or name search looks at DEAD_SEARCH_WINDOW entries from the page's start (see list_jobs);
     # its groups at as many from the newest.
     searching = bool(flt.text or flt.name)
-    edge = store.insights.scan_edge("failed", before_id=before_id, rows=DEAD_SEARCH_WINDOW) if searching else None
+    window = store.insights.window(DEAD_SEARCH_WINDOW)
+    edge = store.insights.scan_edge("failed", before_id=before_id, rows=window) if searching else None
     rows = store.insights.search_failed(**args, before_id=before_id, limit=limit, edge_id=edge)
     full = len(rows) == limit
     if not full and (searching or before_id is None):
         total = len(rows)
     else:
         total = store.insights.count_failed(**args, before_id=before_id if searching else None, edge_id=edge)
-    top_edge = edge if before_id is None or not searching \
-        else store.insights.scan_edge("failed", rows=DEAD_SEARCH_WINDOW)
-    groups = store.insights.failure_groups(**args, edge_id=top_edge)
+    if not full and before_id is None:  # the page holds every entry the groups would read: no second pass
+        groups = group_failures(rows)
+    else:
+        top_edge = edge if before_id is None or not searching \
+            else store.insights.scan_edge("failed", rows=window)
+        groups = store.insights.failure_groups(**args, edge_id=top_edge)
     return DeadLetterPage(
         [DeadEntry(r.id, r.name, r.queue, r.attempts, _iso(r.failed_at), r.error_type, r.error_message,
                    display_arguments(r.payload), r.label) for r in rows],
         [FailureGroupView(g.name, g.error_type, g.message, g.entries, _iso(g.last_failed_at), g.example_id)
          for g in groups],
         min(total, COUNT_CAP), total > COUNT_CAP, rows[-1].id if full else edge,
-        _searched(searching, edge, DEAD_SEARCH_WINDOW))
+        _searched(searching, edge, window))
 
 
 def matching_failed(app: Errands, flt: JobFilter, limit: int = 100_000) -> list[int]:

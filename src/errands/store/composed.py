@@ -3,8 +3,8 @@
 ``store.jobs`` (enqueue, claim, settle, dead letter), ``store.workers`` (the registry),
 ``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
 ``store.workflows`` (a workflow's graph and states, cancelling one),
-``store.insights`` (read models), ``store.operations`` (bulk changes to waiting jobs) and
-``store.accounts`` (dashboard users) share one
+``store.insights`` (read models), ``store.operations`` (bulk changes to waiting jobs),
+``store.accounts`` (dashboard users) and ``store.alerts`` (alert thresholds' crossing state) share one
 :class:`~errands.store.database.Database`; the store itself holds the lifecycle.
 """
 
@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .accounts import AccountStore
+from .alerts import AlertStore
 from .database import Database
 from .dialects.base import Dialect, Listener
 from .features import FeatureStore
@@ -42,6 +43,7 @@ class Store:
         self.insights = InsightStore(self.db)
         self.accounts = AccountStore(self.db)
         self.operations = OperationStore(self.db, steps)
+        self.alerts = AlertStore(self.db)
 
     @property
     def safe_url(self) -> str:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..core.host import AppHost
 
 if TYPE_CHECKING:
+    from ..core.alerts import AlertThresholds
     from ..core.cron import Cron
+    from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
     from ..core.rows import NewJob
     from ..store import Store
@@ -68,3 +70,10 @@ class RunHost(AppHost, Protocol):
     def failed_ttl(self) -> float | None:
         """Seconds dead-letter entries are kept (None: for ever); the heartbeat prunes older ones."""
 
+    @property
+    def hooks(self) -> Hooks:
+        """The app's hooks (runs, retries, the dead letter, alerts)."""
+
+    @property
+    def alert_thresholds(self) -> AlertThresholds:
+        """What the app alerts on; the heartbeat thread evaluates it (:mod:`errands.worker.alerts`)."""

@@ -4,7 +4,9 @@ The heartbeat thread extends the leases of every job this process holds (buffere
 finished but not yet recorded) and reports the worker alive; every half lease it recovers
 stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
 :mod:`errands.worker.liveness`) and unblocks jobs whose dependency finished; once a minute it
-prunes expired results, old dead-letter entries and stats.  While async jobs run it
+prunes expired results, old dead-letter entries and stats; every ``alert_every`` seconds it takes
+its turn at evaluating the alert thresholds, if the app has any (:mod:`errands.worker.alerts`).
+While async jobs run it
 also looks for cancellation requests.  The listener thread wakes the claim loop when the
 database signals new jobs.  None of this is on the per-job path.
 """
@@ -19,6 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError, StoreUnavailable
+from .alerts import AlertClock, evaluate_quietly
 from .liveness import FORGET_AFTER_AT_LEAST, FORGET_AFTER_LEASES, forget_worker_after, heartbeat_every
 from .state import jitter
 
@@ -58,6 +61,9 @@ class Maintenance:
         self._next_prune = 0.0
         self._reported_done = 0
         """``jobs_done`` as the workers table last heard it."""
+        thresholds = app.alert_thresholds
+        self._alerts = AlertClock(thresholds.every) if thresholds.any else None
+        """When this worker next tries its turn at evaluating the alert thresholds (None: none configured)."""
         self.beating = threading.Event()
         """Set once the heartbeat thread holds its connection: the worker claims nothing before."""
 
@@ -158,6 +164,8 @@ class Maintenance:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             self.store.features.prune(self.app.failed_ttl)
             self.store.insights.prune_stats()
+        if self._alerts is not None and self._alerts.due():
+            evaluate_quietly(self.app)
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""

@@ -47,7 +47,7 @@ RunFn = Callable[..., Any]
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
-          "stats", "job_errors", "steps", "queue_limits")
+          "stats", "job_errors", "steps", "queue_limits", "alerts")
 _TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
 """Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
 
@@ -163,7 +163,7 @@ class Dialect(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 8
+    schema_version = 9
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).
@@ -189,6 +189,13 @@ class Dialect(ABC):
     #: Override: whole seconds the oldest of the next BACKLOG_CAP claimable jobs (claim order) has been
     #: due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue).
     backlog_age_sql = ""
+    #: The share of the search windows (``insights.SEARCH_WINDOW`` jobs, ``DEAD_SEARCH_WINDOW`` dead-letter
+    #: entries) a text search reads on this database: MySQL reads text through ``LIKE`` about three times
+    #: slower than PostgreSQL, so it looks at half as many rows a page (the pages say how far they looked).
+    search_window_share = 1.0
+    #: Count jobs in a waiting state (ready, delayed, blocked) over every queue one queue at a time: for
+    #: an index that leads with the queue and a server with no skip scan (MySQL's claim index).
+    count_waiting_per_queue = False
     #: Rows (client name, connections) of the server's sessions on this database; None: not countable.
     connections_sql: str | None = None
     #: One row, one column: how many connections the server accepts at most.

@@ -98,6 +98,8 @@ class MySQLDialect(Dialect):
     connections_sql = "SELECT '', count(*) FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
+    count_waiting_per_queue = True
+    search_window_share = 0.5
 
     def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:
         super().__init__(url, prefix=prefix)
@@ -211,7 +213,8 @@ class MySQLDialect(Dialect):
         table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
         return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
                 (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6()),
-                (7, self._version_7()), (8, self._version_8(table))]
+                (7, self._version_7()), (8, self._version_8(table)),
+                (9, self._version_9(table))]
 
     def _version_1(self, table: str) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -284,6 +287,25 @@ class MySQLDialect(Dialect):
         # of an errands that did not record them, judged by the reader's lease as before).
         return [self._add_column("workers", "lease DOUBLE NULL"),
                 self._add_column("workers", "heartbeat_every DOUBLE NULL")]
+
+    def _version_9(self, table: str) -> list[str | Step]:
+        """The alerts table (whether each alert threshold is crossed, changed by conditional UPDATEs: one
+        deliverer), and the due time at the end of the claim index.  With it, the index alone tells a
+        waiting job ready from delayed: the overview's per-queue sample, the counts of ready and delayed
+        jobs and the claim's own filter no longer fetch each row by primary key (a random read each: six
+        samples of 5,001 took 1.4 s with the jobs table bigger than the buffer pool).  The claim's order
+        (priority, id) is unchanged; InnoDB rebuilds the index in place (its default for a secondary
+        index), writes go on."""
+        has_due = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                   f"AND TABLE_NAME = '{self.t_jobs}' AND INDEX_NAME = '{self.t_jobs}_claim' "
+                   "AND COLUMN_NAME = 'available_at'")
+        return [
+            self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind VARCHAR(20) NOT NULL, subject VARCHAR(60) NOT NULL,"
+                   " crossed INT NOT NULL DEFAULT 0, value DOUBLE NULL, threshold DOUBLE NULL,"
+                   " changed_at DATETIME(6) NULL, checked_at DATETIME(6) NULL, PRIMARY KEY (kind, subject))" + table),
+            Step(self.q("ALTER TABLE {jobs} DROP KEY {jobs}_claim, ADD KEY {jobs}_claim "
+                        "(queue, reserved_by, blocked_by, priority DESC, id, available_at)"), has_due),
+        ]
 
     def _version_4(self, table: str) -> list[str | Step]:
         """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns

@@ -352,7 +352,8 @@ class PostgresDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7()), (8, self._version_8())]
+                (6, self._version_6()), (7, self._version_7()), (8, self._version_8()),
+                (9, self._version_9())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -398,6 +399,12 @@ class PostgresDialect(Dialect):
         # Limits per queue that operators set from the dashboard; workers read them every few seconds.
         return [self.q("CREATE TABLE IF NOT EXISTS {queue_limits} (name VARCHAR(60) PRIMARY KEY, concurrency INTEGER,"
                        " rate_count INTEGER, rate_period DOUBLE PRECISION, changed_at TIMESTAMPTZ NOT NULL)")]
+
+    def _version_9(self) -> list[str | Step]:
+        # Alert thresholds: whether each alert is crossed, changed by conditional UPDATEs (one deliverer).
+        return [self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind VARCHAR(20) NOT NULL, subject VARCHAR(60) NOT NULL,"
+                       " crossed INTEGER NOT NULL DEFAULT 0, value DOUBLE PRECISION, threshold DOUBLE PRECISION,"
+                       " changed_at TIMESTAMPTZ, checked_at TIMESTAMPTZ, PRIMARY KEY (kind, subject))")]
 
     def _version_2(self) -> list[str | Step]:
         return [self.q(s) for s in (

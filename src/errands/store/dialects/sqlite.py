@@ -240,7 +240,8 @@ class SQLiteDialect(Dialect):
     def migrations(self) -> Migrations:
         return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
                 (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7()), (8, self._version_8())]
+                (6, self._version_6()), (7, self._version_7()), (8, self._version_8()),
+                (9, self._version_9())]
 
     def _version_1(self) -> list[str | Step]:
         return [self.q(s) for s in (
@@ -360,6 +361,12 @@ class SQLiteDialect(Dialect):
         # of an errands that did not record them, judged by the reader's lease as before).
         return [self.q("ALTER TABLE {workers} ADD COLUMN lease REAL"),
                 self.q("ALTER TABLE {workers} ADD COLUMN heartbeat_every REAL")]
+
+    def _version_9(self) -> list[str | Step]:
+        # Alert thresholds: whether each alert is crossed, changed by conditional UPDATEs (one deliverer).
+        return [self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind TEXT NOT NULL, subject TEXT NOT NULL,"
+                       " crossed INTEGER NOT NULL DEFAULT 0, value REAL, threshold REAL, changed_at REAL,"
+                       " checked_at REAL, PRIMARY KEY (kind, subject))")]
 
     def _version_5(self) -> list[str | Step]:
         """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
