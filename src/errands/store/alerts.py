@@ -118,11 +118,14 @@ class AlertStore:
 
         return self.db.run(read)
 
-    def workers_alive(self, within: float) -> int:
-        """Workers whose last heartbeat is at most ``within`` seconds old."""
-        def read(cur: Any) -> int:
-            cur.execute(self.d.q("SELECT COUNT(*) FROM {workers} WHERE heartbeat_at >= {now_plus}"), (-float(within),))
-            return int(cur.fetchone()[0])
+    def heartbeat_ages(self) -> list[tuple[float, float | None]]:
+        """Every registered worker's seconds since its last heartbeat (by the database's clock) and its
+        own lease (None: it recorded none); liveness is judged from them (``worker.liveness``)."""
+        def read(cur: Any) -> list[tuple[float, float | None]]:
+            now = self.db.now_in(cur)
+            cur.execute(self.d.q("SELECT heartbeat_at, lease FROM {workers}"))
+            return [((now - self.d.to_datetime(at)).total_seconds(), None if lease is None else float(lease))
+                    for at, lease in cur.fetchall()]
 
         return self.db.run(read)
 

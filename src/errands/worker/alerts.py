@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.alerts import DEAD_LETTER, NO_WORKER, OLDEST_READY, Alert, AlertThresholds
 from ..core.errors import StoreError
-from .liveness import ALIVE_AFTER_LEASES
+from .liveness import alive_within
 from .state import jitter
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def measure(app: AlertHost) -> tuple[datetime, Measured]:
         count = store.alerts.dead_letter_count(max(t.dead_letter, DEAD_LETTER_COUNT_CAP))
         out.add(DEAD_LETTER, ALL_QUEUES, count, t.dead_letter, count >= t.dead_letter)
     if t.no_worker:
-        alive = store.alerts.workers_alive(app.lease * ALIVE_AFTER_LEASES)
+        alive = sum(1 for age, lease in store.alerts.heartbeat_ages() if age <= alive_within(lease, app.lease))
         out.add(NO_WORKER, ALL_QUEUES, alive, 1, alive == 0)
     return now, out
 
