@@ -49,7 +49,8 @@ def _op(summary: str, params: list[dict[str, Any]] | None = None, body: dict[str
 
 def openapi_document(root: str = "") -> dict[str, Any]:
     """The document, with ``root`` (the mount's path) as its server."""
-    paths = _described()
+    paths = _described() | {"/api/alerts": {"get": _op(
+        "The alert thresholds crossed now, and the thresholds this app configures")}}
     schemas: dict[str, Any] = {}
     for endpoint in ENDPOINTS:
         op = paths[endpoint.path][endpoint.method.lower()]
@@ -140,7 +141,6 @@ def _described() -> dict[str, Any]:
                          "post": _op("Enqueue a registered job (at most 100 copies)", body=enqueue, write=True)},
         "/api/audit": {"get": _op("Who did what, newest first", [{"name": "before", "in": "query",
                                                                    "schema": _ID}])},
-        "/api/alerts": {"get": _op("The alert thresholds crossed now, and the thresholds this app configures")},
         "/api/users": {"get": _op("Dashboard users (admins only)", [{"name": "q", "in": "query",
                                                                      "schema": {"type": "string",
                                                                                 "maxLength": 100}}])},
