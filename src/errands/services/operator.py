@@ -22,6 +22,7 @@ from ..core.rows import JobState
 from ..store.insights import (
     COUNT_CAP,
     DEAD_SEARCH_WINDOW,
+    GROUPED_NEWEST,
     SEARCH_WINDOW,
     STATES,
     Backlog,
@@ -484,7 +485,7 @@ def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limi
     else:
         top_edge = edge if before_id is None or not searching \
             else store.insights.scan_edge("failed", rows=window)
-        groups = store.insights.failure_groups(**args, edge_id=top_edge)
+        groups = store.insights.failure_groups(**args, edge_id=top_edge, newest=store.insights.window(GROUPED_NEWEST))
     return DeadLetterPage(
         [DeadEntry(r.id, r.name, r.queue, r.attempts, _iso(r.failed_at), r.error_type, r.error_message,
                    display_arguments(r.payload), r.label) for r in rows],

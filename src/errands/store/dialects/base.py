@@ -190,8 +190,9 @@ class Dialect(ABC):
     #: due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue).
     backlog_age_sql = ""
     #: The share of the search windows (``insights.SEARCH_WINDOW`` jobs, ``DEAD_SEARCH_WINDOW`` dead-letter
-    #: entries) a text search reads on this database: MySQL reads text through ``LIKE`` about three times
-    #: slower than PostgreSQL, so it looks at half as many rows a page (the pages say how far they looked).
+    #: entries, and the ``GROUPED_NEWEST`` entries the dead letter's groups read) a page reads on this
+    #: database: MySQL reads text through ``LIKE`` about three times slower than PostgreSQL, so it looks
+    #: at half as many rows a page (the pages say how far they looked).
     search_window_share = 1.0
     #: Count jobs in a waiting state (ready, delayed, blocked) over every queue one queue at a time: for
     #: an index that leads with the queue and a server with no skip scan (MySQL's claim index).
