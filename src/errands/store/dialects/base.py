@@ -32,6 +32,10 @@ CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, ti
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, heartbeat_every"
 INSERT_CHUNK = 500
 BACKLOG_CAP = 10_000
+BACKLOG_AGE_SAMPLE = 1_000
+"""The age gauge reads the oldest of this many next jobs in claim order: in a FIFO queue the first one
+is the oldest, and 10,000 rows per queue cost PostgreSQL a heap fetch each (/metrics took 466 ms with
+1,000,000 jobs waiting in five queues)."""
 """How many claimable jobs the autoscaling queries look at, at most (docs/autoscaling.md)."""
 CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
              "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
@@ -186,7 +190,7 @@ class Dialect(ABC):
     #: queue (params: queue, queue), counted up to BACKLOG_CAP so that a scaler polling every few
     #: seconds never counts a backlog of millions.  Portable; KEDA's scalers run it as it is.
     backlog_jobs_sql = f"SELECT COUNT(*) FROM (SELECT 1 {CLAIMABLE} LIMIT {BACKLOG_CAP}) backlog"
-    #: Override: whole seconds the oldest of the next BACKLOG_CAP claimable jobs (claim order) has been
+    #: Override: whole seconds the oldest of the next BACKLOG_AGE_SAMPLE claimable jobs (claim order) has been
     #: due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue).
     backlog_age_sql = ""
     #: The share of the search windows (``insights.SEARCH_WINDOW`` jobs, ``DEAD_SEARCH_WINDOW`` dead-letter

@@ -32,7 +32,7 @@ from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST
 from .base import (
-    BACKLOG_CAP,
+    BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
@@ -93,7 +93,8 @@ class MySQLDialect(Dialect):
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
     backlog_age_sql = (f"SELECT COALESCE(TIMESTAMPDIFF(SECOND, MIN(available_at), {NOW}), 0) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id LIMIT {BACKLOG_CAP}) backlog")
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     # MySQL tells no client name: every session on this database counts under one empty name.
     connections_sql = "SELECT '', count(*) FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"

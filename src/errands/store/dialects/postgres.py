@@ -27,7 +27,7 @@ from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
 from ..pool import POOL_OPTIONS, connection_label
 from .base import (
-    BACKLOG_CAP,
+    BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
@@ -161,7 +161,8 @@ class PostgresDialect(Dialect):
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
     backlog_age_sql = ("SELECT CAST(COALESCE(FLOOR(EXTRACT(EPOCH FROM {now} - MIN(available_at))), 0) AS BIGINT) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id LIMIT {BACKLOG_CAP}) backlog")
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     transaction_from = COPY_FROM
     connections_sql = ("SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "GROUP BY application_name")

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 from ...core.errors import ConfigurationError, StoreError
 from ...core.rows import epoch_to_datetime
 from .base import (
-    BACKLOG_CAP,
+    BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
@@ -142,7 +142,8 @@ class SQLiteDialect(Dialect):
     plus_seconds_sql = f"({NOW} + ?)"
     minute_sql = f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
     backlog_age_sql = ("SELECT COALESCE(CAST({now} - MIN(available_at) AS INTEGER), 0) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id LIMIT {BACKLOG_CAP}) backlog")
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     # "+queue" keeps the claim index out: through it SQLite read every row of the queue and
     # sorted them by id (600 ms for six queues of a million jobs); in rowid order it stops at
     # the thousandth ready job (2 ms).  Only asked for queues with many waiting jobs.
