@@ -67,7 +67,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write test-artifacts/durations.txt: the slowest tests and each module's total, so the next
+    """Write test-artifacts/durations-pyX.Y.txt: the slowest tests and each module's total, so the next
     person splitting the suite's slow groups starts from this run's figures, not guesses."""
     if hasattr(session.config, "workerinput") or not _SPENT:  # an xdist worker: the controller writes
         return
@@ -82,7 +82,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     lines += [f"{spent:8.1f} s  {nodeid}" for nodeid, spent in sorted(_SPENT.items(), key=lambda t: -t[1])[:80]]
     out = Path(__file__).resolve().parent.parent / "test-artifacts"
     out.mkdir(exist_ok=True)
-    (out / "durations.txt").write_text("\n".join(lines) + "\n")
+    # One file per interpreter: `make test` runs the Django 6 suite on another Python after the main one.
+    (out / f"durations-py{sys.version_info[0]}.{sys.version_info[1]}.txt").write_text("\n".join(lines) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -168,8 +168,16 @@ def flask_run(db_url: str, folder: Path, *args: str) -> tuple[subprocess.Popen[b
     with open(log, "wb") as out:
         server = subprocess.Popen([sys.executable, "-m", "flask", "--app", "served_flask:create_app", "run",
                                    "--port", str(port), *args], cwd=folder, env=server_env(db_url),
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                  preexec_fn=_as_from_a_terminal)
     return server, log, port
+
+
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's signal as a terminal's process gets it: a suite started in the background (``cmd &``
+    in a script, nohup, some CI runners) ignores SIGINT, and a child inherits that, so flask run would
+    never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def serving_pid(server: subprocess.Popen[bytes], log: Path, port: int) -> int:
