@@ -64,31 +64,34 @@ def openapi_document(root: str = "") -> dict[str, Any]:
             "security": [{"session": []}]}
 
 
+# Request bodies of the write operations (module level: _described stays one screen).
+_BULK_DEAD: dict[str, Any] = {"type": "object", "properties": {
+    "ids": {"type": "array", "items": _ID, "maxItems": 1000},
+    "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
+    "text": {"type": "string", "maxLength": 200},
+    "confirm": {"type": "integer", "minimum": 0, "description": "the count the previous call reported"}}}
+_BULK_JOBS: dict[str, Any] = {"type": "object", "required": ["action"], "properties": {
+    "action": {"type": "string", "enum": ["cancel", "move", "priority"]},
+    "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
+    "state": {"type": "string", "enum": ["ready", "delayed", "blocked"]},
+    "text": {"type": "string", "maxLength": 200},
+    "to_queue": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,60}$", "description": "move: the queue"},
+    "priority": {"type": "integer", "minimum": -2**31, "maximum": 2**31 - 1, "description": "priority: the value"},
+    "confirm": {"type": "integer", "minimum": 0, "description": "the count the first call reported"},
+    "upto": {"type": "integer", "minimum": 0, "description": "the upto the first call reported"},
+    "since": {"type": "integer", "minimum": 0, "description": "the since the first call reported"}}}
+_ENQUEUE_BODY: dict[str, Any] = {"type": "object", "required": ["job"], "properties": {
+    "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
+    "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY},
+    "copies": {"type": "integer", "minimum": 1, "maximum": 100}}}
+
+
 def _described() -> dict[str, Any]:
     """Summaries, parameters and bodies of every operation."""
     path_name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern":
                                                                             "^[A-Za-z0-9._-]{1,60}$"}}
     job_id = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
     workflow_id = {"name": "workflow_id", "in": "path", "required": True, "schema": _ID}
-    bulk = {"type": "object", "properties": {
-        "ids": {"type": "array", "items": _ID, "maxItems": 1000},
-        "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
-        "text": {"type": "string", "maxLength": 200},
-        "confirm": {"type": "integer", "minimum": 0, "description": "the count the previous call reported"}}}
-    bulk_jobs = {"type": "object", "required": ["action"], "properties": {
-        "action": {"type": "string", "enum": ["cancel", "move", "priority"]},
-        "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
-        "state": {"type": "string", "enum": ["ready", "delayed", "blocked"]},
-        "text": {"type": "string", "maxLength": 200},
-        "to_queue": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,60}$", "description": "move: the queue"},
-        "priority": {"type": "integer", "minimum": -2**31, "maximum": 2**31 - 1, "description": "priority: the value"},
-        "confirm": {"type": "integer", "minimum": 0, "description": "the count the first call reported"},
-        "upto": {"type": "integer", "minimum": 0, "description": "the upto the first call reported"},
-        "since": {"type": "integer", "minimum": 0, "description": "the since the first call reported"}}}
-    enqueue = {"type": "object", "required": ["job"], "properties": {
-        "job": {"type": "string"}, "args": {"type": "array"}, "kwargs": {"type": "object"},
-        "queue": {"type": "string"}, "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY},
-        "copies": {"type": "integer", "minimum": 1, "maximum": 100}}}
     paths = {
         "/api/me": {"get": _op("The signed-in user and the CSRF token for writes")},
         "/api/overview": {"get": _op("Counters per state and queue, throughput, workers", [
@@ -101,7 +104,7 @@ def _described() -> dict[str, Any]:
         "/api/jobs/bulk": {"post": _op(
             "Cancel, move or re-prioritise the waiting jobs a filter matches (two steps: count, then "
             "confirm with the count, since and upto the first call reported; at most 100,000 a call)",
-            body=bulk_jobs, write=True)},
+            body=_BULK_JOBS, write=True)},
         "/api/find": {"get": _op("Where a job id leads (waiting or running, dead letter, kept result); 404 if nowhere",
                                  [{"name": "id", "in": "query", "required": True,
                                    "schema": {"type": "string", "maxLength": 60},
@@ -118,7 +121,7 @@ def _described() -> dict[str, Any]:
         "/api/dead/{action}": {"post": _op("Retry or forget dead-letter entries (two steps: count, then confirm)", [
             {"name": "action", "in": "path", "required": True, "schema": {"type": "string",
                                                                           "enum": ["retry", "forget"]}}],
-            bulk, write=True)},
+            _BULK_DEAD, write=True)},
         "/api/stale/recover": {"post": _op("Release jobs whose lease expired, now", write=True)},
         "/api/workers": {"get": _op("Worker processes and their heartbeats")},
         "/api/activity": {"get": _op("What each worker runs now, the newest failed attempts and kept outcomes")},
@@ -138,7 +141,7 @@ def _described() -> dict[str, Any]:
             "name": "name", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 255}}],
             write=True)},
         "/api/enqueue": {"get": _op("Registered jobs the panel may enqueue"),
-                         "post": _op("Enqueue a registered job (at most 100 copies)", body=enqueue, write=True)},
+                         "post": _op("Enqueue a registered job (at most 100 copies)", body=_ENQUEUE_BODY, write=True)},
         "/api/audit": {"get": _op("Who did what, newest first", [{"name": "before", "in": "query",
                                                                    "schema": _ID}])},
         "/api/users": {"get": _op("Dashboard users (admins only)", [{"name": "q", "in": "query",
