@@ -40,6 +40,10 @@ def test_status_doctor_failed_and_job_read_the_projects_database(tasks_backend: 
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "schema version     version" in doctor.stdout and "nothing needs action" in doctor.stdout, doctor.stdout
     waiting = tasks.add.enqueue(3, 4)
+    doctor = manage(project_db, "errands_doctor")  # a job is ready and no worker runs it: the fix is manage.py's
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert "start workers: python manage.py errands_worker" in doctor.stdout, doctor.stdout
+    assert "errands --app" not in doctor.stdout, doctor.stdout
     status = json.loads(ok(project_db, "errands_status", "--json"))
     assert status["queues"]["default"]["ready"] == 1 and status["queues"]["default"]["failed"] == 1, status
     assert "for the dead letter" in ok(project_db, "errands_failed", "list")

@@ -18,6 +18,7 @@ from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..store.registry import by_name
 from ..worker.liveness import alive_within, forget_worker_after
+from .commands import command, same_options
 from .connections import connections
 from .context import Context
 from .model import Check, Report, Status
@@ -128,7 +129,7 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
     except StoreUnavailable as exc:
         report.add(Check(name, Status.FAIL, f"lost the database during this check: {_one_line(exc)}",
                          fix="the database stopped answering; check the server and the network, then run "
-                             "`errands doctor` again"))
+                             f"`{command('doctor')}` again"))
         raise _Stop from exc
     except StoreError as exc:
         report.add(Check(name, Status.WARN, f"could not check: {_one_line(exc)}",
@@ -172,7 +173,7 @@ def schema_version(ctx: Context, facts: DialectFacts) -> Check:
     recorded = ctx.recorded_version = store.current_version()
     code = store.dialect.schema_version
     data = {"recorded": recorded, "code": code}
-    migrate = "run `errands migrate` (with the same --app / --database-url as this command)"
+    migrate = f"run `{command('migrate')}` ({same_options()})"
     if recorded is None:
         auto = " (SQLite: errands would also create them on first use)" if store.dialect.auto_migrate else ""
         return Check("schema_version", Status.FAIL, f"errands' tables do not exist here ({store.dialect.t_schema} is "
@@ -207,10 +208,10 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
         rows = "; ".join(f"INSERT INTO {table} (version) VALUES ({v})" for v in newer)
         return Check("schema_version", Status.FAIL, detail + f", yet the tables of version {newer[0]}"
                      f"{'' if newer[0] == code else f'-{code}'} are already here: the version row was removed",
-                     fix=f"record the versions that are in place: {rows} (`errands migrate` would try to create "
+                     fix=f"record the versions that are in place: {rows} (`{command('migrate')}` would try to create "
                          "those tables again)", data=data)
     return Check("schema_version", Status.FAIL, detail + " (an upgrade that was not migrated)",
-                 fix="run `errands migrate` (with the same --app / --database-url as this command); workers "
+                 fix=f"run `{command('migrate')}` ({same_options()}); workers "
                      "refuse to start until then", data=data)
 
 
@@ -259,7 +260,7 @@ def schema_drift(ctx: Context) -> Check:
     fixes: list[str] = []
     for table in drift.missing_tables:
         items.append(f"table {table} is missing")
-        fixes.append(f"create {table} with its CREATE TABLE statement from `errands migrate --sql`")
+        fixes.append(f"create {table} with its CREATE TABLE statement from `{command('migrate', '--sql')}`")
     for table, column, definition in drift.missing_columns:
         items.append(f"column {table}.{column} is missing")
         fixes.append(f"ALTER TABLE {table} ADD COLUMN {definition}")
@@ -272,7 +273,7 @@ def schema_drift(ctx: Context) -> Check:
     count = len(items)
     return Check("schema_drift", Status.FAIL, f"{count} difference{'s' if count > 1 else ''} from errands' DDL for "
                  f"version {recorded}", items=tuple(items + extras),
-                 fix="`errands migrate` does not redo a version it has recorded, so restore these by hand:\n"
+                 fix=f"`{command('migrate')}` does not redo a version it has recorded, so restore these by hand:\n"
                      + "\n".join(fixes), data=data)
 
 
@@ -308,7 +309,7 @@ def claim_index(ctx: Context, facts: DialectFacts) -> Check:
     return Check("claim_index", Status.WARN, f"{name} is in place but the claim query does not use it with "
                  f"{PLAN_MATTERS_FROM_ROWS}+ jobs: claims slow down as the queue grows",
                  fix=f"refresh the planner's statistics ({store.dialect.q(facts.ANALYZE)}) and run "
-                     "`errands doctor` again",
+                     f"`{command('doctor')}` again",
                  data=data)
 
 
@@ -368,7 +369,7 @@ def workers(ctx: Context) -> Check:
             "workers": [{k: w[k] for k in ("id", "hostname", "pid", "queues", "last_heartbeat_at",
                                            "seconds_since_heartbeat", "alive", "lease", "alive_within")}
                         for w in registry]}
-    start = "start workers: errands --app <module:app> worker (as a service that restarts it)"
+    start = f"start workers: {command('worker', app=True)} (as a service that restarts it)"
     if not alive and ready:
         waiting = sum(ready.values())
         jobs = "1 job is" if waiting == 1 else f"{waiting} jobs are"
@@ -380,14 +381,14 @@ def workers(ctx: Context) -> Check:
                      fix=start, items=items, data=data)
     if orphaned:
         return Check("workers", Status.FAIL, f"ready jobs in {', '.join(orphaned)}, which no live worker takes",
-                     fix=f"start a worker for them: errands --app <module:app> worker -q {','.join(orphaned)}",
+                     fix=f"start a worker for them: {command('worker', '-q ' + ','.join(orphaned), app=True)}",
                      items=items, data=data)
     detail = f"{len(alive)} live worker{'s' if len(alive) != 1 else ''} (heartbeat within {within})"
     if stale:
         return Check("workers", Status.WARN, detail + f"; {len(stale)} stopped heart-beating without unregistering "
                      "(killed, or their host went away)", items=items, data=data,
-                     fix="nothing is lost: their jobs return to the queue when their leases expire (`errands "
-                         "recover` does it now), and live workers remove such rows after "
+                     fix="nothing is lost: their jobs return to the queue when their leases expire (`"
+                         f"{command('recover')}` does it now), and live workers remove such rows after "
                          f"{forget_worker_after(app.lease):.0f} s of silence; if they should be running, restart "
                          "them")
     return Check("workers", Status.OK, detail, items=items, data=data)

@@ -34,7 +34,7 @@ ANALYZE = "ANALYZE TABLE {jobs}"
 
 UNREACHABLE = (
     Cause(r"Unknown database '([^']+)'", "the server at {host}:{port} has no database {found!r}",
-          "create it (CREATE DATABASE `{found}` CHARACTER SET utf8mb4;), then run `errands migrate`; or fix the "
+          "create it (CREATE DATABASE `{found}` CHARACTER SET utf8mb4;), then run `{migrate}`; or fix the "
           "database name in the URL"),
     Cause(r"Access denied for user '([^']+)'@'([^']+)'", "the server refused user {found!r} from this host",
           "fix the user or password in the URL (percent-encode @ : / and % in it), or create the account as "

@@ -16,6 +16,7 @@ import psycopg
 from ..core.config import mask_url
 from ..store.dialects.postgres import PostgresDialect, driver_url
 from ..worker.settings import SLEEP
+from .commands import command
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 from .unreachable import Cause
@@ -35,7 +36,7 @@ ANALYZE = "ANALYZE {jobs}"
 UNREACHABLE = (
     Cause(r'database "([^"]+)" does not exist', "the server at {host}:{port} has no database {found!r}",
           "create it (`createdb -h {host} -p {port} -U <a role allowed to> {found}`, or CREATE DATABASE \"{found}\" "
-          "as a superuser), then run `errands migrate`; or fix the database name in the URL"),
+          "as a superuser), then run `{migrate}`; or fix the database name in the URL"),
     Cause(r'role "([^"]+)" does not exist', "the server at {host}:{port} has no role {found!r}",
           "create it as a superuser (CREATE ROLE \"{found}\" LOGIN PASSWORD '...'; GRANT CREATE, CONNECT ON "
           "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL"),
@@ -238,7 +239,7 @@ def pooler_checks(ctx: Context) -> list[Check]:
         seen = _probe(dialect)
     except Exception as exc:  # the probe opens its own connections; a failure there is reported, not raised
         return [Check("postgres_pooler", Status.WARN, f"could not probe for a pooler: {' '.join(str(exc).split())}",
-                      fix="run `errands doctor` again; the other checks stand")]
+                      fix=f"run `{command('doctor')}` again; the other checks stand")]
     status, detail, fix = _pooler_verdict(dialect.pooler, dialect.pooler_from, seen)
     data = {"configured": dialect.pooler, "configured_from": dialect.pooler_from, **seen}
     return [Check("postgres_pooler", status, detail, fix=fix, data=data), _wakeup(dialect)]

@@ -15,6 +15,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
+from .commands import command
 from .model import Check, Status
 from .schema import IndexSpec, LiveSchema, normalise_predicate
 from .unreachable import Cause
@@ -77,11 +78,11 @@ def _missing_file(path: str) -> Check:
                          f"to the current directory ({os.getcwd()}); the absolute path {absolute} {found}",
                          fix=f"for the absolute path write four slashes: sqlite:///{absolute}"
                              + ("" if os.path.exists(absolute) else
-                                " (then `errands migrate` creates the file and its tables)"), data=data)
+                                f" (then `{command('migrate')}` creates the file and its tables)"), data=data)
     return Check("connectivity", Status.FAIL, f"no SQLite database file at {here}",
                  fix="check the path in the database URL (sqlite:///relative.db is relative to the current "
                      "directory, sqlite:////absolute.db absolute); if this is a new deployment, run "
-                     "`errands migrate` to create the file and its tables", data=data)
+                     f"`{command('migrate')}` to create the file and its tables", data=data)
 
 
 def _has_table(path: str, table: str) -> bool | None:

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from .commands import command
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -42,6 +44,7 @@ def explain(causes: tuple[Cause, ...], message: str, url: str, default_port: int
     for cause in causes:
         match = re.search(cause.pattern, message, re.IGNORECASE)
         if match:
-            fields = {**url_parts(url, default_port), "found": match.group(1) if match.groups() else ""}
+            fields = {**url_parts(url, default_port), "found": match.group(1) if match.groups() else "",
+                      "migrate": command("migrate")}
             return Explained(cause.means.format(**fields), cause.fix.format(**fields))
     return None

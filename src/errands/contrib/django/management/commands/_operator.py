@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from errands.cli import main as cli_main
 from errands.cli.context import Context
 from errands.core.logs import ensure_errands_output
+from errands.diagnostics.commands import MANAGE_PY, commands_as
 
 from ._common import errands_backend
 
@@ -116,8 +117,9 @@ class OperatorCommand(BaseCommand):
             errands_app = backend.errands
         try:
             # default_map: [tool.errands] of a pyproject.toml configures the errands command, not manage.py.
-            code = django_cli.main([f"errands_{self.cli_name}", *args], prog_name="manage.py",
-                                   standalone_mode=standalone, default_map={}, obj=errands_app)
+            with commands_as(MANAGE_PY):  # the doctor's fixes name manage.py commands, not `errands --app`
+                code = django_cli.main([f"errands_{self.cli_name}", *args], prog_name="manage.py",
+                                       standalone_mode=standalone, default_map={}, obj=errands_app)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except click.ClickException as exc:
