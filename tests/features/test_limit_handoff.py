@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from errands import Errands
-from errands.store.features import Limit
+from errands.store.features import RATE_MARGIN, Limit
 from errands.worker.execution import Outcome, Result
 from errands.worker.runner import Worker, WorkerSettings
 
@@ -154,7 +154,9 @@ def test_a_start_about_to_free_is_granted_ahead_and_never_overfills_a_window(app
     # Two are granted the starts the window frees, at the moment it frees them; the third needs a
     # start of the next window and comes back 10 s before that one frees (in about 95 s).
     assert sorted(decision.admitted) == sorted(decision.later) == sorted(row.id for row in rows[:2])
-    assert all(0 < wait <= 5.0 for wait in decision.later.values())
+    # (plus the margin that puts the grant a hair after the start leaves: on a quick run the clock
+    # has not moved since the starts were written, and the wait is 5 s and that millisecond)
+    assert all(0 < wait <= 5.0 + RATE_MARGIN for wait in decision.later.values())
     assert list(decision.waits) == [rows[2].id] and 85 < decision.waits[rows[2].id] <= 95.1
     granted = [app.store.dialect.to_datetime(t).timestamp()
                for (t,) in _rows(app, "SELECT started_at FROM {rate_starts} WHERE name = 'r'")]
