@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -260,6 +261,45 @@ def test_enqueue_many_is_one_batch_with_ids_in_order(app):
     assert [h.id for h in handles] == sorted(h.id for h in handles)
     assert app.store.jobs.get_job(handles[700].id).payload == '{"args":[700],"kwargs":{}}'
     assert app.counts()["default"].ready == 1200
+
+
+def test_enqueue_many_keeps_every_rows_own_values(app):
+    """Rows of one batch that differ in everything, and payloads with quotes, backslashes and %s
+    (MySQL writes the rest of a row into the statement and sends only the payloads)."""
+
+    @app.job(name="m%s", max_attempts=3, timeout=2.5)
+    def m(text): ...
+
+    texts = ["it's", "back\\slash", "100% %s %(x)s", 'quote " and \' both', "plain"]
+    due = datetime.now(timezone.utc) + timedelta(hours=2)
+    jobs = []
+    for i in range(1100):
+        text = texts[i % len(texts)]
+        if i % 4 == 0:
+            jobs.append(m.prepare(text))
+        elif i % 4 == 1:
+            jobs.append(m.using(queue="q.x-1", priority=7).prepare(text))
+        elif i % 4 == 2:
+            jobs.append(m.using(delay=600, max_attempts=9, timeout=30).prepare(text))
+        else:
+            jobs.append(m.using(run_at=due).prepare(text))
+    now = app.store.now()
+    handles = app.enqueue_many(jobs)
+    assert [h.id for h in handles] == sorted(h.id for h in handles)
+    for i in (0, 1, 2, 3, 4, 5, 6, 7, 1097, 1098, 1099):
+        row = app.store.jobs.get_job(handles[i].id)
+        assert row.name == "m%s" and json.loads(row.payload)["args"] == [texts[i % len(texts)]]
+        kind = i % 4
+        assert row.queue == ("q.x-1" if kind == 1 else "default")
+        assert row.priority == (7 if kind == 1 else 0)
+        assert row.max_attempts == (9 if kind == 2 else 3)
+        assert row.timeout == (30 if kind == 2 else 2.5)
+        if kind in (0, 1):
+            assert abs((row.available_at - now).total_seconds()) < 60
+        elif kind == 2:
+            assert 540 < (row.available_at - now).total_seconds() < 660
+        else:
+            assert abs((row.available_at - due).total_seconds()) < 0.01
 
 
 def test_claim_counts_the_attempt_and_sets_a_lease(app):

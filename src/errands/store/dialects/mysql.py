@@ -30,12 +30,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
-from ...core.rows import FAR_PAST
+from ...core.rows import FAR_PAST, NewJob
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
+    INSERT_CHUNK,
     RETRY,
     UNAVAILABLE,
     Dialect,
@@ -52,6 +53,7 @@ try:
     # where ``pymysql.install_as_MySQLdb()`` ran (Django on PyMySQL), importing ``MySQLdb.*`` loads
     # second copies of pymysql's submodules and rebinds that attribute to a copy whose classes the
     # driver never raises, so ``isinstance`` against it would miss every error.
+    from pymysql.cursors import Cursor as PyMySQLCursor
     from pymysql.err import InterfaceError, MySQLError, OperationalError, ProgrammingError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("MySQL/MariaDB support (PyMySQL)", "mysql", exc) from exc
@@ -414,7 +416,47 @@ class MySQLDialect(Dialect):
             cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
 
     # ------------------------------------------------------------------ insert
-    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any], count: int) -> list[int]:
+    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+        """Multi-row INSERTs with one parameter a row, its payload; the rest of a row is escaped once.
+
+        PyMySQL escapes parameters in Python, one call per value: eight a row made escaping the
+        largest cost of a bulk enqueue after the server's own work (22 µs a job on MariaDB, against
+        5 µs for a bare four-column INSERT).  The rows of a batch mostly differ only in their
+        payload, so the rest of a row (queue, name, priority, attempts, timeout, due time) is
+        rendered by the driver's own ``mogrify`` once per distinct combination and written into
+        the statement, and only the payloads go as parameters.  Another driver's cursor (a
+        caller's own, e.g. Django's) and single rows take the portable path.
+        """
+        if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
+            return super().insert_jobs(cur, jobs)
+        head = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
+                      "available_at, created_at) VALUES ")
+        after = ", %s, 0, %s, %s, COALESCE(%s, " + self.plus_seconds_sql + "), " + NOW + ")"
+        # Due now: the server parses every row's expressions, and this one is a third of a row's.
+        after_now = ", %s, 0, %s, %s, " + NOW + ", " + NOW + ")"
+        rows_of: dict[tuple[Any, ...], str] = {}
+        """Per distinct rest of a row: the row's text, its payload a placeholder."""
+        ids: list[int] = []
+        for start in range(0, len(jobs), INSERT_CHUNK):
+            chunk = jobs[start:start + INSERT_CHUNK]
+            rows: list[str] = []
+            for j in chunk:
+                key = (j.queue, j.name, j.priority, j.max_attempts, j.timeout, j.run_at, j.delay)
+                row = rows_of.get(key)
+                if row is None:
+                    if j.run_at is None and not j.delay:
+                        rest = cur.mogrify(after_now, (j.priority, j.max_attempts, j.timeout))
+                    else:
+                        run_at = None if j.run_at is None else self.from_datetime(j.run_at)
+                        rest = cur.mogrify(after, (j.priority, j.max_attempts, j.timeout, run_at, float(j.delay)))
+                    # (a % in a queue or job name must stay one when the payloads are formatted in)
+                    row = rows_of[key] = (cur.mogrify("(%s, %s, ", (j.queue, j.name)).replace("%", "%%") + "%s"
+                                          + rest.replace("%", "%%"))
+                rows.append(row)
+            ids += self.insert_returning_ids(cur, head + ", ".join(rows), [j.payload for j in chunk], len(chunk))
+        return ids
+
+    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any] | None, count: int) -> list[int]:
         if self.returning is not False:
             try:
                 ids = super().insert_returning_ids(cur, sql, params, count)
