@@ -37,6 +37,44 @@ def test_bounded_pool_never_opens_more_than_its_size_and_times_out() -> None:
     pool.close()
 
 
+def test_a_waiting_thread_gets_the_connection_given_back_or_the_place_freed() -> None:
+    opened: list[_Conn] = []
+    pool = BoundedPool(lambda: _Conn(opened), size=1, timeout=30)
+    a = pool.get()
+    got: list[_Conn] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.get()))
+    waiter.start()
+    while not pool._waiting:  # the waiter has counted itself and waits
+        threading.Event().wait(0.001)
+    pool.put(a)
+    waiter.join(10)
+    assert got == [a] and len(opened) == 1
+    # A discarded connection frees its place for a waiter, which opens a new one.
+    waiter = threading.Thread(target=lambda: got.append(pool.get()))
+    waiter.start()
+    while not pool._waiting:
+        threading.Event().wait(0.001)
+    pool.discard(a)
+    waiter.join(10)
+    assert len(got) == 2 and got[1] is not a and len(opened) == 2
+    pool.close()
+
+
+def test_a_failed_connect_frees_its_place() -> None:
+    calls = [0]
+
+    def connect() -> _Conn:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise OSError("refused")
+        return _Conn([])
+
+    pool = BoundedPool(connect, size=1, timeout=0.05)
+    with pytest.raises(OSError):
+        pool.get()
+    assert pool.get() is not None  # the one place was given back
+
+
 def test_pool_settings_come_from_the_url_then_the_environment() -> None:
     assert pool_setting("sqlite:///x.db", {}) == (4, 30.0)
     assert pool_setting("sqlite:///x.db?pool_size=2&pool_timeout=0.5", {"ERRANDS_POOL_SIZE": "9"}) == (2, 0.5)
