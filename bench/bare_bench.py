@@ -8,8 +8,10 @@ PyMySQL, sqlite3).  Modes:
 * ``drain``: P processes (bench/bare_worker.py) loop claiming 100 ready rows
   (PostgreSQL/MariaDB: ``SELECT ... ORDER BY priority DESC, id LIMIT 100 FOR
   UPDATE SKIP LOCKED`` then ``DELETE`` of those ids, in one transaction;
-  SQLite: ``DELETE ... WHERE id IN (SELECT ... LIMIT 100) RETURNING``), on a
-  table with an index on ``(priority DESC, id)``, until the table is empty.
+  SQLite: a lease, ``UPDATE ... SET reserved_until = ... WHERE id IN (SELECT ...
+  WHERE reserved_until IS NULL ... LIMIT 100) RETURNING``, then ``DELETE`` of those
+  ids, each in autocommit), on a table with an index on ``(priority DESC, id)``
+  (SQLite: over unleased rows), until the table is empty.
 
 Prints one JSON line (see bench/common.py).
 """
@@ -32,8 +34,9 @@ SETTINGS = {
     "bulk": f"one multi-row INSERT of {common.BULK_BATCH} rows + COMMIT",
     "claim (PG, MariaDB)": f"BEGIN; SELECT id, payload ... ORDER BY priority DESC, id LIMIT {bw.CLAIM} "
                            "FOR UPDATE SKIP LOCKED; DELETE ... WHERE id IN (...); COMMIT",
-    "claim (SQLite)": f"DELETE ... WHERE id IN (SELECT id ... ORDER BY priority DESC, id LIMIT {bw.CLAIM}) "
-                      "RETURNING id, payload (autocommit; WAL, synchronous=NORMAL like errands)",
+    "claim (SQLite)": f"UPDATE ... SET reserved_until = now + 30 WHERE id IN (SELECT id ... WHERE reserved_until "
+                      f"IS NULL ORDER BY priority DESC, id LIMIT {bw.CLAIM}) RETURNING id, payload; DELETE ... "
+                      "WHERE id IN (...) (each in autocommit; WAL, synchronous=NORMAL like errands)",
     "drivers": "psycopg 3 (PG), PyMySQL (MariaDB, READ COMMITTED), sqlite3",
 }
 

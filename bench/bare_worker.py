@@ -60,10 +60,13 @@ class Bare:
                         "created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
                         "KEY bare_jobs_claim (priority DESC, id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
         else:
+            # A lease column: the claim takes a lease as errands' does (issue 17 defines the bare loop
+            # so), and the claim index holds only unleased rows, like errands' partial index.
             cur.execute("CREATE TABLE bare_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, "
                         "payload TEXT NOT NULL, priority INTEGER NOT NULL DEFAULT 0, "
-                        "created_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))")
-            cur.execute("CREATE INDEX bare_jobs_claim ON bare_jobs (priority DESC, id)")
+                        "created_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0), "
+                        "reserved_until REAL)")
+            cur.execute("CREATE INDEX bare_jobs_claim ON bare_jobs (priority DESC, id) WHERE reserved_until IS NULL")
         self.commit()
 
     def commit(self) -> None:
@@ -84,9 +87,15 @@ class Bare:
         """Claim and delete up to CLAIM rows in one transaction; returns how many."""
         cur = self.conn.cursor()
         if self.kind == "sqlite":
-            cur.execute(f"DELETE FROM bare_jobs WHERE id IN (SELECT id FROM bare_jobs "
+            # Claim with a lease (UPDATE ... RETURNING), then delete what was claimed: a worker that
+            # crashed in between would leave leased rows for a rescuer, never lose them.
+            cur.execute(f"UPDATE bare_jobs SET reserved_until = (julianday('now') - 2440587.5) * 86400.0 + 30 "
+                        f"WHERE id IN (SELECT id FROM bare_jobs WHERE reserved_until IS NULL "
                         f"ORDER BY priority DESC, id LIMIT {CLAIM}) RETURNING id, payload")
-            return len(cur.fetchall())
+            ids = [r[0] for r in cur.fetchall()]
+            if ids:
+                cur.execute("DELETE FROM bare_jobs WHERE id IN (" + ", ".join("?" * len(ids)) + ")", ids)
+            return len(ids)
         cur.execute(f"SELECT id, payload FROM bare_jobs ORDER BY priority DESC, id LIMIT {CLAIM} "
                     "FOR UPDATE SKIP LOCKED")
         rows = cur.fetchall()
