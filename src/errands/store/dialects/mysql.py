@@ -70,7 +70,14 @@ class _NewRowsListener(PollingListener):
 
     MySQL has no LISTEN, so this is the cheapest signal that something was enqueued;
     jobs that merely become due (a delay ends) are found by the worker's regular poll.
+
+    While jobs keep arriving it looks every 10 ms: a new job waits for the next look, so the
+    interval is the pickup's spread (every 20 ms gave a p99 of 20 ms, the target's edge).  A look
+    is one round trip; idle, after ``active_for`` without a new job, it slows to ``idle_interval``
+    as before, so an idle worker's CPU does not change.
     """
+
+    interval = 0.01
 
     def __init__(self, dialect: MySQLDialect) -> None:
         self.conn = dialect.connect()
