@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import drain
+from helpers import drain, wait_for
 
 from errands import Errands, JobState
 from errands.store.steps import HISTORY_CAP, TRACEBACK_CAP, TRACEBACK_FRAMES, trim_traceback
@@ -87,7 +87,11 @@ def test_pruning_the_dead_letter_removes_the_history_with_it(app):
     handle = dies.enqueue()
     drain(app)
     assert len(app.store.jobs.errors(handle.id)) == 1
-    app.store.features.prune(failed_ttl=1e-6)  # every entry is older than a microsecond by now
+    # The entry must be older than the retention: wait until the database clock has moved past it
+    # (SQLite's counts milliseconds, so on a quick run the prune could see the same moment).
+    failed_at = app.store.jobs.get_failed(handle.id).failed_at
+    wait_for(lambda: (app.store.now() - failed_at).total_seconds() > 0.002, message="the clock to move on")
+    app.store.features.prune(failed_ttl=1e-6)
     assert app.store.jobs.get_failed(handle.id) is None and app.store.jobs.errors(handle.id) == []
 
 
