@@ -5,7 +5,7 @@ Django's threads borrow a connection for one ``Database.run`` call and give it b
 worker holds a few connections whatever its concurrency (issue 13).  PostgreSQL uses
 ``psycopg_pool`` (:mod:`errands.store.dialects.postgres_pool`); SQLite and MySQL use
 :class:`BoundedPool`: the well-kept generic pools (SQLAlchemy's, DBUtils) would add a dependency
-to the core for what a ``LifoQueue`` and a counter do here.
+to the core for what a ``deque`` and a counter do here.
 """
 
 from __future__ import annotations

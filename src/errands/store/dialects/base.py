@@ -324,42 +324,39 @@ class Dialect(ABC):
         """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""
 
     # ------------------------------------------------------------------ inserts
+    INSERT_JOBS = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
+                   "available_at, created_at) VALUES ")
+    """The head of every plain insert of jobs (a template for :meth:`q`); its rows follow."""
+
     def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
         """Multi-row INSERTs of plain jobs, at most INSERT_CHUNK rows each; ids in input order."""
-        if len(jobs) == 1:
-            return [self._insert_one_job(cur, jobs[0])]
         row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
         ids: list[int] = []
         for start in range(0, len(jobs), INSERT_CHUNK):
             chunk = jobs[start:start + INSERT_CHUNK]
+            if len(chunk) == 1:
+                ids.append(self._insert_one_job(cur, chunk[0]))
+                continue
             params: list[Any] = []
             for j in chunk:
                 params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
                            None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
             sql = self._sql_cache.get(f"insert:{len(chunk)}") or self._sql_cache.setdefault(
-                f"insert:{len(chunk)}", self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, "
-                                               "max_attempts, timeout, available_at, created_at) VALUES ")
-                + ", ".join([row_sql] * len(chunk)))
-            if len(chunk) == 1:
-                cur.execute(sql, params)
-                ids.append(int(cur.lastrowid))
-            else:
-                ids += self.insert_returning_ids(cur, sql, params, len(chunk))
+                f"insert:{len(chunk)}", self.q(self.INSERT_JOBS) + ", ".join([row_sql] * len(chunk)))
+            ids += self.insert_returning_ids(cur, sql, params, len(chunk))
         return ids
-
-    _INSERT_ONE = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
-                   "available_at, created_at) VALUES ({p}, {p}, {p}, {p}, 0, {p}, {p}, ")
 
     def _insert_one_job(self, cur: Any, j: NewJob) -> int:
         """The single enqueue, a web request's: one fixed statement, and the driver's last-insert id
         (this connection's own, so exact) where RETURNING would cost SQLite a second pass.  A job
         due now says so with the clock alone: on SQLite the row's expressions are a measurable part
         of the 25 µs the statement takes."""
+        head = self.INSERT_JOBS + "({p}, {p}, {p}, {p}, 0, {p}, {p}, "
         if j.run_at is None and not j.delay:
-            cur.execute(self.q(self._INSERT_ONE + "{now}, {now})"),
+            cur.execute(self.q(head + "{now}, {now})"),
                         (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout))
         else:
-            cur.execute(self.q(self._INSERT_ONE + "COALESCE({p}, {now_plus}), {now})"),
+            cur.execute(self.q(head + "COALESCE({p}, {now_plus}), {now})"),
                         (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
                          None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)))
         return int(cur.lastrowid)

@@ -436,8 +436,7 @@ class MySQLDialect(Dialect):
         """
         if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
             return super().insert_jobs(cur, jobs)
-        head = self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
-                      "available_at, created_at) VALUES ")
+        head = self.q(self.INSERT_JOBS)
         after = ", %s, 0, %s, %s, COALESCE(%s, " + self.plus_seconds_sql + "), " + NOW + ")"
         # Due now: the server parses every row's expressions, and this one is a third of a row's.
         after_now = ", %s, 0, %s, %s, " + NOW + ", " + NOW + ")"

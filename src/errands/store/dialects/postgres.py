@@ -274,8 +274,7 @@ class PostgresDialect(Dialect):
 
     @property
     def _single_sql(self) -> str:
-        return self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
-                      "available_at, created_at) VALUES (%s, %s, %s, %s, 0, %s, %s, "
+        return self.q(self.INSERT_JOBS + "(%s, %s, %s, %s, 0, %s, %s, "
                       "COALESCE(%s::timestamptz, now() + make_interval(secs => %s)), now()) "
                       f"RETURNING id, pg_notify('{self.channel}', queue)")
 
