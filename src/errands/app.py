@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from .core.alerts import AlertThresholds
 from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
+from .core.endings import RecoveryReport, announce
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
 from .core.jobs import (
@@ -25,11 +26,11 @@ from .core.jobs import (
 )
 from .core.limits import ID_MAX, RateLimit, parse_rate_limit
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
-from .core.retry import BackoffSpec
+from .core.retry import DEFAULT_POLICY, BackoffSpec, JobPolicy
 from .core.rows import BatchRow, WorkflowRow
 from .core.settings import DEFAULTS, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
-from .store import FailedJobRow, JobState, NewJob, QueueCounts, RecoveryReport, Store, open_store
+from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
 from .worker import settings as worker_defaults
 from .worker.eager import run_inline
 from .worker.runner import Worker
@@ -617,7 +618,25 @@ class Errands:
         return count
 
     def recover_stale(self) -> RecoveryReport:
-        return self.store.jobs.recover_stale()
+        """End the attempts whose lease expired (their worker died): back in line while attempts are
+        left, else the dead letter.  Workers do this on their own every half lease; the ``on_retry``
+        and ``on_dead`` hooks of what this call ends run here, in this process."""
+        report = self.store.endings.recover_stale(self)
+        for row, settlement in report.ended:
+            announce(self, row, settlement)
+        return report
+
+    def policy_of(self, name: str) -> JobPolicy:
+        """How the job called ``name`` ends its attempts: its backoff and retry rules, how long its
+        result and cancellation records stay, whether its tracebacks are kept.  A name no job of
+        this app has gets the app's fallback (no backoff, every exception retries): the one place
+        that decides it for the worker, the supervisor and recovery."""
+        definition = self.registry.get(name)
+        if definition is None:
+            return JobPolicy(None, DEFAULT_POLICY, self.result_ttl, self.result_ttl, self.keep_traceback, known=False)
+        b = definition.behaviour
+        return JobPolicy(definition.backoff, b.policy, b.result_ttl or self.result_ttl, self.result_ttl,
+                         self.keep_traceback if b.keep_traceback is None else b.keep_traceback)
 
     def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = worker_defaults.CONCURRENCY,
                    burst: bool = False, max_jobs: int | None = None, sleep: float = worker_defaults.SLEEP) -> int:

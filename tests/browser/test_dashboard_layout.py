@@ -64,11 +64,11 @@ class Showcase(Site):
         r["sync_customer"].using(delay=3600).enqueue(77, {"plan": "pro"})
         dead = [r["send_invoice"].enqueue(n, f"INV-2023-{n:04d}") for n in range(3)]
         word = r["sync_customer"].enqueue(12, {"id": 12})
-        store.jobs.bury(None, dead[0].id, "smtplib.SMTPRecipientsRefused",
+        store.endings.bury(None, dead[0].id, "smtplib.SMTPRecipientsRefused",
                         "{'ops@example.com': (550, b'5.1.1 mailbox unavailable')}")
-        store.jobs.bury(None, dead[1].id, "TimeoutError", "the mail server did not answer within 30 s")
-        store.jobs.bury(None, dead[2].id, "TimeoutError", "the mail server did not answer within 30 s")
-        store.jobs.bury(None, word.id, "ValueError", f"could not parse the CRM's answer: {LONG_WORD}")
+        store.endings.bury(None, dead[1].id, "TimeoutError", "the mail server did not answer within 30 s")
+        store.endings.bury(None, dead[2].id, "TimeoutError", "the mail server did not answer within 30 s")
+        store.endings.bury(None, word.id, "ValueError", f"could not parse the CRM's answer: {LONG_WORD}")
         # A worker that is alive, and one SIGKILLed 15 s ago with a 5 s lease, holding a job (now stale).
         host = socket.gethostname()
         store.workers.register("web-1:4242:a1b2c3", host, 4242, ["default", "emails", "media"], 8, 60.0, 20.0)

@@ -90,7 +90,7 @@ def test_failed_list_retry_forget(migrated):
     app = opened(migrated)
     ids = app.store.jobs.enqueue([NewJob("x", "a", "{}"), NewJob("x", "b", "{}"), NewJob("x", "b", "{}")])
     for job_id in ids:
-        assert app.store.jobs.bury(None, job_id, "ValueError", f"broken {job_id}")
+        assert app.store.endings.bury(None, job_id, "ValueError", f"broken {job_id}")
     listing = run_cli(migrated, "failed", "list")
     assert listing.returncode == 0 and f"broken {ids[0]}" in listing.stdout
     as_json = json.loads(run_cli(migrated, "failed", "list", "--json").stdout)
@@ -103,7 +103,7 @@ def test_failed_list_retry_forget(migrated):
     assert run_cli(migrated, "failed", "retry").returncode == 2
     for job_id in ids:
         app.store.jobs.claim("w", ["a", "b"], 5, 30)
-        app.store.jobs.bury(None, job_id, "E", "m")
+        app.store.endings.bury(None, job_id, "E", "m")
     assert run_cli(migrated, "failed", "forget", str(ids[1])).stdout.strip() == "forgot 1 job(s)"
     assert run_cli(migrated, "failed", "forget", "--all", "--yes").stdout.strip() == "forgot 2 job(s)"
     assert app.failed() == [] and app.store.jobs.list_jobs() == []

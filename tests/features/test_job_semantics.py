@@ -16,6 +16,7 @@ import pytest
 from helpers import drain
 
 from errands import Errands, FailedJob, JobState, JobTimeout, Snooze, current_job
+from errands.core.endings import Result, RunOutcome
 
 
 @pytest.fixture
@@ -76,10 +77,10 @@ def test_a_hard_timeout_counts_as_jobtimeout_for_retry_on(tuned):
     a, b = slow.enqueue(), patient.enqueue()
     claimed = tuned.store.jobs.claim("w:1:x", ["bulk"], 10, 30)
     assert sorted(r.id for r in claimed) == sorted([a.id, b.id])
-    policies = {d.name: d.behaviour.policy for d in tuned.registry.values()}
-    for job_id in (a.id, b.id):  # what the supervisor does for a process it killed over a timeout
-        tuned.store.jobs.force_release("w:1:x", [job_id], "errands.JobTimeout", "too slow", lambda name: None,
-                                       policies.__getitem__, JobTimeout("too slow"))
+    def timed_out(row):  # what the supervisor says of a run it killed over its timeout
+        return RunOutcome(row, Result.ERROR, 0.0, "errands.JobTimeout", "too slow", JobTimeout("too slow"))
+
+    tuned.store.endings.end_held("w:1:x", [a.id, b.id], timed_out, tuned)
     assert a.status() is JobState.FAILED and b.status() is JobState.READY
 
 

@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 from errands import Errands
-from errands.store.features import RATE_MARGIN, Limit
-from errands.worker.execution import Outcome, Result
+from errands.core.endings import Result, RetryAt, RunOutcome
+from errands.core.rows import Limit
+from errands.store.features import RATE_MARGIN
 from errands.worker.runner import Worker, WorkerSettings
 
 
@@ -46,7 +47,7 @@ def test_a_freed_group_slot_goes_to_a_waiting_run_at_the_next_claim(app):
     assert free.admission.take(4) == []  # the group is full: nothing for another worker
     # One run ends and its worker records it.
     row = first.state.work.get()
-    first.settling.record(row, Outcome(row, Result.OK, 0.01))
+    first.settling.record(row, RunOutcome(row, Result.OK, 0.01))
     first.settling.settle()
     assert app.store.jobs.get_job(row.id) is None
     # With two jobs waiting in a group of limit 2 and a worker free, the next claim takes one
@@ -68,7 +69,7 @@ def test_every_ending_of_a_group_run_wakes_a_waiter(app):
     [running] = worker.admission.take(4)
     # A failed run frees its slot too (here it goes back with a backoff): a waiter is due at once.
     worker.state.work.get()
-    worker.settling.record(running, Outcome(running, Result.ERROR, 0.01, "Boom", "boom", Boom("boom")))
+    worker.settling.record(running, RunOutcome(running, Result.ERROR, 0.01, "Boom", "boom", Boom("boom")))
     worker.settling.settle()
     due = [job_id for job_id in ids if job_id != running.id and _seconds_until_due(app, job_id) <= 0]
     assert len(due) == 1
@@ -82,7 +83,7 @@ def test_waking_a_group_never_cuts_a_retry_backoff(app):
     job = g.enqueue()
     [row] = app.store.jobs.claim("w", ["default"], 1, lease=30)
     assert app.store.features.admit("w", [(row.id, [Limit("concurrency", "g", 1)])]) == ([row.id], [])
-    assert app.store.jobs.retry_later("w", row.id, 600.0, "boom")
+    assert app.store.endings.apply("w", [RetryAt(row.id, row.attempts, 600.0, "ValueError", "boom")])
     assert app.store.features.wake_group_waiters({"g": 5}) == 0
     assert _seconds_until_due(app, job.id) > 500
 

@@ -10,7 +10,7 @@ from helpers import drain, run_cli
 
 from errands import ConfigurationError, Cron, Errands, JobState
 from errands.core.limits import parse_rate_limit
-from errands.store.features import Limit
+from errands.core.rows import Limit
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 from helpers import APPS, cli_env, drain, scaled, wait_for
 
 from errands import ConfigurationError, Errands, InvalidOption, JobState
-from errands.store.jobs import _PLAIN
 
 
 def _rows(app: Errands, sql: str, *params: Any) -> list[tuple]:
@@ -217,8 +216,8 @@ def test_plain_jobs_keep_the_fast_insert(app):
     def costed(): ...
 
     # The store's own test for the fast insert: the fields after run_at all at their defaults.
-    assert plain.prepare(1)[8:] == _PLAIN
-    assert costed.prepare()[8:] == _PLAIN  # a cost of 1 is no cost
+    assert plain.prepare(1).is_plain
+    assert costed.prepare().is_plain  # a cost of 1 is no cost
 
 
 @pytest.fixture

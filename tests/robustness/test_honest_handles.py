@@ -19,7 +19,7 @@ def test_unknown_ids_and_wrong_names_are_refused(app: Errands) -> None:
         pass
 
     kept, plain, dead = add.enqueue(1, 2), noop.enqueue(), add.enqueue("a", object.__name__)
-    app.store.jobs.bury(None, dead.id, "ValueError", "buried by the test")
+    app.store.endings.bury(None, dead.id, "ValueError", "buried by the test")
     app.run_until_empty()
 
     assert kept.status() is JobState.SUCCEEDED and kept.result(timeout=5) == 3

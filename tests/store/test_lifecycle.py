@@ -9,7 +9,8 @@ import pytest
 from helpers import wait_for
 
 from errands import Errands, JobNotFound, JobState
-from errands.core.rows import NewJob
+from errands.core.endings import Cancelled, Completed, RetryAt, Snoozed
+from errands.core.rows import FLAG_RESULT, NewJob
 from errands.worker.runner import Worker, WorkerSettings
 
 
@@ -323,12 +324,14 @@ def test_settling_requires_holding_the_lease(app):
 
     h = c.enqueue()
     app.store.jobs.claim("me", ["default"], 1, 30)
-    assert app.store.jobs.complete("someone-else", [h.id]) == 0
-    assert not app.store.jobs.retry_later("someone-else", h.id, 0, "x")
-    assert not app.store.jobs.bury("someone-else", h.id, "X", "y")
+    endings = app.store.endings
+    assert endings.complete("someone-else", [h.id]) == 0
+    assert endings.apply("someone-else", [RetryAt(h.id, 1, 0, "X", "x"), Snoozed(h.id, 0), Cancelled(h.id, "c", 60),
+                                          Completed(h.id, FLAG_RESULT, None, "1", 60)]) == []
+    assert not endings.bury("someone-else", h.id, "X", "y")
     assert app.store.jobs.extend_leases("someone-else", [h.id], 30) == 0
     assert app.store.jobs.get_job(h.id).reserved_by == "me"
-    assert app.store.jobs.complete("me", [h.id]) == 1
+    assert endings.complete("me", [h.id]) == 1
 
 
 def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
@@ -337,15 +340,15 @@ def test_stale_lease_is_recovered_and_exhausted_ones_are_buried(app):
 
     h = c.enqueue()
     [row] = app.store.jobs.claim("dead-worker", ["default"], 1, 1)  # lease of 1 s, never extended
-    assert app.store.jobs.recover_stale().released == []
+    assert app.recover_stale().released == []
     # The lease lapses by the database's clock, which counts() and recover_stale() both read.
     wait_for(lambda: app.counts()["default"].stale == 1, message="the 1 s lease to lapse")
-    report = app.store.jobs.recover_stale()
+    report = app.recover_stale()
     assert report.released == [h.id] and report.buried == []
     [row] = app.store.jobs.claim("second", ["default"], 1, 1)
     assert row.attempts == 2
     wait_for(lambda: app.counts()["default"].stale == 1, message="the second 1 s lease to lapse")
-    report = app.store.jobs.recover_stale()
+    report = app.recover_stale()
     assert report.buried == [h.id]
     [entry] = app.failed()
     assert entry.error_type == "errands.LeaseExpired" and entry.attempts == 2

@@ -30,7 +30,7 @@ from errands import (
 )
 from errands.core.hooks import Hooks, call_on_dead, call_on_retry
 from errands.core.payload import decode_arguments, encode_payload
-from errands.core.retry import DEFAULT_MAX_SNOOZES, RetryPolicy, decide
+from errands.core.retry import DEFAULT_MAX_SNOOZES, RetryPolicy, retry_delay
 from errands.core.settings import DEFAULTS
 
 
@@ -42,27 +42,27 @@ def app(tmp_path) -> Errands:
 # ------------------------------------------------------------------------------ the retry decision
 def test_retry_on_lets_only_the_listed_types_and_their_subclasses_retry():
     policy = RetryPolicy(retry_on=(ConnectionError,))
-    assert decide(1, 3, lambda n: 5.0, error=ConnectionRefusedError(), policy=policy) == 5.0
-    assert decide(1, 3, lambda n: 5.0, error=ValueError("bad input"), policy=policy) is None
-    assert decide(3, 3, lambda n: 5.0, error=ConnectionError(), policy=policy) is None  # attempts still count
-    assert decide(1, 3, lambda n: 5.0, error=JobTimeout("slow"), policy=policy) is None  # a timeout is an error too
-    assert decide(1, 3, lambda n: 5.0, error=Retry(delay=2), policy=policy) == 2.0  # the handler asked
-    assert decide(1, 3, lambda n: 5.0, error=None, policy=policy) == 5.0  # no exception (a lost worker): retried
+    assert retry_delay(1, 3, lambda n: 5.0, error=ConnectionRefusedError(), policy=policy) == 5.0
+    assert retry_delay(1, 3, lambda n: 5.0, error=ValueError("bad input"), policy=policy) is None
+    assert retry_delay(3, 3, lambda n: 5.0, error=ConnectionError(), policy=policy) is None  # attempts still count
+    assert retry_delay(1, 3, lambda n: 5.0, error=JobTimeout("slow"), policy=policy) is None  # a timeout is an error too
+    assert retry_delay(1, 3, lambda n: 5.0, error=Retry(delay=2), policy=policy) == 2.0  # the handler asked
+    assert retry_delay(1, 3, lambda n: 5.0, error=None, policy=policy) == 5.0  # no exception (a lost worker): retried
 
 
 def test_discard_on_keeps_working_and_wins_over_retry_on():
     policy = RetryPolicy(retry_on=(OSError,), discard_on=(FileNotFoundError,))
-    assert decide(1, 3, None, error=FileNotFoundError(), policy=policy) is None
-    assert decide(1, 3, None, error=PermissionError(), policy=policy) == 0.0
-    assert decide(1, 3, None, error=Discard("never"), policy=RetryPolicy()) is None
-    assert decide(1, 3, None, error=KeyError("x"), policy=RetryPolicy()) == 0.0  # no retry_on: everything retries
+    assert retry_delay(1, 3, None, error=FileNotFoundError(), policy=policy) is None
+    assert retry_delay(1, 3, None, error=PermissionError(), policy=policy) == 0.0
+    assert retry_delay(1, 3, None, error=Discard("never"), policy=RetryPolicy()) is None
+    assert retry_delay(1, 3, None, error=KeyError("x"), policy=RetryPolicy()) == 0.0  # no retry_on: everything retries
 
 
 def test_a_snooze_spends_no_attempt_and_is_capped():
     policy = RetryPolicy(max_snoozes=2)
-    assert decide(3, 3, None, error=Snooze(30), policy=policy, snoozes=0) == 30.0  # even on the last attempt
-    assert decide(3, 3, None, error=Snooze(30), policy=policy, snoozes=1) == 30.0
-    assert decide(1, 3, None, error=Snooze(30), policy=policy, snoozes=2) is None
+    assert retry_delay(3, 3, None, error=Snooze(30), policy=policy, snoozes=0) == 30.0  # even on the last attempt
+    assert retry_delay(3, 3, None, error=Snooze(30), policy=policy, snoozes=1) == 30.0
+    assert retry_delay(1, 3, None, error=Snooze(30), policy=policy, snoozes=2) is None
     assert RetryPolicy().max_snoozes == DEFAULT_MAX_SNOOZES == DEFAULTS["max_snoozes"] == 100
     with pytest.raises(ValueError, match="seconds"):
         Snooze(-1)

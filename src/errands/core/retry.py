@@ -144,15 +144,32 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
-def decide(attempts: int, max_attempts: int, backoff: DelayFunction | None, *, retryable: bool = True,
-           requested_delay: float | None = None, error: BaseException | None = None,
-           policy: RetryPolicy = DEFAULT_POLICY, snoozes: int = 0) -> float | None:
-    """The one retry policy: seconds until the next attempt, or None for the dead letter.
+@dataclass(frozen=True)
+class JobPolicy:
+    """Everything that decides how one job's attempts end, resolved once from the job and its app
+    (``Errands.policy_of``): :func:`errands.core.endings.decide` reads nothing else."""
 
-    Every path that ends an attempt asks this (the worker settling a failure or a snooze, the
-    supervisor settling the jobs of a killed process, stale-lease recovery), so they cannot
-    disagree.  ``attempts`` were counted at claim time; ``backoff`` is the job's (None: come
-    back at once, as after a lost lease); ``retryable`` is False for a failure that must not
+    backoff: DelayFunction | None
+    """Seconds before the next attempt after a failed one (None: at once)."""
+    retry: RetryPolicy
+    result_ttl: float
+    """Seconds a kept result stays (the job's ``result_ttl``, else the app's)."""
+    record_ttl: float
+    """Seconds a cancellation is kept with the results (the app's ``result_ttl``)."""
+    keep_traceback: bool
+    """Keep failed attempts' tracebacks in the error history (the job's choice, else the app's)."""
+    known: bool = True
+    """False for a name no job of the app has (the app's fallback policy)."""
+
+
+def retry_delay(attempts: int, max_attempts: int, backoff: DelayFunction | None, *, retryable: bool = True,
+                requested_delay: float | None = None, error: BaseException | None = None,
+                policy: RetryPolicy = DEFAULT_POLICY, snoozes: int = 0) -> float | None:
+    """The retry rule: seconds until the next attempt, or None for the dead letter.
+
+    :func:`errands.core.endings.decide` asks it for every failed or snoozed attempt, whichever path
+    ended it, so no two paths can disagree.  ``attempts`` were counted at claim time; ``backoff``
+    is the job's (None: come back at once, as after a lost lease); ``retryable`` is False for a failure that must not
     retry (an unknown job); a delay the handler asked for (``Retry(delay=...)``) wins over the
     backoff.  ``error`` is the exception that ended the run, when there is one: the job's
     ``policy`` says whether its type retries (``retry_on``, ``discard_on``).  A

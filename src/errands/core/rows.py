@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from .columns import CLAIMED, FAILED, JOBS, Column, Kind
 from .errors import BadPayload
 from .payload import decode_arguments
+
+ToDatetime = Callable[[Any], datetime]
+"""A dialect's reading of a stored time (``Dialect.to_datetime``)."""
 
 FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
 FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
@@ -124,6 +129,19 @@ class NewJob(NamedTuple):
     ``after``'s numbering.  None: no results."""
     step: tuple[int, str] | None = None
     """(position, label) of a workflow step, for the workflow's graph."""
+    blocked_by: int | None = None
+    """Set by the store from ``after``: how many of those jobs have not succeeded yet (a value
+    given here is replaced)."""
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether this job uses no feature: every field after ``run_at`` at its default.  Such jobs
+        take each dialect's fast insert, which writes only the columns every job has; any other
+        value (a unique key, a dependency, a label, a new option) takes the path that writes it."""
+        return self[8:] == _PLAIN_TAIL
+
+
+_PLAIN_TAIL = NewJob("", "", "")[8:]
 
 
 class ClaimedJob(NamedTuple):
@@ -144,16 +162,29 @@ class ClaimedJob(NamedTuple):
     max_attempts: int
     timeout: float | None
     reserved_by: str
-    flags: int = 0
     batch_id: int | None = None
     concurrency_key: str | None = None
     """The concurrency group, as enqueue computed it from the job's arguments (None: no group
     was stored; a job enqueued before its definition got a concurrency limit runs in the
     job's own group).  The worker reads it and never recomputes it."""
+    flags: int = 0
+    snoozes: int = 0
+    """How often the job snoozed before this run (``raise Snooze``), against its ``max_snoozes``."""
+
+    @classmethod
+    def read(cls, row: Sequence[Any]) -> ClaimedJob:
+        """A row of ``CLAIM_COLUMNS`` read off the claim's hot path (recovery, the supervisor): its
+        numbers made numbers, so that a row another program wrote cannot fail the statement that
+        ends it.  (A claim builds its rows with ``tuple.__new__``: a worker checks them before a run.)"""
+        return cls(**read_row(CLAIMED, row, _no_times))
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
         return decode_arguments(self.payload)
+
+
+def _no_times(value: Any) -> datetime:
+    raise TypeError("a claimed row holds no times")
 
 
 @dataclass(frozen=True)
@@ -186,6 +217,15 @@ class JobRow:
     label: str | None = None
     cost: int | None = None
     """Units of its rate limit a run uses (None: 1)."""
+    admitted_at: datetime | None = None
+    snoozes: int = 0
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:
+        """A row read with ``columns.names(JOBS)``, for people (listings, ``get_job``): numbers that
+        are no numbers read as 0 or None, times outside Python's dates as FAR_PAST/FAR_FUTURE, so
+        that any row can be shown."""
+        return cls(**read_row(JOBS, row, to_datetime))
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
@@ -226,6 +266,41 @@ class FailedJobRow:
     error_message: str
     label: str | None = None
     cost: int | None = None
+    unique_key: str | None = None
+    batch_id: int | None = None
+    concurrency_key: str | None = None
+    flags: int = 0
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> FailedJobRow:
+        """A row read with ``columns.names(FAILED)`` (see :meth:`JobRow.from_row`)."""
+        return cls(**read_row(FAILED, row, to_datetime))
+
+
+def read_row(columns: tuple[Column, ...], row: Sequence[Any], to_datetime: ToDatetime) -> dict[str, Any]:
+    """The one decoder of job rows: ``row`` holds ``columns`` in their order, each read by its kind
+    so that whatever another program wrote there reads as a value of the right type."""
+    return {c.name: _read(c, value, to_datetime) for c, value in zip(columns, row, strict=True)}
+
+
+_NUMBERS = (Kind.ID, Kind.BIGINT, Kind.INT)
+
+
+def _read(column: Column, value: Any, to_datetime: ToDatetime) -> Any:
+    if value is None and column.nullable:
+        return None
+    kind = column.kind
+    if kind in _NUMBERS:
+        return as_int(value, column.unreadable)
+    if kind is Kind.FLOAT:
+        return as_float(value)
+    if kind is Kind.TIME:
+        return to_datetime(value)
+    return value
+
+
+CLAIMED_FIELDS = tuple(c.name for c in CLAIMED)
+"""A claimed row's columns, in ClaimedJob's field order (a test holds the two together)."""
 
 
 @dataclass(frozen=True)
@@ -405,7 +480,50 @@ class WorkflowRow:
                                   for s in states) and JobState.FAILED not in states else "failed"
 
 
-@dataclass(frozen=True)
-class RecoveryReport:
-    released: list[int]
-    buried: list[int]
+class Limit(NamedTuple):
+    """One constraint a claimed run must pass before it may start."""
+
+    kind: str
+    """"rate" (at most ``limit`` starts per ``period`` seconds), "concurrency" (at most ``limit`` running
+    of a group) or "queue" (at most ``limit`` running of the queue ``name``, set by an operator)."""
+    name: str
+    """The lock and counter key: the job name for rates, the group key for concurrency."""
+    limit: int
+    period: float = 0.0
+
+
+class QueueLimits(NamedTuple):
+    """The limits an operator stored for a queue (None: no such limit)."""
+
+    concurrency: int | None
+    """At most this many of the queue's jobs run at once, over every worker."""
+    rate_count: int | None
+    rate_period: float | None
+    """At most ``rate_count`` of the queue's jobs start in any ``rate_period`` seconds."""
+
+
+QUEUE_RATE_PREFIX = "queue:"
+"""The rate-limit key of a queue's stored rate (its starts are counted apart from any job's)."""
+
+
+class Admitted(NamedTuple):
+    """What admission decided for a batch of claimed runs."""
+
+    admitted: list[int]
+    waits: dict[int, float]
+    """Each refused run and the seconds after which it is due again."""
+    later: dict[int, float] = {}
+    """Admitted runs granted a rate-limit start ahead (``admission(ahead=...)``): the seconds
+    (of the database's clock, from the decision) before which each must not start."""
+
+
+class Failure(NamedTuple):
+    """One failed attempt on its way to the error history."""
+
+    job_id: int
+    attempt: int
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+    trim: bool = False
+    """Trim the history to ``HISTORY_CAP`` now (done at least when a job is buried)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.config import check_queue_name
 from ..core.errors import ConfigurationError, InvalidOption, InvalidQueueName
 from ..core.limits import parse_rate_limit
-from ..store.features import QueueLimits
+from ..core.rows import QueueLimits
 from .models import QueueLimitsView
 
 if TYPE_CHECKING:

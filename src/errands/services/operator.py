@@ -539,7 +539,7 @@ def _targets(ids: list[int]) -> str:
 # ---------------------------------------------------------------------------------- other actions
 def recover_now(app: Errands, actor: str) -> Recovered:
     """Release the jobs whose lease expired now (workers also do it on their own), audited."""
-    report = app.store.jobs.recover_stale()
+    report = app.recover_stale()  # (the on_retry / on_dead hooks of what it ends run here)
     app.store.accounts.audit(actor, "recover", f"{len(report.released)} released, {len(report.buried)} buried")
     return Recovered(report.released, report.buried)
 

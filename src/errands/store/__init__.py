@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..core.endings import RecoveryReport
 from ..core.errors import ConfigurationError
-from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, RecoveryReport, WorkerRow
+from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, WorkerRow
 from .composed import Store
 from .registry import by_scheme, dialect_class
 

@@ -1,6 +1,7 @@
 """The store: focused parts over one database and its dialect.
 
-``store.jobs`` (enqueue, claim, settle, dead letter), ``store.workers`` (the registry),
+``store.jobs`` (enqueue, claim, leases, dead letter), ``store.endings`` (how attempts end: every
+terminal write), ``store.workers`` (the registry),
 ``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
 ``store.workflows`` (a workflow's graph and states, cancelling one),
 ``store.insights`` (read models), ``store.operations`` (bulk changes to waiting jobs),
@@ -18,6 +19,7 @@ from .accounts import AccountStore
 from .alerts import AlertStore
 from .database import Database
 from .dialects.base import Dialect, Listener
+from .endings import EndingStore
 from .features import FeatureStore
 from .insights import InsightStore
 from .jobs import JobStore
@@ -37,6 +39,7 @@ class Store:
         self.prefix = dialect.prefix
         steps = Steps(dialect)
         self.jobs = JobStore(self.db, steps)
+        self.endings = EndingStore(self.db, steps)
         self.workers = WorkerStore(self.db)
         self.features = FeatureStore(self.db, steps)
         self.workflows = WorkflowStore(self.db, steps)

@@ -20,20 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..core.errors import BadPayload
 from ..core.payload import decode_result, for_display
 from ..core.rows import (
     FLAG_BATCH,
-    FLAG_DEPENDENTS,
     FLAG_INPUTS,
     FLAG_RESULT,
-    FLAG_UNIQUE_PERIOD,
     FLAG_WORKFLOW,
+    Admitted,
     BatchRow,
     JobState,
+    Limit,
     NewJob,
+    QueueLimits,
     ResultRow,
     as_int,
 )
@@ -49,41 +50,6 @@ def batch_row(t: Any, r: Sequence[Any]) -> BatchRow:
                     None if r[6] is None else t(r[6]), None if r[7] is None else t(r[7]), r[8], r[9])
 
 
-class Finished(NamedTuple):
-    """A successful run whose end must be recorded beyond deleting its row."""
-
-    id: int
-    flags: int
-    batch_id: int | None
-    result: str | None
-    """The return value as JSON (kept when ``FLAG_RESULT``)."""
-    result_ttl: float
-
-
-class Limit(NamedTuple):
-    """One constraint a claimed run must pass before it may start."""
-
-    kind: str
-    """"rate" (at most ``limit`` starts per ``period`` seconds), "concurrency" (at most ``limit`` running
-    of a group) or "queue" (at most ``limit`` running of the queue ``name``, set by an operator)."""
-    name: str
-    """The lock and counter key: the job name for rates, the group key for concurrency."""
-    limit: int
-    period: float = 0.0
-
-
-class QueueLimits(NamedTuple):
-    """The limits an operator stored for a queue (None: no such limit)."""
-
-    concurrency: int | None
-    """At most this many of the queue's jobs run at once, over every worker."""
-    rate_count: int | None
-    rate_period: float | None
-    """At most ``rate_count`` of the queue's jobs start in any ``rate_period`` seconds."""
-
-
-QUEUE_RATE_PREFIX = "queue:"
-"""The rate-limit key of a queue's stored rate (its starts are counted apart from any job's)."""
 CONCURRENCY_RETRY = 2.0
 """Seconds after which a run its concurrency group refused is due again even if no run of the group
 woke it (a slot freed by an expired lease, or by a worker that stopped before it could wake it)."""
@@ -94,17 +60,6 @@ REFUSE_CHUNK = 100
 RATE_MARGIN = 0.001
 """Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
-
-
-class Admission(NamedTuple):
-    """What admission decided for a batch of claimed runs."""
-
-    admitted: list[int]
-    waits: dict[int, float]
-    """Each refused run and the seconds after which it is due again."""
-    later: dict[int, float] = {}
-    """Admitted runs granted a rate-limit start ahead (``admission(ahead=...)``): the seconds
-    (of the database's clock, from the decision) before which each must not start."""
 
 
 class FeatureStore:
@@ -134,44 +89,6 @@ class FeatureStore:
             return released
 
         return self.db.run(sweep, write=True)
-
-    # ------------------------------------------------------------------ finishing with records
-    def finish(self, owner: str, runs: Sequence[Finished]) -> int:
-        """Record successful runs that keep a result, belong to a batch or have dependants, in
-        one transaction with their delete: a result is never lost, a batch never counts a run
-        twice, and dependants are released at once."""
-        if not runs:
-            return 0
-
-        def record(cur: Any) -> int:
-            by_id = {r.id: r for r in runs}
-            ids = list(by_id)
-            cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id, label FROM {jobs} "
-                                 "WHERE reserved_by = {p} AND id IN (") + self.d.marks(ids) + ")" + self.d.lock_rows,
-                        [owner, *ids])
-            rows = cur.fetchall()
-            if not rows:
-                return 0
-            for job_id, queue, name, attempts, flags, batch_id, label in rows:
-                run = by_id[job_id]
-                if flags & FLAG_RESULT:
-                    self.steps.record_result(cur, job_id, queue, name, JobState.SUCCEEDED, run.result, int(attempts),
-                                             batch_id, run.result_ttl, label=label, flags=int(flags))
-            mine = [r[0] for r in rows]
-            cur.execute(self.d.q("DELETE FROM {jobs} WHERE id IN (") + self.d.marks(mine) + ")", mine)
-            self.steps.stamp_unique_expiry(cur, [r[0] for r in rows if r[4] & FLAG_UNIQUE_PERIOD])
-            batches: dict[int, int] = {}
-            for r in rows:
-                if r[4] & FLAG_BATCH and r[5] is not None:
-                    batches[int(r[5])] = batches.get(int(r[5]), 0) + 1
-            for batch_id, count in sorted(batches.items()):
-                self.steps.count_in_batch(cur, batch_id, done=count, failed=0)
-            parents = [r[0] for r in rows if r[4] & FLAG_DEPENDENTS]
-            if parents:
-                self.steps.unblock(cur, parents)
-            return len(rows)
-
-        return self.db.run(record, write=True)
 
     def get_result(self, job_id: int) -> ResultRow | None:
         def read(cur: Any) -> ResultRow | None:
@@ -254,30 +171,11 @@ class FeatureStore:
                     return "running"
                 cur.execute(self.d.q("UPDATE {jobs} SET cancel_requested_at = {now} WHERE id = {p}"), (job_id,))
                 return "requested"
-            self._end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl, message,
-                                row[6])
+            self.steps.end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl,
+                                     message, row[6])
             return "cancelled"
 
         return self.db.run(cancel, write=True)
-
-    def settle_cancelled(self, owner: str, job_id: int, record_ttl: float, message: str) -> bool:
-        """Record a run that stopped because it was cancelled (only if ``owner`` still holds it)."""
-
-        def settle(cur: Any) -> bool:
-            cur.execute(self.d.q("SELECT queue, name, attempts, flags, batch_id, label FROM {jobs} WHERE id = {p} "
-                               "AND reserved_by = {p}") + self.d.lock_rows, (job_id, owner))
-            row = cur.fetchone()
-            if row is None:
-                return False
-            self._end_cancelled(cur, job_id, row[0], row[1], int(row[2]), int(row[3]), row[4], record_ttl, message,
-                                row[5])
-            return True
-
-        return self.db.run(settle, write=True)
-
-    def _end_cancelled(self, cur: Any, job_id: int, queue: str, name: str, attempts: int, flags: int,
-                       batch_id: int | None, ttl: float, message: str, label: str | None = None) -> None:
-        self.steps.end_cancelled(cur, job_id, queue, name, attempts, flags, batch_id, ttl, message, label)
 
     def cancel_requests(self, owner: str) -> list[int]:
         """Ids of ``owner``'s jobs whose cancellation was requested."""
@@ -379,7 +277,7 @@ class FeatureStore:
         return decision.admitted, list(decision.waits)
 
     def admission(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
-                  concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0) -> Admission:
+                  concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0) -> Admitted:
         """Decide which claimed runs may start now; the others go back to the queue unrun.
 
         A concurrency limit counts the group's runs that are admitted and whose lease is
@@ -399,9 +297,9 @@ class FeatureStore:
         a limit kept busy then loses no claim's latency per window (at most ``period / 4``).
         """
         if not runs:
-            return Admission([], {})
+            return Admitted([], {})
 
-        def decide(cur: Any) -> Admission:
+        def decide(cur: Any) -> Admitted:
             names = sorted({(lim.kind, lim.name) for _, limits in runs for lim in limits})
             for kind, name in names:
                 self.steps.lock_name(cur, f"{kind}:{name}")
@@ -570,7 +468,7 @@ class FeatureStore:
         return out
 
     def _record_admission(self, cur: Any, owner: str, ours: list[int], grouped: list[tuple[int, str]],
-                          waiting: list[tuple[int, str]], refused: dict[int, float]) -> Admission:
+                          waiting: list[tuple[int, str]], refused: dict[int, float]) -> Admitted:
         """Mark the admitted runs (and their groups); give the refused ones back, due after their
         wait, with ``admitted_at`` cleared: that, and their group's row, is how the end of a run of
         the group finds them (:meth:`wake_group_waiters`)."""
@@ -594,7 +492,7 @@ class FeatureStore:
                                  "admitted_at = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, "
                                  "available_at = CASE id ") + due + self.d.q(" END WHERE reserved_by = {p} AND id IN (")
                         + self.d.marks(chunk) + ")", [*params, owner, *(job_id for job_id, _ in chunk)])
-        return Admission(admitted, refused)
+        return Admitted(admitted, refused)
 
     # ------------------------------------------------------------------ retention
     def prune(self, failed_ttl: float | None) -> dict[str, int]:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..core.rows import FailedJobRow, JobRow
 from .accounts import like_pattern
 from .database import Database
-from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS, failed_row, job_row
+from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS
 
 COUNT_CAP = 10_000
 SEARCH_WINDOW = 100_000
@@ -159,7 +159,7 @@ class InsightStore:
             order = "id" if oldest_first else "id DESC"
             cur.execute(self.d.q("SELECT " + JOB_COLUMNS + " FROM {jobs}" + where + f" ORDER BY {order} LIMIT {{p}}"),
                         [*params, int(limit)])
-            return [job_row(self.d.to_datetime, r) for r in cur.fetchall()]
+            return [JobRow.from_row(r, self.d.to_datetime) for r in cur.fetchall()]
 
         return self.db.run(read)
 
@@ -412,7 +412,7 @@ class InsightStore:
             where, params = _keyset(where, params, before_id, None, edge_id, False)
             cur.execute(self.d.q("SELECT " + FAILED_COLUMNS + " FROM {failed}" + where + " ORDER BY id DESC LIMIT {p}"),
                         [*params, int(limit)])
-            return [failed_row(self.d.to_datetime, r) for r in cur.fetchall()]
+            return [FailedJobRow.from_row(r, self.d.to_datetime) for r in cur.fetchall()]
 
         return self.db.run(read)
 
@@ -513,7 +513,7 @@ class InsightStore:
         def read(cur: Any) -> list[JobRow]:
             cur.execute(self.d.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id IN (") + self.d.marks(ids) + ")",
                         list(ids))
-            return [job_row(self.d.to_datetime, r) for r in cur.fetchall()]
+            return [JobRow.from_row(r, self.d.to_datetime) for r in cur.fetchall()]
 
         return self.db.run(read)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..core.columns import DEAD, names
 from ..core.errors import BadPayload, StoreError
 from ..core.limits import MAX_DELAY
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, decode_result, safe_text, with_inputs
@@ -22,16 +23,18 @@ from ..core.rows import (
     FLAG_RESULT,
     FLAG_UNIQUE_PERIOD,
     FLAG_WORKFLOW,
+    Failure,
     JobState,
     NewJob,
     as_int,
 )
 from ..core.settings import DEFAULTS
-from .dialects.base import FAILED_COLUMNS, INSERT_CHUNK, Dialect
+from .dialects.base import Dialect
+from .driver import Cursor, fetch_rows
+
+_DEAD = names(DEAD)
 
 ERROR_MESSAGE_CAP = ERROR_TEXT_CAP
-RICH_COLUMNS = ("queue, name, payload, priority, attempts, max_attempts, timeout, available_at, created_at, "
-                "unique_key, blocked_by, batch_id, concurrency_key, flags, label, cost")
 RESULT_COLUMNS = "id, queue, name, state, result, attempts, batch_id, finished_at, expires_at, message, label"
 MESSAGE_CAP = 2000
 HOLD_SECONDS = MAX_DELAY
@@ -44,18 +47,6 @@ TRACEBACK_CAP = 8192
 """Most characters of a traceback kept (its end, where the error is raised)."""
 TRACEBACK_FRAMES = 50
 """Most lines of ``File ...`` frames kept from a traceback (its last ones)."""
-
-
-class Failure(NamedTuple):
-    """One failed attempt on its way to the error history."""
-
-    job_id: int
-    attempt: int
-    error_type: str
-    error_message: str
-    traceback: str | None = None
-    trim: bool = False
-    """Trim the history to ``HISTORY_CAP`` now (done at least when a job is buried)."""
 
 
 def trim_traceback(text: str) -> str:
@@ -128,32 +119,23 @@ class Steps:
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
 
-    def insert_rich(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_rich(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
         """Insert jobs that use a feature (unique key, dependency, batch, group, flags), in order.
 
         Runs inside a write transaction.  A job whose dependency has not succeeded yet is
-        stored blocked; its dependency is marked so that finishing it unblocks the job.
+        stored blocked; its dependency is marked so that finishing it unblocks the job.  Rows
+        go through the dialect's one insert path (:meth:`Dialect.insert_jobs`), together where
+        nothing needs one's id before the next is written.
         """
-        row_sql = self.d.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now}, "
-                         "{p}, {p}, {p}, {p}, {p}, {p}, {p})")
-        insert = self.d.q("INSERT INTO {jobs} (" + RICH_COLUMNS + ") VALUES ")
         ids: list[int] = []
-        waiting: list[tuple[int, list[Any]]] = []  # (position, params) of rows inserted together
+        waiting: list[tuple[int, NewJob]] = []  # (position, job) of rows inserted together
 
         def flush() -> None:
-            if not waiting:
-                return
-            for start in range(0, len(waiting), INSERT_CHUNK):  # a driver takes at most 65,535 parameters
-                chunk = waiting[start:start + INSERT_CHUNK]
-                params = [v for _, row in chunk for v in row]
-                if len(chunk) == 1:
-                    got = [self.d.insert_one(cur, insert + row_sql, params)]
-                else:
-                    got = self.d.insert_returning_ids(cur, insert + ", ".join([row_sql] * len(chunk)), params,
-                                                     len(chunk))
-                for (position, _), job_id in zip(chunk, got, strict=True):
+            if waiting:
+                got = self.d.insert_jobs(cur, [j for _, j in waiting])
+                for (position, _), job_id in zip(waiting, got, strict=True):
                     ids[position] = job_id
-            waiting.clear()
+                waiting.clear()
 
         steps: list[tuple[int, NewJob, list[int], Any]] = []
         for j in jobs:
@@ -164,37 +146,32 @@ class Steps:
                 if _refers_back(j):
                     flush()  # a reference to an earlier job of this insert: it needs its id
                 parents, inputs, pending = self._waits_for(cur, j, ids)
-            blocked_by = pending or None
-            params = [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
-                      None if j.run_at is None else self.d.from_datetime(j.run_at), float(j.delay),
-                      j.unique_key, blocked_by, j.batch_id, j.concurrency_key, j.flags, j.label, j.cost]
+            j = j._replace(blocked_by=pending or None)
             ids.append(0)
             if j.step is not None:
                 steps.append((len(ids) - 1, j, parents, inputs))
-            if j.unique_key is not None or blocked_by is not None:
+            if j.unique_key is not None or j.blocked_by is not None:
                 flush()  # keep order: a later row may depend on this one, or share its key
-                ids[-1] = self._insert_alone(cur, insert + row_sql, params, j,
-                                             parents if blocked_by is not None else [])
+                ids[-1] = self._insert_alone(cur, j, parents if j.blocked_by is not None else [])
             else:
-                waiting.append((len(ids) - 1, params))
+                waiting.append((len(ids) - 1, j))
         flush()
         if steps:
             self._record_steps(cur, [(ids[position], j, parents, inputs) for position, j, parents, inputs in steps])
-        self.d.after_insert(cur, {j.queue for j in jobs})
         return ids
 
-    def _insert_alone(self, cur: Any, sql: str, params: list[Any], j: NewJob, waits_for: list[int]) -> int:
+    def _insert_alone(self, cur: Cursor, j: NewJob, waits_for: list[int]) -> int:
         """Insert one row on its own (its id is needed now), with the dependencies it waits for."""
         if j.unique_key is not None:
-            job_id = self.insert_unique(cur, sql, params, j.unique_key, j.unique_for)
+            job_id = self.insert_unique(cur, j)
         else:
-            job_id = self.d.insert_one(cur, sql, params)
+            [job_id] = self.d.insert_jobs(cur, [j])
         if waits_for:
             cur.executemany(self.d.q(self.d.insert_ignore("{dependencies}", "parent_id, child_id")),
                             [(parent, job_id) for parent in dict.fromkeys(waits_for)])
         return job_id
 
-    def _waits_for(self, cur: Any, j: NewJob, ids: list[int]) -> tuple[list[int], Any, int]:
+    def _waits_for(self, cur: Cursor, j: NewJob, ids: list[int]) -> tuple[list[int], Any, int]:
         """``j``'s dependencies as ids, its inputs as ids, and how many it must wait for."""
         parents = [ids[a] if a < 0 else a for a in j.after]
         inputs = None if j.inputs is None else _resolve(j.inputs, ids)
@@ -202,7 +179,7 @@ class Steps:
                       for parent in dict.fromkeys(parents))
         return parents, inputs, pending
 
-    def _record_steps(self, cur: Any, steps: list[tuple[int, NewJob, list[int], Any]]) -> None:
+    def _record_steps(self, cur: Cursor, steps: list[tuple[int, NewJob, list[int], Any]]) -> None:
         """A workflow's graph (each step's parents) and result inputs, beside its jobs."""
         cur.executemany(self.d.q("INSERT INTO {steps} (job_id, batch_id, position, label, parents, inputs) "
                                  "VALUES ({p}, {p}, {p}, {p}, {p}, {p})"),
@@ -219,7 +196,7 @@ class Steps:
             if ready:
                 self.fill_inputs(cur, ready)
 
-    def insert_unique(self, cur: Any, sql: str, params: list[Any], key: str, period: float | None = None) -> int:
+    def insert_unique(self, cur: Cursor, j: NewJob) -> int:
         """Insert one job carrying a unique key, or return the id of the job that holds the key:
         waiting or running, or ended less than its unique period (``unique_for``) ago.
 
@@ -232,6 +209,7 @@ class Steps:
         the job row it had inserted and returns the winner's; for an existing key they meet on
         its row lock.
         """
+        key, period = j.unique_key, j.unique_for
         for _ in range(10):
             cur.execute(self.d.q("SELECT job_id, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END "
                                  "FROM {unique_keys} WHERE name = {p}") + self.d.lock_rows, (key,))
@@ -242,25 +220,25 @@ class Steps:
                 cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id = {p}"), (row[0],))
                 if cur.fetchone() is not None:
                     return int(row[0])
-                job_id = self.d.insert_one(cur, sql, params)
+                [job_id] = self.d.insert_jobs(cur, [j])
                 cur.execute(self.d.q("UPDATE {unique_keys} SET job_id = {p}, period = {p}, expires_at = NULL "
                                      "WHERE name = {p}"), (job_id, period, key))
                 return job_id
-            job_id = self.d.insert_one(cur, sql, params)
+            [job_id] = self.d.insert_jobs(cur, [j])
             cur.execute(self.d.q(self.d.insert_ignore("{unique_keys}", "name, job_id, period")), (key, job_id, period))
             if cur.rowcount == 1:
                 return job_id
             cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))  # another enqueuer won
         raise StoreError(f"unique key {key!r} kept changing hands; try again")
 
-    def stamp_unique_expiry(self, cur: Any, ids: Sequence[int]) -> None:
+    def stamp_unique_expiry(self, cur: Cursor, ids: Sequence[int]) -> None:
         """Jobs with a unique period (``FLAG_UNIQUE_PERIOD``) have ended: their keys stay taken
         until now plus the period (only the keys that still point at them)."""
         if ids:
             cur.execute(self.d.q("UPDATE {unique_keys} SET expires_at = " + self.d.plus_column_sql("period") +
                                  " WHERE period IS NOT NULL AND job_id IN (") + self.d.marks(ids) + ")", list(ids))
 
-    def dependency_pending(self, cur: Any, parent: int, *, keep_result: bool = False) -> bool:
+    def dependency_pending(self, cur: Cursor, parent: int, *, keep_result: bool = False) -> bool:
         """Whether a job depending on ``parent`` must wait; marks ``parent`` so that it unblocks it
         (and keeps its result, when the dependant receives it).
 
@@ -283,7 +261,7 @@ class Steps:
         row = cur.fetchone()
         return bool(row and row[0] == JobState.CANCELLED.value)
 
-    def unblock(self, cur: Any, parents: Sequence[int]) -> int:
+    def unblock(self, cur: Cursor, parents: Sequence[int]) -> int:
         """Count ``parents`` (which have just succeeded) off the jobs that wait for them, and
         release those that wait for nothing more.
 
@@ -317,7 +295,7 @@ class Steps:
         self.d.after_unblock(cur, [int(r[0]) for r in released])
         return len(released)
 
-    def fill_inputs(self, cur: Any, job_ids: Sequence[int]) -> None:
+    def fill_inputs(self, cur: Cursor, job_ids: Sequence[int]) -> None:
         """Write the results a released step receives into its arguments, in the transaction
         that releases it: results travel through the database, and the step's row shows what
         it runs with.  A step whose input is missing (its dependency was forgotten from the
@@ -360,13 +338,13 @@ class Steps:
         if filled:
             cur.executemany(self.d.q("UPDATE {jobs} SET payload = {p} WHERE id = {p}"), filled)
 
-    def lock_name(self, cur: Any, name: str) -> None:
+    def lock_name(self, cur: Cursor, name: str) -> None:
         """Serialise on ``name`` until the transaction ends (a row of the locks table)."""
         cur.execute(self.d.q(self.d.insert_ignore("{locks}", "name")), (name,))
         cur.execute(self.d.q("SELECT name FROM {locks} WHERE name = {p}") + self.d.lock_rows, (name,))
         cur.fetchall()
 
-    def record_result(self, cur: Any, job_id: int, queue: str, name: str, state: JobState, result: str | None,
+    def record_result(self, cur: Cursor, job_id: int, queue: str, name: str, state: JobState, result: str | None,
                       attempts: int, batch_id: int | None, ttl: float, message: str | None = None,
                       label: str | None = None, *, flags: int = 0) -> None:
         """Keep a job's outcome; a workflow step's until its workflow ends (then ``ttl`` more)."""
@@ -378,7 +356,7 @@ class Steps:
                     (job_id, queue, name, state.value, result, attempts, batch_id, float(ttl),
                      None if message is None else message[:MESSAGE_CAP], label))
 
-    def end_cancelled(self, cur: Any, job_id: int, queue: str, name: str, attempts: int, flags: int,
+    def end_cancelled(self, cur: Cursor, job_id: int, queue: str, name: str, attempts: int, flags: int,
                       batch_id: int | None, ttl: float, message: str, label: str | None = None) -> None:
         """Record a job as cancelled and delete it; its batch counts it as failed."""
         self.record_result(cur, job_id, queue, name, JobState.CANCELLED, None, attempts, batch_id, ttl, message,
@@ -391,7 +369,7 @@ class Steps:
         if flags & FLAG_WORKFLOW and flags & FLAG_DEPENDENTS and batch_id is not None:
             self.cancel_dependants(cur, int(batch_id), [job_id])
 
-    def cancel_dependants(self, cur: Any, batch_id: int, failed: Sequence[int]) -> int:
+    def cancel_dependants(self, cur: Cursor, batch_id: int, failed: Sequence[int]) -> int:
         """Under a workflow's "cancel" policy, cancel every step that waits, directly or not, for
         the ``failed`` steps (under "block", the default, they stay blocked: visible, retryable)."""
         cur.execute(self.d.q("SELECT policy, result_ttl FROM {batches} WHERE id = {p}"), (batch_id,))
@@ -426,7 +404,7 @@ class Steps:
             frontier = [int(r[0]) for r in rows]
         return cancelled
 
-    def count_in_batch(self, cur: Any, batch_id: int, *, done: int, failed: int,
+    def count_in_batch(self, cur: Cursor, batch_id: int, *, done: int, failed: int,
                        failed_job: int | None = None) -> None:
         """Count finished members; the transaction that crosses a line fires its callback once.
 
@@ -468,7 +446,7 @@ class Steps:
         if callbacks:
             self.insert_rich(cur, callbacks)
 
-    def member_results(self, cur: Any, batch_id: int) -> list[Any]:
+    def member_results(self, cur: Cursor, batch_id: int) -> list[Any]:
         """The results of a batch's members in member order (None for one that did not succeed).
 
         The members are the batch's steps (its callbacks carry its id too, but are no steps)."""
@@ -485,7 +463,7 @@ class Steps:
             out.append(value)
         return out
 
-    def failure_record(self, cur: Any, job_id: int | None) -> dict[str, Any] | None:
+    def failure_record(self, cur: Cursor, job_id: int | None) -> dict[str, Any] | None:
         """What a failure callback receives about the member that failed: id, name, queue,
         arguments, error type and message, attempts (None when it cannot be found)."""
         if job_id is None:
@@ -506,7 +484,7 @@ class Steps:
         return {"id": int(row[0]), "name": row[1], "queue": row[2], "args": args, "kwargs": kwargs,
                 "attempts": int(row[4] or 0), "error_type": row[5], "error_message": row[6]}
 
-    def record_errors(self, cur: Any, failures: Sequence[Failure]) -> None:
+    def record_errors(self, cur: Cursor, failures: Sequence[Failure]) -> None:
         """Add failed attempts to their jobs' error history; keep at most ``HISTORY_CAP`` entries
         per job (the latest), trimmed only once a job has failed more often than that."""
         if not failures:
@@ -526,34 +504,33 @@ class Steps:
                     cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id = {p} AND id < {p}"),
                                 (f.job_id, oldest_kept[0]))
 
-    def bury_locked(self, cur: Any, where: str, params: Sequence[Any], error_type: str,
-                     error_message: str, traceback: str | None = None) -> int:
+    def bury_locked(self, cur: Cursor, where: str, params: Sequence[Any], error_type: str,
+                    error_message: str, traceback: str | None = None) -> int:
         """Move the matching rows to the dead letter; a batch member counts as failed there.
 
         Jobs that depend on a buried one stay blocked (visible, not lost): they run if the
         buried job is retried and then succeeds.  Each buried job's last attempt joins its
-        error history (with ``traceback`` when the caller kept one).
+        error history (with ``traceback`` when the caller kept one).  The dead letter keeps
+        every column the job shape marks ``dead`` (:mod:`errands.core.columns`).
         """
         cur.execute(self.d.q("SELECT id, flags, batch_id, attempts FROM {jobs} WHERE " + where) + self.d.lock_rows,
                     params)
-        rows = cur.fetchall()
+        rows = fetch_rows(cur)
         if not rows:
             return 0
-        ids = [r[0] for r in rows]
+        ids = [r["id"] for r in rows]
         marks = self.d.marks(ids)
-        cur.execute(self.d.q("INSERT INTO {failed} (" + FAILED_COLUMNS + ", unique_key, batch_id, concurrency_key, "
-                           "flags) SELECT id, queue, name, payload, priority, attempts, max_attempts, timeout, "
-                           "created_at, {now}, {p}, {p}, label, cost, unique_key, batch_id, concurrency_key, flags "
-                           "FROM {jobs} WHERE id IN (") + marks + ")",
+        cur.execute(self.d.q("INSERT INTO {failed} (" + _DEAD + ", failed_at, error_type, error_message) SELECT "
+                             + _DEAD + ", {now}, {p}, {p} FROM {jobs} WHERE id IN (") + marks + ")",
                     [safe_text(error_type, 255), safe_text(error_message, ERROR_MESSAGE_CAP), *ids])
         cur.execute(self.d.q("DELETE FROM {jobs} WHERE id IN (") + marks + ")", ids)
-        self.record_errors(cur, [Failure(int(r[0]), as_int(r[3]), error_type, error_message, traceback, trim=True)
-                                 for r in rows])
-        self.stamp_unique_expiry(cur, [r[0] for r in rows if int(r[1] or 0) & FLAG_UNIQUE_PERIOD])
+        self.record_errors(cur, [Failure(int(r["id"]), as_int(r["attempts"]), error_type, error_message, traceback,
+                                         trim=True) for r in rows])
+        self.stamp_unique_expiry(cur, [r["id"] for r in rows if as_int(r["flags"]) & FLAG_UNIQUE_PERIOD])
         for r in rows:
-            flags = int(r[1] or 0)
-            if flags & FLAG_BATCH and r[2] is not None:
-                self.count_in_batch(cur, int(r[2]), done=0, failed=1, failed_job=int(r[0]))
-            if flags & FLAG_WORKFLOW and flags & FLAG_DEPENDENTS and r[2] is not None:
-                self.cancel_dependants(cur, int(r[2]), [int(r[0])])
+            flags, batch_id = as_int(r["flags"]), r["batch_id"]
+            if flags & FLAG_BATCH and batch_id is not None:
+                self.count_in_batch(cur, int(batch_id), done=0, failed=1, failed_job=int(r["id"]))
+            if flags & FLAG_WORKFLOW and flags & FLAG_DEPENDENTS and batch_id is not None:
+                self.cancel_dependants(cur, int(batch_id), [int(r["id"])])
         return len(ids)

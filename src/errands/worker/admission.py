@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError
-from ..core.rows import ClaimedJob
-from ..store.features import QUEUE_RATE_PREFIX, Limit, QueueLimits
+from ..core.rows import QUEUE_RATE_PREFIX, ClaimedJob, Limit, QueueLimits
 
 if TYPE_CHECKING:
     from .host import RunHost

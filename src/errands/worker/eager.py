@@ -13,10 +13,11 @@ import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..core.endings import Result, RunOutcome
 from ..core.errors import JobCancelled, JobFailed
 from ..core.jobs import JobHandle
 from ..core.rows import ClaimedJob, JobState, NewJob
-from .execution import Outcome, Result, run_async, run_sync
+from .execution import run_async, run_sync
 
 if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
@@ -30,7 +31,7 @@ class EagerHandle(JobHandle):
 
     __slots__ = ("outcome",)
 
-    def __init__(self, app: RunHost, job_id: int, name: str, outcome: Outcome) -> None:
+    def __init__(self, app: RunHost, job_id: int, name: str, outcome: RunOutcome) -> None:
         super().__init__(app, job_id, name)
         self.outcome = outcome
 
@@ -55,7 +56,7 @@ class EagerHandle(JobHandle):
 
 def run_inline(app: RunHost, definition: JobDefinition[Any, Any], new: NewJob, propagate: bool) -> JobHandle:
     row = ClaimedJob(-next(_ids), new.queue, new.name, new.payload, new.priority, 1, new.max_attempts, new.timeout,
-                     "eager", new.flags, new.batch_id)
+                     "eager", batch_id=new.batch_id, flags=new.flags)
     if definition.is_async:
         outcome = _run_async_inline(app, row)
     else:
@@ -65,9 +66,9 @@ def run_inline(app: RunHost, definition: JobDefinition[Any, Any], new: NewJob, p
     return EagerHandle(app, row.id, row.name, outcome)
 
 
-def _run_async_inline(app: RunHost, row: ClaimedJob) -> Outcome:
+def _run_async_inline(app: RunHost, row: ClaimedJob) -> RunOutcome:
     """``asyncio.run`` in a thread of its own, so an eager enqueue works inside a running loop too."""
-    box: list[Outcome] = []
+    box: list[RunOutcome] = []
     thread = threading.Thread(target=lambda: box.append(asyncio.run(run_async(app, row))), name="errands-eager")
     thread.start()
     thread.join()

@@ -1,6 +1,7 @@
 """Execution: running claimed jobs and describing how each ended, without writing to the database.
 
-The outcome is a value; settling decides what to write (complete, retry later, bury).
+The outcome is a value (:class:`~errands.core.endings.RunOutcome`); settling has it decided and
+written (:mod:`errands.core.endings`: complete, retry later, bury).
 Keeping execution free of SQL lets the same functions run under a thread, an event loop,
 eager mode or the supervisor's accounting.  :class:`Runners` are the worker's runner threads
 (and the event loop its async jobs share): they take jobs from the buffer admission fills and
@@ -12,16 +13,16 @@ its outcome on.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import math
 import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..core.context import JobContext, context_of, running_row
+from ..core.endings import Result, RunOutcome
 from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
@@ -38,36 +39,6 @@ _clock = time.perf_counter
 _INF = float("inf")
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
-
-
-class Result(str, enum.Enum):
-    OK = "ok"
-    ERROR = "error"
-    """The handler raised: retry if attempts are left."""
-    FATAL = "fatal"
-    """The job can never run (unknown name, undecodable payload, ``Discard``): bury at once."""
-    CANCELLED = "cancelled"
-    """It stopped because its cancellation was requested: record it, never retry."""
-    SNOOZED = "snoozed"
-    """The handler raised ``Snooze``: run it again later without spending an attempt."""
-
-
-class Outcome(NamedTuple):
-    row: ClaimedJob
-    result: Result
-    duration: float
-    error_type: str = ""
-    error_message: str = ""
-    exc: BaseException | None = None
-    value: Any = None
-    """The handler's return value (OK runs)."""
-    retry_delay: float | None = None
-    """Seconds the handler asked to wait before the next attempt (``raise Retry(delay)``) or run
-    (``raise Snooze(seconds)``)."""
-
-    @property
-    def error_text(self) -> str:
-        return f"{self.error_type}: {self.error_message}"
 
 
 def error_name(exc: BaseException) -> str:
@@ -93,11 +64,11 @@ def row_problem(row: ClaimedJob) -> str | None:
     return None
 
 
-def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | Outcome:
+def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | RunOutcome:
     """Find the registered handler and decode arguments, or say why the job can never run."""
     definition = app.registry.get(row.name) if type(row.name) is str else None
     if definition is None:
-        return Outcome(row, Result.FATAL, 0.0, "errands.UnknownJob",
+        return RunOutcome(row, Result.FATAL, 0.0, "errands.UnknownJob",
                        safe_text(f"no job named {row.name!r} is registered in this app (known: "
                                  f"{', '.join(sorted(app.registry)) or 'none'})", ERROR_TEXT_CAP))
     try:
@@ -105,14 +76,14 @@ def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
         if definition.enums:
             args, kwargs = definition.enums.to_members(args, kwargs)
     except BadPayload as exc:
-        return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", str(exc), exc)
+        return RunOutcome(row, Result.FATAL, 0.0, "errands.BadPayload", str(exc), exc)
     return definition, args, kwargs
 
 
-def run_sync(app: RunHost, row: ClaimedJob) -> Outcome:
+def run_sync(app: RunHost, row: ClaimedJob) -> RunOutcome:
     """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``."""
     prepared = prepare(app, row)
-    if type(prepared) is Outcome:
+    if type(prepared) is RunOutcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
     hooks = definition.behaviour.hooks
@@ -126,11 +97,11 @@ def run_sync(app: RunHost, row: ClaimedJob) -> Outcome:
         return failure(row, exc, _clock() - started)
     finally:
         running_row.reset(token)
-    return Outcome(row, Result.OK, _clock() - started, value=value)
+    return RunOutcome(row, Result.OK, _clock() - started, value=value)
 
 
 def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[Any, Any], args: list[Any],
-                     kwargs: dict[str, Any]) -> Outcome:
+                     kwargs: dict[str, Any]) -> RunOutcome:
     chain = chain_of(app.hooks, definition.behaviour.hooks)
     ctx = context_of(row, app)
     token = running_row.set((row, app))
@@ -145,13 +116,13 @@ def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[An
     finally:
         call_after(chain, ctx, error)
         running_row.reset(token)
-    return Outcome(row, Result.OK, _clock() - started, value=value)
+    return RunOutcome(row, Result.OK, _clock() - started, value=value)
 
 
-async def run_async(app: RunHost, row: ClaimedJob) -> Outcome:
+async def run_async(app: RunHost, row: ClaimedJob) -> RunOutcome:
     """Run an ``async def`` job on the worker's event loop, with a soft timeout."""
     prepared = prepare(app, row)
-    if type(prepared) is Outcome:
+    if type(prepared) is RunOutcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
     chain = chain_of(app.hooks, definition.behaviour.hooks)
@@ -172,7 +143,7 @@ async def run_async(app: RunHost, row: ClaimedJob) -> Outcome:
         if chain:
             call_after(chain, ctx, error)
         running_row.reset(token)
-    return Outcome(row, Result.OK, _clock() - started, value=value)
+    return RunOutcome(row, Result.OK, _clock() - started, value=value)
 
 
 async def _with_timeout(coro: Any, timeout: float | None) -> Any:
@@ -184,21 +155,21 @@ async def _with_timeout(coro: Any, timeout: float | None) -> Any:
         raise JobTimeout(f"job exceeded its timeout of {timeout:g}s and was cancelled") from None
 
 
-def failure(row: ClaimedJob, exc: BaseException, duration: float) -> Outcome:
+def failure(row: ClaimedJob, exc: BaseException, duration: float) -> RunOutcome:
     """How a run that raised ends: cancelled, snoozed, or an error for the retry policy
-    (:func:`errands.core.retry.decide` reads the exception: ``Retry`` picks the delay, ``Discard``,
+    (:func:`errands.core.endings.decide` reads the exception: ``Retry`` picks the delay, ``Discard``,
     ``discard_on`` and ``retry_on`` say whether it may retry).
 
     The message is made storable here (see :func:`errands.core.payload.safe_text`): a handler may raise
     anything, including text no database accepts and exceptions whose ``__str__`` raises."""
     text = safe_text(exc, ERROR_TEXT_CAP) or safe_text(repr(exc), ERROR_TEXT_CAP)
     if isinstance(exc, JobCancelled):
-        return Outcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
+        return RunOutcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
     if isinstance(exc, Snooze):
-        return Outcome(row, Result.SNOOZED, duration, error_name(exc), text, exc, retry_delay=exc.seconds)
+        return RunOutcome(row, Result.SNOOZED, duration, error_name(exc), text, exc, retry_delay=exc.seconds)
     if isinstance(exc, Retry):
-        return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc, retry_delay=exc.delay)
-    return Outcome(row, Result.ERROR, duration, error_name(exc), text, exc)
+        return RunOutcome(row, Result.ERROR, duration, error_name(exc), text, exc, retry_delay=exc.delay)
+    return RunOutcome(row, Result.ERROR, duration, error_name(exc), text, exc)
 
 
 def is_async_job(app: RunHost, row: ClaimedJob) -> bool:
@@ -228,7 +199,7 @@ class Runners:
     called straight from the thread that ran the job."""
 
     def __init__(self, app: RunHost, state: WorkerState, slots: SlotTable | None,
-                 record: Callable[[ClaimedJob, Outcome], None]) -> None:
+                 record: Callable[[ClaimedJob, RunOutcome], None]) -> None:
         self.app = app
         self.store = app.store
         self.state = state
@@ -237,7 +208,7 @@ class Runners:
         self.threads: list[threading.Thread] = []
         self.futures: dict[int, Any] = {}
         """Running async jobs by id (the thread-safe futures their runner threads wait on)."""
-        self._tasks: dict[int, asyncio.Task[Outcome]] = {}
+        self._tasks: dict[int, asyncio.Task[RunOutcome]] = {}
         """Their tasks, touched only in the event loop's thread (cancellation cancels these)."""
         self._cancel_requested = state.cancel_requested
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -288,13 +259,13 @@ class Runners:
 
         self._record(row, outcome)
 
-    def _execute(self, slot: int, row: ClaimedJob) -> Outcome:
+    def _execute(self, slot: int, row: ClaimedJob) -> RunOutcome:
         timeout = row.timeout
         if not ((timeout is None or type(timeout) is float and 0.0 < timeout < _INF) and type(row.attempts) is int
                 and type(row.max_attempts) is int and type(row.flags) is int):  # the usual case, checked inline
             problem = row_problem(row)
             if problem is not None:
-                return Outcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
+                return RunOutcome(row, Result.FATAL, 0.0, "errands.BadPayload", problem)
         definition = self.app.registry.get(row.name) if type(row.name) is str else None
         is_async = definition is not None and definition.is_async
         slots = self.slots
@@ -315,16 +286,16 @@ class Runners:
             if slots is not None:
                 slots.clear(slot)
 
-    def _future_outcome(self, future: Any, row: ClaimedJob) -> Outcome:
+    def _future_outcome(self, future: Any, row: ClaimedJob) -> RunOutcome:
         try:
             return future.result()
         except BaseException as exc:  # cancelled (by request or at shutdown), or a bug in execution itself
             if row.id in self._cancel_requested:
-                return Outcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",
+                return RunOutcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",
                                "cancelled while running (its task was cancelled)", exc)
             return failure(row, exc, 0.0)
 
-    async def _run_task(self, row: ClaimedJob) -> Outcome:
+    async def _run_task(self, row: ClaimedJob) -> RunOutcome:
         """An async run as a task of the event loop that cancellation can reach.  Cancelling the task
         (not the thread-safe future, which would report the run over at once) lets the handler see
         CancelledError at its next await and finish its cleanup (finally blocks, after-hooks) before

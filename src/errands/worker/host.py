@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..core.cron import Cron
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
+    from ..core.retry import JobPolicy
     from ..core.rows import NewJob
     from ..store import Store
 
@@ -69,6 +70,10 @@ class RunHost(AppHost, Protocol):
     @property
     def failed_ttl(self) -> float | None:
         """Seconds dead-letter entries are kept (None: for ever); the heartbeat prunes older ones."""
+
+    def policy_of(self, name: str) -> JobPolicy:
+        """How the job called ``name`` ends its attempts (its backoff, retry rules, record lifetimes);
+        the app's fallback for a name no job of it has."""
 
     @property
     def hooks(self) -> Hooks:

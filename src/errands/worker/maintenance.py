@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..core.endings import announce
 from ..core.errors import StoreError, StoreUnavailable
 from .alerts import AlertClock, evaluate_quietly
 from .liveness import FORGET_AFTER_AT_LEAST, FORGET_AFTER_LEASES, forget_worker_after, heartbeat_every
@@ -169,9 +170,11 @@ class Maintenance:
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
-        report = self.store.jobs.recover_stale()
+        report = self.store.endings.recover_stale(self.app)
         if report.released or report.buried:
             log.warning("recovered stale jobs: released %s, buried %s", report.released, report.buried)
+        for row, settlement in report.ended:  # this process decided them: its hooks hear of them
+            announce(self.app, row, settlement)
         # Rows that recorded their worker's lease are judged by it; older rows by ours.
         self.store.workers.prune(older_than=forget_worker_after(self.lease), per_lease=FORGET_AFTER_LEASES,
                                  at_least=FORGET_AFTER_AT_LEAST)

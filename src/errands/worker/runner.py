@@ -5,7 +5,7 @@ into a local buffer (:mod:`~errands.worker.admission`), and later records the
 outcomes of many runs at once, all successes in one DELETE
 (:mod:`~errands.worker.settling`).  Runner threads (:mod:`~errands.worker.execution`)
 take jobs from the buffer, run them and hand back an
-:class:`~errands.worker.execution.Outcome`; they wake the main thread only when
+:class:`~errands.core.endings.RunOutcome`; they wake the main thread only when
 the buffer runs low or a run failed, so a stream of short jobs costs a few
 statements per batch rather than per job.  Every held job is ours by lease: the
 heartbeat thread (:mod:`~errands.worker.maintenance`) extends the leases of all of

@@ -1,11 +1,13 @@
 """Settling: writing what finished runs came to, in batches.
 
 Runner threads hand each outcome to :meth:`Settling.record` (the per-job part: an append to a
-deque, no statement); the main thread later writes many at once: all plain successes in one
-DELETE, successes that keep a result or count in a batch in one ``finish``, and each failure
-through the retry policy (:func:`errands.core.retry.decide`: retry later, or the dead letter).
-A lost database pauses the worker and the same outcomes are written when it is back; a write
-the database refuses costs only the runs concerned.
+deque, no statement); the main thread later writes many at once.  Each outcome is decided by
+:func:`errands.core.endings.decide` from its job's policy (completed, retry at, snoozed, buried,
+cancelled) and applied by ``store.endings``: all plain successes in one DELETE, successes that keep
+a result or count in a batch in one transaction, each other ending in its own; then the
+``on_retry`` / ``on_dead`` hooks hear of the endings that committed
+(:func:`errands.core.endings.announce`).  A lost database pauses the worker and the same outcomes
+are written when it is back; a write the database refuses costs only the runs concerned.
 """
 
 from __future__ import annotations
@@ -13,19 +15,14 @@ from __future__ import annotations
 import collections
 import logging
 import time
-import traceback
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..core.context import context_of
-from ..core.errors import BadPayload, StoreUnavailable
-from ..core.hooks import call_on_dead, call_on_retry, chain_of
-from ..core.payload import encode_result, safe_text
-from ..core.retry import DEFAULT_POLICY, decide
-from ..core.rows import FLAG_DEPENDENTS, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
-from ..store.features import Finished
-from ..store.steps import Failure
-from .execution import Outcome, Result, describe_arguments
+from ..core.endings import Buried, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed, announce, decide
+from ..core.errors import StoreUnavailable
+from ..core.payload import safe_text
+from ..core.rows import FLAG_DEPENDENTS, ClaimedJob
+from .execution import describe_arguments
 
 if TYPE_CHECKING:
     from .host import RunHost
@@ -54,7 +51,7 @@ class Settling:
         self._new_jobs = state.new_jobs
         self._db_ok = state.db_ok
         self._succeeded: collections.deque[ClaimedJob] = collections.deque()
-        self._failed: collections.deque[Outcome] = collections.deque()
+        self._failed: collections.deque[RunOutcome] = collections.deque()
         """Runs that end other than by a plain delete: failures, cancellations, and successes
         that keep a result or count in a batch."""
         self._stats: dict[tuple[str, bool], int] = {}
@@ -62,7 +59,7 @@ class Settling:
         self._stats_due = time.monotonic() + STATS_EVERY
         self.to_complete: list[int] = []
         """Plain successes collected by the main thread, for the next DELETE."""
-        self.unsettled: list[Outcome] = []
+        self.unsettled: list[RunOutcome] = []
         """The other outcomes collected by the main thread, not written yet."""
         self.freed: dict[str, int] = {}
         """Runs of each concurrency group among the collected outcomes: once these are written,
@@ -70,7 +67,7 @@ class Settling:
         self._slots_freed = slots_freed
 
     # ------------------------------------------------------------------ runner threads
-    def record(self, row: ClaimedJob, outcome: Outcome) -> None:
+    def record(self, row: ClaimedJob, outcome: RunOutcome) -> None:
         """Take the outcome of one run (in its runner thread); wake the main thread only when
         the buffer runs low or the run needs more than a plain delete."""
         # Recorded as finished before the outstanding count drops: the heartbeat keeps
@@ -164,37 +161,28 @@ class Settling:
         one run at a time, and a run whose own write is refused goes to the dead letter saying so."""
         if self.to_complete:
             self._write_completed()
-        self._refuse_unstorable_results()
-        if any(o.result is Result.OK for o in self.unsettled):
-            self._write_finished()
+        if not self.unsettled:
+            return
+        decided = [(o, decide(o, self.app.policy_of(o.row.name))) for o in self.unsettled]
+        if any(isinstance(s, Completed) for _, s in decided):
+            self._write_successes([(o, s) for o, s in decided if isinstance(s, Completed)])
+            decided = [(o, s) for o, s in decided if not isinstance(s, Completed)]
         state = self.state
-        unsettled = self.unsettled
-        while unsettled:
-            outcome = unsettled[0]
-            self._write_one(outcome.row.id, "outcome", lambda o=outcome: self._settle_failure(o))
-            unsettled.pop(0)
+        self.unsettled = [o for o, _ in decided]
+        while decided:
+            outcome, settlement = decided[0]
+            self._write_one(outcome.row, "outcome", settlement)
+            decided.pop(0)
+            self.unsettled.pop(0)
             state.forget([outcome.row.id])
             state.cancel_requested.discard(outcome.row.id)
             state.jobs_done += 1
-
-    def _refuse_unstorable_results(self) -> None:
-        """A workflow step whose return value JSON cannot hold goes to the dead letter: the steps
-        after it would otherwise receive null in its place, silently."""
-        for i, outcome in enumerate(self.unsettled):
-            if outcome.result is Result.OK and outcome.row.flags & FLAG_WORKFLOW:
-                try:
-                    encode_result(outcome.value)
-                except (TypeError, ValueError) as exc:
-                    self.unsettled[i] = outcome._replace(
-                        result=Result.FATAL, error_type="errands.ResultNotJSON",
-                        error_message=safe_text("a workflow step must return what errands can store (JSON values, "
-                                                f"datetime, date, UUID, Decimal): {exc}", 500))
 
     def _write_completed(self) -> None:
         """The plain successes: one DELETE, or one per run if the database refuses the batch."""
         state, owner = self.state, self.owner
         try:
-            ours = self.store.jobs.complete(owner, self.to_complete)
+            ours = self.store.endings.complete(owner, self.to_complete)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -202,7 +190,7 @@ class Settling:
                       len(self.to_complete), safe_text(exc, 300))
             while self.to_complete:
                 job_id = self.to_complete[0]
-                self._write_one(job_id, "success", lambda j=job_id: self.store.jobs.complete(owner, [j]))
+                self._write_one(job_id, "success", None)
                 self.to_complete.pop(0)
                 state.forget([job_id])
                 state.jobs_done += 1
@@ -217,146 +205,75 @@ class Settling:
             state.jobs_done += len(self.to_complete)
             self.to_complete = []
 
-    def _write_finished(self) -> None:
-        """The successes that keep a result, count in a batch or release dependants: one ``finish``."""
+    def _write_successes(self, done: list[tuple[RunOutcome, Settlement]]) -> None:
+        """The successes that keep a result, count in a batch or release dependants: one transaction."""
         state, owner = self.state, self.owner
-        kept = [o for o in self.unsettled if o.result is Result.OK]
         try:
-            self.store.features.finish(owner, [self._finished(o) for o in kept])
+            self.store.endings.apply(owner, [s for _, s in done])
         except StoreUnavailable:
             raise
         except Exception as exc:
             log.error("could not record %d finished run(s) at once (%s); recording them one by one",
-                      len(kept), safe_text(exc, 300))
-            for outcome in kept:
-                self._write_one(outcome.row.id, "success",
-                                lambda o=outcome: self.store.features.finish(owner, [self._finished(o)]))
-                self.unsettled.remove(outcome)
+                      len(done), safe_text(exc, 300))
+            for outcome, settlement in done:
+                self._write_one(outcome.row, "success", settlement)
                 state.forget([outcome.row.id])
                 state.jobs_done += 1
         else:
-            state.forget([o.row.id for o in kept])
-            state.jobs_done += len(kept)
-            self.unsettled = [o for o in self.unsettled if o.result is not Result.OK]
+            for outcome, settlement in done:
+                if isinstance(settlement, Completed) and settlement.unstorable is not None:
+                    log.warning("job %d %s returned a value errands cannot store (%s); its result is kept as null",
+                                outcome.row.id, outcome.row.name, settlement.unstorable)
+            state.forget([o.row.id for o, _ in done])
+            state.jobs_done += len(done)
+        finished = {o.row.id for o, _ in done}
+        self.unsettled = [o for o in self.unsettled if o.row.id not in finished]
 
-    def _write_one(self, job_id: int, what: str, write: Any) -> None:
-        """``write()`` the outcome of one run; if the database refuses it for a reason of that row,
-        move the job to the dead letter with the reason (errands.SettleError).  If even that is
-        refused, its lease lapses: recovery counts the attempt taken at claim, so it cannot loop."""
+    def _write_one(self, run: ClaimedJob | int, what: str, settlement: Settlement | None) -> None:
+        """Apply the ending of one run (``None``: a plain success); if the database refuses it for a
+        reason of that row, move the job to the dead letter with the reason (errands.SettleError).
+        If even that is refused, its lease lapses: recovery counts the attempt taken at claim, so it
+        cannot loop."""
+        job_id = run if isinstance(run, int) else run.id
         try:
-            write()
+            if settlement is None:
+                self.store.endings.complete(self.owner, [job_id])
+            elif self.store.endings.apply(self.owner, [settlement]) and not isinstance(run, int):
+                self._settled(run, settlement)
             return
         except StoreUnavailable:
             raise
         except Exception as exc:
             message = f"the worker could not record this run's {what}: {safe_text(exc, 500)}"
             log.error("job %s: %s", job_id, message, exc_info=exc)
+        buried = Buried(job_id, 0 if isinstance(run, int) else run.attempts, "errands.SettleError", message)
         try:
-            self.store.jobs.bury(self.owner, job_id, "errands.SettleError", message)
+            if self.store.endings.apply(self.owner, [buried]) and not isinstance(run, int):
+                self._settled(run, buried)
         except StoreUnavailable:
             raise
         except Exception as exc:
             log.error("job %s: could not move it to the dead letter either (%s); its lease will lapse",
                       job_id, safe_text(exc, 300))
 
-    def _finished(self, outcome: Outcome) -> Finished:
-        row = outcome.row
-        definition = self.app.registry.get(row.name)
-        ttl = (definition.behaviour.result_ttl if definition else None) or self.app.result_ttl
-        result = None
-        if row.flags & FLAG_RESULT:
-            try:
-                result = encode_result(outcome.value)
-            except (TypeError, ValueError) as exc:
-                log.warning("job %d %s returned a value errands cannot store (%s); its result is kept as null",
-                            row.id, row.name, exc)
-        return Finished(row.id, row.flags, row.batch_id, result, ttl)
+    def _settled(self, row: ClaimedJob, settlement: Settlement) -> None:
+        """Log an ending that committed and tell the hooks (:func:`errands.core.endings.announce`)."""
+        fields = {"job_id": row.id, "job_name": row.name, "queue": row.queue}
+        if isinstance(settlement, RetryAt):
+            log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, settlement.delay,
+                     row.attempts, row.max_attempts, extra={**fields, "retry_in": settlement.delay})
+        elif isinstance(settlement, Snoozed):
+            log.info("job %d %s snoozed: runs again in %.1fs", row.id, row.name, settlement.delay,
+                     extra={**fields, "retry_in": settlement.delay})
+        elif isinstance(settlement, Buried):
+            log.warning("job %d %s moved to the dead letter after %d attempt(s): %s: %s", row.id, row.name,
+                        row.attempts, settlement.error_type, settlement.error_message,
+                        extra={**fields, "attempt": row.attempts})
+        elif not isinstance(settlement, Completed):
+            log.info("job %d %s was cancelled while running", row.id, row.name)
+        announce(self.app, row, settlement)
 
-    def _settle_failure(self, outcome: Outcome) -> None:
-        """A run that did not succeed: recorded as cancelled, snoozed, retried later or buried, as the
-        retry policy decides from its attempts, its job's backoff and policy, and the failure."""
-        row = outcome.row
-        app, owner = self.app, self.owner
-        definition = app.registry.get(row.name)
-        if outcome.result is Result.CANCELLED:
-            if self.store.features.settle_cancelled(owner, row.id, app.result_ttl, outcome.error_message):
-                log.info("job %d %s was cancelled while running", row.id, row.name)
-            return
-        if outcome.result is Result.SNOOZED and definition is not None:
-            self._settle_snooze(outcome, definition)
-            return
-        delay = decide(row.attempts, row.max_attempts, definition.backoff if definition else None,
-                       retryable=outcome.result is Result.ERROR and definition is not None,
-                       requested_delay=outcome.retry_delay, error=outcome.exc,
-                       policy=definition.behaviour.policy if definition else DEFAULT_POLICY)
-        trace = self._traceback(outcome, definition)
-        if delay is not None and definition is not None:
-            failure = Failure(row.id, row.attempts, outcome.error_type, outcome.error_message, trace)
-            if self.store.jobs.retry_later(owner, row.id, delay, outcome.error_text, failure=failure):
-                chain = chain_of(app.hooks, definition.behaviour.hooks)
-                if chain:
-                    call_on_retry(chain, context_of(row, app), self._record_of(outcome, delay))
-                log.info("job %d %s will retry in %.1fs (attempt %d of %d failed)", row.id, row.name, delay,
-                         row.attempts, row.max_attempts, extra={"job_id": row.id, "job_name": row.name,
-                                                                "queue": row.queue, "retry_in": delay})
-            return
-        self._bury(outcome, outcome.error_type, outcome.error_message, trace)
-
-    def _settle_snooze(self, outcome: Outcome, definition: Any) -> None:
-        """``raise Snooze(seconds)``: back in line after ``seconds``, its attempt given back, unless the
-        job has snoozed as often as its policy allows (then the dead letter, as errands.SnoozeLimit)."""
-        row = outcome.row
-        policy = definition.behaviour.policy
-
-        def delay_for(snoozes: int) -> float | None:
-            return decide(row.attempts, row.max_attempts, None, error=outcome.exc, policy=policy, snoozes=snoozes)
-
-        message = (f"the job snoozed {policy.max_snoozes} times, the most it may (max_snoozes), and asked to "
-                   f"snooze again: {outcome.error_message}")
-        done, delay = self.store.jobs.snooze(self.owner, row.id, delay_for, "errands.SnoozeLimit", message)
-        if done == "snoozed":
-            log.info("job %d %s snoozed: runs again in %.1fs", row.id, row.name, delay,
-                     extra={"job_id": row.id, "job_name": row.name, "queue": row.queue, "retry_in": delay})
-        elif done == "buried":
-            self._buried(outcome, "errands.SnoozeLimit", message, definition)
-
-    def _bury(self, outcome: Outcome, error_type: str, error_message: str, trace: str | None = None) -> None:
-        row = outcome.row
-        if self.store.jobs.bury(self.owner, row.id, error_type, error_message, traceback=trace):
-            self._buried(outcome, error_type, error_message, self.app.registry.get(row.name))
-
-    def _buried(self, outcome: Outcome, error_type: str, error_message: str, definition: Any) -> None:
-        """Log a move to the dead letter that committed, and call the ``on_dead`` hooks."""
-        row = outcome.row
-        log.warning("job %d %s moved to the dead letter after %d attempt(s): %s: %s", row.id, row.name,
-                    row.attempts, error_type, error_message, extra={"job_id": row.id, "job_name": row.name,
-                                                                     "queue": row.queue, "attempt": row.attempts})
-        chain = chain_of(self.app.hooks, definition.behaviour.hooks if definition else None)
-        if chain:
-            record = self._record_of(outcome._replace(error_type=error_type, error_message=error_message), None)
-            call_on_dead(chain, context_of(row, self.app), record)
-
-    def _record_of(self, outcome: Outcome, retry_in: float | None) -> FailedJob:
-        """The failed job's record for ``on_retry`` / ``on_dead`` hooks (built only when some are registered)."""
-        row = outcome.row
-        definition = self.app.registry.get(row.name)
-        try:
-            arguments = definition.decode(row.payload) if definition is not None else None
-        except BadPayload:
-            arguments = ([], {})
-        return FailedJob.of(row, outcome.error_type, outcome.error_message, retry_in, arguments)
-
-    def _traceback(self, outcome: Outcome, definition: Any) -> str | None:
-        """The failure's traceback when the job (or else the app) keeps tracebacks; the store trims it."""
-        keep = definition.behaviour.keep_traceback if definition is not None else None
-        if not (self.app.keep_traceback if keep is None else keep) or outcome.exc is None:
-            return None
-        try:
-            return "".join(traceback.format_exception(outcome.exc))
-        except Exception:  # an exception that cannot be formatted keeps its type and message only
-            return None
-
-    def _log(self, outcome: Outcome) -> None:
+    def _log(self, outcome: RunOutcome) -> None:
         row = outcome.row
         # The extra fields become keys of JSON log lines (--log-format json).
         fields = {"job_id": row.id, "job_name": row.name, "queue": row.queue, "attempt": row.attempts,

@@ -31,8 +31,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.endings import Buried, Result, RunOutcome, announce
 from ..core.errors import ConfigurationError, JobTimeout, SchemaError, StoreError
-from ..core.retry import DEFAULT_POLICY, Backoff, RetryPolicy
+from ..core.rows import ClaimedJob
 from .runner import Worker
 from .settings import WorkerSettings
 from .slots import SlotTable
@@ -219,32 +220,27 @@ class Supervisor:
     def _settle_dead(self, child: _Child, charged: list[int], error_type: str, message: str,
                      timed_out: bool = False) -> None:
         """Fail the charged runs, give everything else the process held back untouched.  A run that
-        overran its timeout counts as having raised JobTimeout (its job's ``retry_on`` decides)."""
+        overran its timeout counts as having raised JobTimeout (its job's ``retry_on`` decides).
+        The endings are decided and applied by ``store.endings``, and their ``on_retry`` /
+        ``on_dead`` hooks run here, in the supervisor."""
         owner = child.worker_id
         if not owner:
             return
         store = self.app.store
-        registry = self.app.registry
 
-        def backoff_for(name: str) -> Backoff | None:
-            definition = registry.get(name)
-            return definition.backoff if definition is not None else None
-
-        def policy_for(name: str) -> RetryPolicy:
-            definition = registry.get(name)
-            return definition.behaviour.policy if definition is not None else DEFAULT_POLICY
+        def outcome_of(row: ClaimedJob) -> RunOutcome:
+            text = message.format(timeout=f"{row.timeout:g}" if row.timeout else "?")
+            return RunOutcome(row, Result.ERROR, 0.0, error_type, text, JobTimeout(text) if timed_out else None)
 
         for attempt in range(5):
             try:
-                for job_id in charged:
-                    row = store.jobs.get_job(job_id)
-                    text = message.format(timeout=f"{row.timeout:g}" if row and row.timeout else "?")
-                    again, dead = store.jobs.force_release(owner, [job_id], error_type, text, backoff_for, policy_for,
-                                                           JobTimeout(text) if timed_out else None)
-                    if dead:
-                        log.warning("job %d moved to the dead letter: %s: %s", job_id, error_type, text)
-                    elif again:
-                        log.warning("job %d will be retried: %s: %s", job_id, error_type, text)
+                for row, settlement in store.endings.end_held(owner, charged, outcome_of, self.app):
+                    if isinstance(settlement, Buried):
+                        log.warning("job %d moved to the dead letter: %s: %s", row.id, error_type,
+                                    settlement.error_message)
+                    else:
+                        log.warning("job %d will be retried: %s: %s", row.id, error_type, outcome_of(row).error_message)
+                    announce(self.app, row, settlement)
                 rest = [job_id for job_id in store.jobs.reserved_by(owner) if job_id not in charged]
                 if rest:
                     store.jobs.release(owner, rest)

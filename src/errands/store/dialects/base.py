@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
-from ...core.rows import FailedJobRow, JobRow, NewJob, WorkerRow, as_float, as_int
+from ...core.columns import CLAIMED, FAILED, INSERTED, JOBS, PLAIN_INSERTED, Column, Fill, Kind, claimed_index, names
+from ...core.rows import NewJob, WorkerRow, as_float, as_int
+from ..driver import Connection, Cursor
 from ..pool import BoundedPool, Pool, pool_setting
 
 T = TypeVar("T")
 
-JOB_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, "
-               "created_at, reserved_by, reserved_at, reserved_until, last_error, unique_key, blocked_by, batch_id, "
-               "concurrency_key, flags, cancel_requested_at, progress, progress_message, label, cost")
-FAILED_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, created_at, "
-                  "failed_at, error_type, error_message, label, cost")
-CLAIM_COLUMNS = ("id, queue, name, payload, priority, attempts, max_attempts, timeout, reserved_by, flags, batch_id, "
-                 "concurrency_key")
+JOB_COLUMNS = names(JOBS)
+"""Every column of the jobs table, in the order :meth:`JobRow.from_row` reads them."""
+FAILED_COLUMNS = names(FAILED)
+"""Every column of the dead letter, in the order :meth:`FailedJobRow.from_row` reads them."""
+CLAIM_COLUMNS = names(CLAIMED)
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, heartbeat_every"
 INSERT_CHUNK = 500
@@ -117,38 +118,71 @@ class PollingListener(Listener):
             time.sleep(min(pause, left))
 
 
-def claim_order(rows: list[tuple]) -> list[tuple]:
+_PRIORITY = claimed_index("priority")
+_ID = claimed_index("id")
+
+
+def claim_order(rows: list[Any]) -> list[Any]:
     """Claimed rows (CLAIM_COLUMNS) in the order they should start: priority, highest first,
     then id.  ``UPDATE ... RETURNING`` gives no order.  Most batches share one priority, and
     plain tuple order (id first) sorts those in C without a key function."""
-    if len({r[4] for r in rows}) <= 1:
+    if len({r[_PRIORITY] for r in rows}) <= 1:
         rows.sort()
     else:
-        rows.sort(key=lambda r: (-r[4], r[0]))
+        rows.sort(key=lambda r: (-r[_PRIORITY], r[_ID]))
     return rows
-
-
-def job_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> JobRow:
-    """A row read for people (listings, ``get_job``): numbers that are no numbers read as 0 or
-    None, times outside Python's dates as FAR_PAST/FAR_FUTURE, so that any row can be shown."""
-    n, f = as_int, as_float
-    return JobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), f(r[7]), t(r[8]), t(r[9]), r[10],
-                  None if r[11] is None else t(r[11]), None if r[12] is None else t(r[12]), r[13],
-                  r[14], None if r[15] is None else n(r[15]), None if r[16] is None else n(r[16]), r[17],
-                  n(r[18]), None if r[19] is None else t(r[19]), f(r[20]), r[21], r[22],
-                  None if r[23] is None else n(r[23], 1))
-
-
-def failed_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> FailedJobRow:
-    n = as_int
-    return FailedJobRow(n(r[0]), r[1], r[2], r[3], n(r[4]), n(r[5]), n(r[6]), as_float(r[7]), t(r[8]), t(r[9]),
-                        r[10], r[11], r[12], None if r[13] is None else n(r[13], 1))
 
 
 def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
     n = as_int
     lease, every = (None if v is None else as_float(v) for v in (r[8], r[9]))
     return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]), lease, every)
+
+
+class InsertShape:
+    """The job columns one INSERT writes, in statement order, and how each job's values are read.
+
+    Made from :mod:`errands.core.columns`: the columns filled from a NewJob field come first (read
+    with one ``itemgetter``, in C), then those the statement computes (0, the clock, the due time,
+    whose two parameters come last).  A batch of plain jobs writes ``PLAIN``, the columns every job
+    has; a batch with any feature writes ``FULL``.  Every dialect's insert variants (one row,
+    multi-row, ``unnest``, ``COPY``, MySQL's bulk form) take their columns from a shape, so a new
+    column is written by all of them or by none."""
+
+    def __init__(self, key: str, columns: tuple[Column, ...]) -> None:
+        self.key = key
+        self.fields = tuple(c for c in columns if c.fill is Fill.FIELD)
+        self.computed = tuple(c for c in columns if c.fill is not Fill.FIELD)
+        self.columns = self.fields + self.computed
+        self.names = names(self.columns)
+        self.values: Callable[[NewJob], tuple[Any, ...]] = itemgetter(*(NewJob._fields.index(c.name)
+                                                                        for c in self.fields))
+        """The job's values for ``fields``, in order."""
+
+    def index(self, name: str) -> int:
+        """The position of field column ``name`` in :attr:`values`."""
+        return next(i for i, c in enumerate(self.fields) if c.name == name)
+
+
+PLAIN = InsertShape("plain", PLAIN_INSERTED)
+FULL = InsertShape("full", INSERTED)
+
+
+def shape_of(jobs: Sequence[NewJob]) -> InsertShape:
+    """The columns a batch's insert writes: only the plain ones unless some job uses a feature."""
+    for j in jobs:
+        if not j.is_plain:
+            return FULL
+    return PLAIN
+
+
+def int_or_none(value: Any) -> int | None:
+    """A number the database returned as an int (None stays None)."""
+    return None if value is None else int(value)
+
+
+def due_now(j: NewJob) -> bool:
+    return j.run_at is None and not j.delay
 
 
 class Dialect(ABC):
@@ -175,12 +209,6 @@ class Dialect(ABC):
     #: Whether ``claim`` needs an explicit transaction (a SELECT then an UPDATE).
     claim_needs_transaction = False
     explain_prefix = "EXPLAIN "
-    #: Override: SQL for the database's current UTC time.
-    now_sql = ""
-    #: Override: SQL for now plus a parameter of seconds (one placeholder).
-    plus_seconds_sql = ""
-    #: Override: the database's current time, truncated to the minute.
-    minute_sql = ""
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY)"
     #: The first 1,000 ready jobs of a queue (param: queue) by id; a dialect may steer the plan.
     first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
@@ -190,9 +218,6 @@ class Dialect(ABC):
     #: queue (params: queue, queue), counted up to BACKLOG_CAP so that a scaler polling every few
     #: seconds never counts a backlog of millions.  Portable; KEDA's scalers run it as it is.
     backlog_jobs_sql = f"SELECT COUNT(*) FROM (SELECT 1 {CLAIMABLE} LIMIT {BACKLOG_CAP}) backlog"
-    #: Override: whole seconds the oldest of the next BACKLOG_AGE_SAMPLE claimable jobs (claim order) has been
-    #: due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue).
-    backlog_age_sql = ""
     #: The share of the search windows (``insights.SEARCH_WINDOW`` jobs, ``DEAD_SEARCH_WINDOW`` dead-letter
     #: entries, and the ``GROUPED_NEWEST`` entries the dead letter's groups read) a page reads on this
     #: database: MySQL reads text through ``LIKE`` about three times slower than PostgreSQL, so it looks
@@ -207,6 +232,44 @@ class Dialect(ABC):
     max_connections_sql: str | None = None
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
+
+    # ------------------------------------------------------------------ required SQL (abstract)
+    # Each backend must say these; a missing one fails when the dialect is made, not with broken SQL.
+    @property
+    @abstractmethod
+    def now_sql(self) -> str:
+        """SQL for the database's current UTC time (``{now}`` in templates)."""
+
+    @property
+    @abstractmethod
+    def plus_seconds_sql(self) -> str:
+        """SQL for now plus a parameter of seconds, one placeholder (``{now_plus}``)."""
+
+    @property
+    @abstractmethod
+    def minute_sql(self) -> str:
+        """The database's current time, truncated to the minute (the stats table's key)."""
+
+    @property
+    @abstractmethod
+    def backlog_age_sql(self) -> str:
+        """Whole seconds the oldest of the next BACKLOG_AGE_SAMPLE claimable jobs (claim order) has been
+        due, 0 when there is none; one integer column, as KEDA's SQL scalers want (params: queue, queue)."""
+
+    @property
+    @abstractmethod
+    def column_types(self) -> Mapping[Kind, str]:
+        """Each kind of job column as this database's SQL type (migrations add declared columns with it)."""
+
+    def column_ddl(self, column: Column) -> str:
+        """``name TYPE`` of a declared job column, for a migration that adds it (a NOT NULL number
+        column gets ``DEFAULT 0`` so that existing rows are filled)."""
+        ddl = f"{column.name} {self.column_types[column.kind]}"
+        if column.nullable:
+            return ddl
+        if column.kind not in (Kind.INT, Kind.BIGINT, Kind.FLOAT):
+            raise ValueError(f"column {column.name} is NOT NULL without a default: it cannot be added to a table")
+        return ddl + " NOT NULL DEFAULT 0"
 
     def __init__(self, url: str, *, prefix: str = "errands_") -> None:
         self.url = url
@@ -244,18 +307,18 @@ class Dialect(ABC):
 
     # ------------------------------------------------------------------ driver (override)
     @abstractmethod
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         """Open a new DB-API connection in autocommit mode."""
 
     @abstractmethod
-    def begin(self, conn: Any) -> None:
+    def begin(self, conn: Connection) -> None:
         """Start a write transaction on ``conn``."""
 
     @abstractmethod
     def classify(self, exc: BaseException) -> str | None:
         """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
 
-    def socket_of(self, conn: Any) -> int | None:
+    def socket_of(self, conn: Connection) -> int | None:
         """The connection's socket descriptor (-1 once closed); None for a file database."""
         return None
 
@@ -286,20 +349,20 @@ class Dialect(ABC):
         transactional DDL (SQLite, PostgreSQL); elsewhere its steps are guarded (``Step``)."""
 
     @contextmanager
-    def migration_lock(self, conn: Any) -> Iterator[None]:
+    def migration_lock(self, conn: Connection) -> Iterator[None]:
         """Serialise migrations of many processes (SQLite: its write lock already does)."""
         yield
 
-    def after_schema_check(self, cur: Any) -> None:  # noqa: B027 - an optional hook, empty by default
+    def after_schema_check(self, cur: Cursor) -> None:  # noqa: B027 - an optional hook, empty by default
         """Once per process, after the schema is known to be current: dialect-specific repairs."""
 
     @abstractmethod
-    def highest_id_row(self, cur: Any) -> Sequence[Any] | None:
-        """One row whose first column is the highest id issued for the jobs table."""
+    def highest_id(self, cur: Cursor) -> int | None:
+        """The highest id issued for the jobs table (0: none yet; None: the database cannot tell)."""
 
     # ------------------------------------------------------------------ claim
     @abstractmethod
-    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
         (attempts already counted), in claim order."""
 
@@ -324,49 +387,80 @@ class Dialect(ABC):
         """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""
 
     # ------------------------------------------------------------------ inserts
-    INSERT_JOBS = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
-                   "available_at, created_at) VALUES ")
-    """The head of every plain insert of jobs (a template for :meth:`q`); its rows follow."""
+    def insert_head(self, shape: InsertShape) -> str:
+        """``INSERT INTO jobs (columns) VALUES `` for a shape (its rows follow)."""
+        return self.q("INSERT INTO {jobs} (" + shape.names + ") VALUES ")
 
-    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
-        """Multi-row INSERTs of plain jobs, at most INSERT_CHUNK rows each; ids in input order."""
-        row_sql = self.q("({p}, {p}, {p}, {p}, 0, {p}, {p}, COALESCE({p}, {now_plus}), {now})")
+    def insert_row(self, shape: InsertShape, *, now: bool = False) -> str:
+        """One row of a shape's VALUES: a placeholder per field column, then the computed ones.  ``now``:
+        the job is due now, which the clock alone says (its due time takes no parameters then)."""
+        return self.q("(" + ", ".join(["{p}"] * len(shape.fields) + [self.fill_sql(c.fill, now=now)
+                                                                      for c in shape.computed]) + ")")
+
+    def fill_sql(self, fill: Fill | None, *, now: bool = False) -> str:
+        """The SQL template of a computed column's value at enqueue."""
+        if fill is Fill.ZERO:
+            return "0"
+        if fill is Fill.NOW or (fill is Fill.DUE and now):
+            return "{now}"
+        if fill is Fill.DUE:
+            return "COALESCE({p}, {now_plus})"
+        raise ValueError(f"no SQL fills a column with {fill!r}")
+
+    def due_params(self, j: NewJob) -> tuple[Any, float]:
+        """The due time's parameters: ``run_at`` as stored (None: not given) and ``delay``."""
+        return None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)
+
+    def _cached(self, key: str, make: Callable[[], str]) -> str:
+        sql = self._sql_cache.get(key)
+        if sql is None:
+            sql = self._sql_cache[key] = make()
+        return sql
+
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+        """Insert job rows, ids in input order: the one insert path of this dialect.
+
+        Writes the columns of :func:`shape_of` (the jobs' features, dependencies and side tables
+        are the caller's: :meth:`errands.store.steps.Steps.insert_rich`).  One job takes
+        :meth:`insert_job`; more take multi-row INSERTs of at most INSERT_CHUNK rows (a driver
+        takes at most 65,535 parameters), a trailing row alone the single-row path.  A dialect
+        overrides this where the database has a faster bulk form, from the same shape."""
+        shape = shape_of(jobs)
+        if len(jobs) == 1:
+            return [self.insert_job(cur, jobs[0], shape)]
         ids: list[int] = []
         for start in range(0, len(jobs), INSERT_CHUNK):
             chunk = jobs[start:start + INSERT_CHUNK]
             if len(chunk) == 1:
-                ids.append(self._insert_one_job(cur, chunk[0]))
+                ids.append(self.insert_job(cur, chunk[0], shape))
                 continue
-            params: list[Any] = []
-            for j in chunk:
-                params += [j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
-                           None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)]
-            sql = self._sql_cache.get(f"insert:{len(chunk)}") or self._sql_cache.setdefault(
-                f"insert:{len(chunk)}", self.q(self.INSERT_JOBS) + ", ".join([row_sql] * len(chunk)))
+            key = f"insert:{shape.key}:{len(chunk)}"
+            sql = self._sql_cache.get(key) or self._sql_cache.setdefault(
+                key, self.insert_head(shape) + ", ".join([self.insert_row(shape)] * len(chunk)))
+            values, due = shape.values, self.due_params
+            params = [v for j in chunk for v in (*values(j), *due(j))]
             ids += self.insert_returning_ids(cur, sql, params, len(chunk))
         return ids
 
-    def _insert_one_job(self, cur: Any, j: NewJob) -> int:
-        """The single enqueue, a web request's: one fixed statement, and the driver's last-insert id
-        (this connection's own, so exact) where RETURNING would cost SQLite a second pass.  A job
-        due now says so with the clock alone: on SQLite the row's expressions are a measurable part
-        of the 25 µs the statement takes."""
-        head = self.INSERT_JOBS + "({p}, {p}, {p}, {p}, 0, {p}, {p}, "
-        if j.run_at is None and not j.delay:
-            cur.execute(self.q(head + "{now}, {now})"),
-                        (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout))
+    def insert_job(self, cur: Cursor, j: NewJob, shape: InsertShape) -> int:
+        """The single enqueue, a web request's: one fixed statement per shape, and the driver's
+        last-insert id (this connection's own, so exact) where RETURNING would cost SQLite a second
+        pass.  A job due now says so with the clock alone: on SQLite the row's expressions are a
+        measurable part of the 25 µs the statement takes."""
+        if due_now(j):
+            cur.execute(self._cached(f"insert1:{shape.key}:now", lambda: self.insert_head(shape)
+                                     + self.insert_row(shape, now=True)), shape.values(j))
         else:
-            cur.execute(self.q(head + "COALESCE({p}, {now_plus}), {now})"),
-                        (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout,
-                         None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)))
+            cur.execute(self._cached(f"insert1:{shape.key}", lambda: self.insert_head(shape)
+                                     + self.insert_row(shape)), (*shape.values(j), *self.due_params(j)))
         return int(cur.lastrowid)
 
-    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any] | None, count: int) -> list[int]:
+    def insert_returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
         """Run a multi-row INSERT and return the new ids, ascending."""
         cur.execute(sql + " RETURNING id", params)
         return sorted(int(r[0]) for r in cur.fetchall())
 
-    def insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
+    def insert_one(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
         """Insert one row and return its id (the driver's last-insert id; PostgreSQL: RETURNING)."""
         cur.execute(sql, params)
         return int(cur.lastrowid)
@@ -383,10 +477,10 @@ class Dialect(ABC):
         return (f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) "
                 f"ON CONFLICT ({key}) DO UPDATE SET {updates}")
 
-    def after_insert(self, cur: Any, queues: set[str]) -> None:  # noqa: B027 - an optional hook
+    def after_insert(self, cur: Cursor, queues: set[str]) -> None:  # noqa: B027 - an optional hook
         """Jobs of ``queues`` were inserted outside :meth:`insert_jobs` (PostgreSQL notifies)."""
 
-    def after_unblock(self, cur: Any, children: Sequence[int]) -> None:  # noqa: B027 - an optional hook
+    def after_unblock(self, cur: Cursor, children: Sequence[int]) -> None:  # noqa: B027 - an optional hook
         """Blocked jobs became ready (PostgreSQL wakes idle workers)."""
 
     # ------------------------------------------------------------------ read models
@@ -404,7 +498,7 @@ class Dialect(ABC):
     def epoch_sql(self, column: str) -> str:
         """A time column as seconds since 1970 (UTC)."""
 
-    def queues_in_use(self, cur: Any) -> set[str]:
+    def queues_in_use(self, cur: Cursor) -> set[str]:
         """The distinct queues of the jobs and the dead letter without reading either table whole.
 
         SQLite and PostgreSQL have no skip scan, so a recursive query hops through the claim index

@@ -21,16 +21,19 @@ by the base class.  Timestamps are ``DATETIME(6)`` in UTC, compared against
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ...core.columns import Kind, claimed_index
 from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST, NewJob
+from ..driver import Cursor, scalar
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -40,10 +43,14 @@ from .base import (
     RETRY,
     UNAVAILABLE,
     Dialect,
+    InsertShape,
     Listener,
     Migrations,
     PollingListener,
     Step,
+    due_now,
+    int_or_none,
+    shape_of,
 )
 
 try:
@@ -62,6 +69,21 @@ NOW = "UTC_TIMESTAMP(6)"
 _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
 _GONE_CODES = {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
 _SYNTAX_ERROR = 1064
+COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.FLOAT: "DOUBLE",
+                Kind.TIME: "DATETIME(6)", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
+                Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
+
+
+_ATTEMPTS, _OWNER = claimed_index("attempts"), claimed_index("reserved_by")
+assert _ATTEMPTS < _OWNER  # (the claim's rewrite of a picked row relies on this order)
+
+
+def _rest_getter(shape: InsertShape) -> Callable[[NewJob], tuple[Any, ...]]:
+    """A job's values for every field column of ``shape`` but the payload, and its due time: what
+    tells two rows of a batch apart once their payloads are left out (one C call a job)."""
+    fields = NewJob._fields
+    return itemgetter(*(fields.index(c.name) for c in shape.fields if c.name != "payload"),
+                      fields.index("run_at"), fields.index("delay"))
 CLAIM_MODES = ("auto", "skip_locked", "update")
 
 
@@ -98,6 +120,7 @@ class _NewRowsListener(PollingListener):
 
 class MySQLDialect(Dialect):
     name = "mysql"
+    column_types = COLUMN_TYPES
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
@@ -197,7 +220,7 @@ class MySQLDialect(Dialect):
                 cur.execute(f"SELECT RELEASE_LOCK({name})", (self.t_schema,))
 
     # ------------------------------------------------------------------ time
-    def highest_id_row(self, cur: Any) -> Any:
+    def highest_id(self, cur: Cursor) -> int | None:
         # The next AUTO_INCREMENT value, minus one.  MySQL 8 caches it in information_schema for a
         # day unless the session says otherwise; MariaDB has no such cache (nor the variable).
         try:
@@ -206,7 +229,7 @@ class MySQLDialect(Dialect):
             pass
         cur.execute("SELECT AUTO_INCREMENT - 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
                     "AND TABLE_NAME = %s", (self.t_jobs,))
-        return cur.fetchone()
+        return int_or_none(scalar(cur))
 
     def to_datetime(self, value: Any) -> datetime:
         if type(value) is datetime:
@@ -423,23 +446,22 @@ class MySQLDialect(Dialect):
             cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
 
     # ------------------------------------------------------------------ insert
-    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
         """Multi-row INSERTs with one parameter a row, its payload; the rest of a row is escaped once.
 
         PyMySQL escapes parameters in Python, one call per value: eight a row made escaping the
         largest cost of a bulk enqueue after the server's own work (22 µs a job on MariaDB, against
         5 µs for a bare four-column INSERT).  The rows of a batch mostly differ only in their
-        payload, so the rest of a row (queue, name, priority, attempts, timeout, due time) is
+        payload, so the rest of a row (every other column of the shape, and the due time) is
         rendered by the driver's own ``mogrify`` once per distinct combination and written into
         the statement, and only the payloads go as parameters.  Another driver's cursor (a
         caller's own, e.g. Django's) and single rows take the portable path.
         """
         if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
             return super().insert_jobs(cur, jobs)
-        head = self.q(self.INSERT_JOBS)
-        after = ", %s, 0, %s, %s, COALESCE(%s, " + self.plus_seconds_sql + "), " + NOW + ")"
-        # Due now: the server parses every row's expressions, and this one is a third of a row's.
-        after_now = ", %s, 0, %s, %s, " + NOW + ", " + NOW + ")"
+        shape = shape_of(jobs)
+        head = self.insert_head(shape)
+        rest_of = _rest_getter(shape)
         rows_of: dict[tuple[Any, ...], str] = {}
         """Per distinct rest of a row: the row's text, its payload a placeholder."""
         ids: list[int] = []
@@ -447,20 +469,26 @@ class MySQLDialect(Dialect):
             chunk = jobs[start:start + INSERT_CHUNK]
             rows: list[str] = []
             for j in chunk:
-                key = (j.queue, j.name, j.priority, j.max_attempts, j.timeout, j.run_at, j.delay)
+                key = rest_of(j)
                 row = rows_of.get(key)
                 if row is None:
-                    if j.run_at is None and not j.delay:
-                        rest = cur.mogrify(after_now, (j.priority, j.max_attempts, j.timeout))
-                    else:
-                        run_at = None if j.run_at is None else self.from_datetime(j.run_at)
-                        rest = cur.mogrify(after, (j.priority, j.max_attempts, j.timeout, run_at, float(j.delay)))
-                    # (a % in a queue or job name must stay one when the payloads are formatted in)
-                    row = rows_of[key] = (cur.mogrify("(%s, %s, ", (j.queue, j.name)).replace("%", "%%") + "%s"
-                                          + rest.replace("%", "%%"))
+                    row = rows_of[key] = self._row_text(cur, shape, j)
                 rows.append(row)
             ids += self.insert_returning_ids(cur, head + ", ".join(rows), [j.payload for j in chunk], len(chunk))
         return ids
+
+    def _row_text(self, cur: Any, shape: InsertShape, j: NewJob) -> str:
+        """One row of a shape rendered by the driver, its payload left a placeholder.  A job due now
+        says so with the clock alone: the server parses every row's expressions, and the due time's
+        is a third of a row's."""
+        values, at = shape.values(j), shape.index("payload")
+        now = due_now(j)
+        computed = "".join(", " + self.fill_sql(c.fill, now=now) for c in shape.computed)
+        before = cur.mogrify("(" + "%s, " * at, values[:at])
+        after = cur.mogrify(self.q("".join(", {p}" for _ in values[at + 1:]) + computed + ")"),
+                            values[at + 1:] + (() if now else self.due_params(j)))
+        # (a % in a value must stay one when the payloads are formatted in)
+        return before.replace("%", "%%") + "%s" + after.replace("%", "%%")
 
     def insert_returning_ids(self, cur: Any, sql: str, params: list[Any] | None, count: int) -> list[int]:
         if self.returning is not False:
@@ -561,7 +589,9 @@ class MySQLDialect(Dialect):
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
                            "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
                     [owner, float(lease), *(r[0] for r in rows)])
-        return [(*r[:5], r[5] + 1, r[6], r[7], owner, *r[9:]) for r in rows]
+        # The rows as they are now: one more attempt, reserved by this owner.
+        a, o = _ATTEMPTS, _OWNER
+        return [(*r[:a], r[a] + 1, *r[a + 1:o], owner, *r[o + 1:]) for r in rows]
 
     #: Seconds a claiming process trusts its last read of the paused queues.
     paused_ttl = 1.0

@@ -15,16 +15,18 @@ LISTENs on ``listen_url``, a direct connection, or polls).  See :data:`POOLER_MO
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...core.columns import Fill, Kind
 from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
+from ..driver import Cursor, fetch_row, scalar
 from ..pool import POOL_OPTIONS, connection_label
 from .base import (
     BACKLOG_AGE_SAMPLE,
@@ -34,10 +36,13 @@ from .base import (
     RETRY,
     UNAVAILABLE,
     Dialect,
+    InsertShape,
     Listener,
     Migrations,
     Step,
     claim_order,
+    int_or_none,
+    shape_of,
 )
 
 BULK_CHUNK = 5000
@@ -45,8 +50,16 @@ COPY_FROM = 200
 """Batches at least this large are written with COPY (below, one ``unnest`` INSERT is quicker)."""
 _PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
-_COPY_TYPES = ["int8", "text", "text", "text", "int4", "int4", "int4", "float8", "int8", "int8"]
-"""Binary COPY types of the copied columns; the two times are sent as int8 microseconds."""
+COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INTEGER", Kind.FLOAT: "DOUBLE PRECISION",
+                Kind.TIME: "TIMESTAMPTZ", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
+                Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "TEXT"}
+_ARRAY_TYPES = {Kind.ID: "int8[]", Kind.BIGINT: "int8[]", Kind.INT: "int4[]", Kind.FLOAT: "float8[]",
+                Kind.TIME: "timestamptz[]"}
+"""The array type each kind travels in through ``unnest`` (text for the rest)."""
+_COPY_TYPES = {Kind.ID: "int8", Kind.BIGINT: "int8", Kind.INT: "int4", Kind.FLOAT: "float8", Kind.TIME: "int8"}
+"""The binary COPY type of each kind (text for the rest): times travel as int8 microseconds, below."""
+_UNNEST_FILLS = {Fill.ZERO: "0", Fill.NOW: "now()", Fill.DUE: "COALESCE(ra, now() + make_interval(secs => d))"}
+"""A computed column's value in the ``unnest`` insert (``ra``, ``d``: each row's run_at and delay)."""
 
 
 POOLER_ENV = "ERRANDS_POOLER"
@@ -157,6 +170,7 @@ class _NotifyListener(Listener):
 
 class PostgresDialect(Dialect):
     name = "postgresql"
+    column_types = COLUMN_TYPES
     now_sql = "now()"
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
@@ -203,38 +217,65 @@ class PostgresDialect(Dialect):
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot LISTEN on {mask_url(target)}: {exc}") from exc
 
-    def insert_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
-        """One fixed statement whatever the batch size: columns travel as arrays and ``unnest``
-        turns them back into rows, so the statement is parsed and planned once (psycopg prepares
-        it after a few uses) instead of once per batch shape.
+    def fill_sql(self, fill: Fill | None, *, now: bool = False) -> str:
+        # A NULL run_at is typed by the cast: a prepared statement then takes a datetime later.
+        if fill is Fill.DUE and not now:
+            return "COALESCE({p}::timestamptz, {now_plus})"
+        return super().fill_sql(fill, now=now)
 
-        Waking idle workers costs nothing extra: PostgreSQL folds identical notifications of one
-        transaction into one, and delivers them only if the enqueue commits.
+    def due_params(self, j: NewJob) -> tuple[Any, float]:
+        return j.run_at, float(j.delay)  # psycopg sends an aware datetime as timestamptz
+
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+        """One fixed statement per shape whatever the batch size: columns travel as arrays and
+        ``unnest`` turns them back into rows, so the statement is parsed and planned once (psycopg
+        prepares it after a few uses) instead of once per batch size; from COPY_FROM jobs, COPY.
+
+        Waking idle workers costs nothing extra: each statement returns ``pg_notify`` per row, and
+        PostgreSQL folds identical notifications of one transaction into one, delivered only if the
+        enqueue commits.
         """
         # A caller's own cursor may come from another driver (psycopg2 under Django or SQLAlchemy):
         # then no prepared statements and no COPY, only what every DB-API cursor does.
         ours = isinstance(cur, psycopg.Cursor)
+        shape = shape_of(jobs)
         if len(jobs) == 1:
             j = jobs[0]
-            params = (j.queue, j.name, j.payload, j.priority, j.max_attempts, j.timeout, j.run_at, float(j.delay))
+            sql = self._cached(f"pg1:{shape.key}", lambda: self.insert_head(shape) + self.insert_row(shape)
+                               + self._returning)
+            params = (*shape.values(j), *self.due_params(j))
             if ours and self.prepares:
-                cur.execute(self._single_sql, params, prepare=True)
+                cast(Any, cur).execute(sql, params, prepare=True)
             else:
-                cur.execute(self._single_sql, params)
-            return [int(cur.fetchone()[0])]
+                cur.execute(sql, params)
+            return [int(scalar(cur))]
         if len(jobs) >= COPY_FROM and ours:
-            return self._copy_jobs(cur, jobs)
+            return self._copy_jobs(cur, jobs, shape)
+        sql = self._cached(f"pg-unnest:{shape.key}", lambda: self._unnest_sql(shape))
         ids: list[int] = []
         for start in range(0, len(jobs), BULK_CHUNK):
             chunk = jobs[start:start + BULK_CHUNK]
-            cur.execute(self._bulk_sql, ([j.queue for j in chunk], [j.name for j in chunk],
-                                         [j.payload for j in chunk], [j.priority for j in chunk],
-                                         [j.max_attempts for j in chunk], [j.timeout for j in chunk],
-                                         [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
-            ids += sorted(int(r[0]) for r in cur.fetchall())
+            columns = [list(c) for c in zip(*map(shape.values, chunk), strict=True)]
+            cur.execute(sql, (*columns, [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
+            ids += sorted(int(r[0]) for r in cur.fetchall())  # (id, pg_notify): the returned id
         return ids
 
-    def _copy_jobs(self, cur: Any, jobs: Sequence[NewJob]) -> list[int]:
+    @property
+    def _returning(self) -> str:
+        return f" RETURNING id, pg_notify('{self.channel}', queue)"
+
+    def _unnest_sql(self, shape: InsertShape) -> str:
+        """``INSERT ... SELECT FROM unnest(arrays) WITH ORDINALITY``: a shape's field columns as arrays,
+        then the due time's run_at and delay; rows in input order, so ids ascend with it."""
+        aliases = [f"c{i}" for i in range(len(shape.fields))]
+        arrays = [f"%s::{_ARRAY_TYPES.get(c.kind, 'text[]')}" for c in shape.fields]
+        computed = [_UNNEST_FILLS[c.fill] for c in shape.computed if c.fill is not None]
+        return self.q("INSERT INTO {jobs} (" + shape.names + ") SELECT " + ", ".join(aliases + computed)
+                      + " FROM unnest(" + ", ".join(arrays + ["%s::timestamptz[]", "%s::float8[]"])
+                      + ") WITH ORDINALITY AS u(" + ", ".join(aliases) + ", ra, d, ord) ORDER BY ord"
+                      + self._returning)
+
+    def _copy_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape) -> list[int]:
         """Large batches: reserve ids from the sequence, then COPY the rows (the fastest way in).
 
         ``available_at`` is the server's ``now()`` (read in the same statement as the ids)
@@ -251,41 +292,35 @@ class PostgresDialect(Dialect):
             # Looked up once: pg_get_serial_sequence() inside nextval() runs again for every id
             # (a thousand catalog lookups cost more than writing the thousand rows).
             cur.execute("SELECT pg_get_serial_sequence(%s, 'id')", (self.t_jobs,))
-            self._id_sequence = cur.fetchone()[0]
-        cur.execute("SELECT now(), array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)",
+            self._id_sequence = scalar(cur)
+        cur.execute("SELECT now() AS now, array_agg(nextval(%s::regclass)) AS ids FROM generate_series(1, %s)",
                     (self._id_sequence, len(jobs)))
-        now, ids = cur.fetchone()
-        ids.sort()
-        now_us = _pg_microseconds(now)
-        columns = "id, queue, name, payload, priority, attempts, max_attempts, timeout, available_at, created_at"
-        with cur.copy(self.q("COPY {jobs} (" + columns + ") FROM STDIN (FORMAT BINARY)")) as copy:
-            copy.set_types(_COPY_TYPES)
+        reserved = fetch_row(cur)
+        assert reserved is not None  # an aggregate returns one row
+        ids = sorted(reserved["ids"])
+        now_us = _pg_microseconds(reserved["now"])
+        computed = [self._copied(c.fill) for c in shape.computed]
+        types = ["int8"] + [_COPY_TYPES.get(c.kind, "text") for c in shape.columns]
+        values = shape.values
+        with cast(Any, cur).copy(self.q("COPY {jobs} (id, " + shape.names + ") FROM STDIN (FORMAT BINARY)")) as copy:
+            copy.set_types(types)
             write = copy.write_row
             for job_id, j in zip(ids, jobs, strict=True):
-                if j.run_at is not None:
-                    due = _pg_microseconds(j.run_at)
-                elif j.delay:
-                    due = now_us + round(j.delay * 1_000_000)
-                else:
-                    due = now_us
-                write((job_id, j.queue, j.name, j.payload, j.priority, 0, j.max_attempts, j.timeout, due, now_us))
+                write((job_id, *values(j), *(fill(j, now_us) for fill in computed)))
         self.after_insert(cur, {j.queue for j in jobs})
         return [int(i) for i in ids]
 
-    @property
-    def _single_sql(self) -> str:
-        return self.q(self.INSERT_JOBS + "(%s, %s, %s, %s, 0, %s, %s, "
-                      "COALESCE(%s::timestamptz, now() + make_interval(secs => %s)), now()) "
-                      f"RETURNING id, pg_notify('{self.channel}', queue)")
-
-    @property
-    def _bulk_sql(self) -> str:
-        return self.q("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, "
-                      "available_at, created_at) SELECT q, n, p, pr, 0, ma, t, "
-                      "COALESCE(ra, now() + make_interval(secs => d)), now() FROM unnest("
-                      "%s::text[], %s::text[], %s::text[], %s::int[], %s::int[], %s::float8[], %s::timestamptz[], "
-                      "%s::float8[]) WITH ORDINALITY AS u(q, n, p, pr, ma, t, ra, d, ord) ORDER BY ord "
-                      f"RETURNING id, pg_notify('{self.channel}', queue)")
+    @staticmethod
+    def _copied(fill: Fill | None) -> Callable[[NewJob, int], Any]:
+        """A computed column's value in a COPY row, from the job and the server's now in microseconds."""
+        if fill is Fill.ZERO:
+            return lambda j, now_us: 0
+        if fill is Fill.NOW:
+            return lambda j, now_us: now_us
+        if fill is Fill.DUE:
+            return lambda j, now_us: (_pg_microseconds(j.run_at) if j.run_at is not None
+                                      else now_us + round(j.delay * 1_000_000) if j.delay else now_us)
+        raise ValueError(f"COPY cannot fill a column with {fill!r}")
 
     def pool(self) -> Any:
         from .postgres_pool import PsycopgPool  # psycopg_pool is imported only by processes that pool
@@ -328,11 +363,11 @@ class PostgresDialect(Dialect):
             return FAIL
         return None
 
-    def highest_id_row(self, cur: Any) -> Any:
+    def highest_id(self, cur: Cursor) -> int | None:
         # The sequence's last value (NULL before its first use): no table scan, and finished jobs count.
         cur.execute("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')::regclass), 0)",
                     (self.t_jobs,))
-        return cur.fetchone()
+        return int_or_none(scalar(cur))
 
     def to_datetime(self, value: Any) -> datetime:
         # timestamptz arrives aware (in the session's time zone): comparable as is, no conversion.

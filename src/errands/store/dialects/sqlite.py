@@ -19,8 +19,10 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from ...core.columns import Kind
 from ...core.errors import ConfigurationError, StoreError
 from ...core.rows import epoch_to_datetime
+from ..driver import Cursor, scalar
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -35,6 +37,7 @@ from .base import (
     RunFn,
     Step,
     claim_order,
+    int_or_none,
 )
 
 T = TypeVar("T")
@@ -131,16 +134,23 @@ class _DataVersionListener(PollingListener):
         self.conn.close()
 
 
+COLUMN_TYPES = {Kind.ID: "INTEGER", Kind.BIGINT: "INTEGER", Kind.INT: "INTEGER", Kind.FLOAT: "REAL",
+                Kind.TIME: "REAL", Kind.QUEUE: "TEXT", Kind.OWNER: "TEXT", Kind.KEY: "TEXT", Kind.TEXT: "TEXT",
+                Kind.PAYLOAD: "TEXT"}
+"""Times are REAL seconds since 1970; text of any length."""
+
+
 class SQLiteDialect(Dialect):
     name = "sqlite"
+    column_types = COLUMN_TYPES
     placeholder = "?"
     lock_rows = ""  # BEGIN IMMEDIATE already holds the only write lock
     lock_rows_skip = ""
     auto_migrate = True
     explain_prefix = "EXPLAIN QUERY PLAN "
-    now_sql = NOW
-    plus_seconds_sql = f"({NOW} + ?)"
-    minute_sql = f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
+    now_sql: str = NOW
+    plus_seconds_sql: str = f"({NOW} + ?)"
+    minute_sql: str = f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
     backlog_age_sql = ("SELECT COALESCE(CAST({now} - MIN(available_at) AS INTEGER), 0) "
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
@@ -389,10 +399,10 @@ class SQLiteDialect(Dialect):
     def epoch_sql(self, column: str) -> str:
         return column  # stored as epoch seconds already
 
-    def highest_id_row(self, cur: Any) -> Any:
+    def highest_id(self, cur: Cursor) -> int | None:
         # AUTOINCREMENT keeps the highest id ever used in sqlite_sequence, and never reuses one.
         cur.execute("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = ?", (self.t_jobs,))
-        return cur.fetchone()
+        return int_or_none(scalar(cur))
 
     def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
         cur.execute(self.q(

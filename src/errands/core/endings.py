@@ -1,0 +1,244 @@
+"""How an attempt ends: described once, decided in one place, announced to the hooks in one place.
+
+Every path that ends an attempt goes through here: the worker settling what its runs came to, the
+supervisor settling the jobs of a process it killed (hard timeout) or lost, lease recovery of the
+jobs of a worker that died, and an operator's recovery.  Each describes the end as a
+:class:`RunOutcome` (what happened, before any policy), :func:`decide` turns it into one
+:class:`Settlement` from the job's :class:`~errands.core.retry.JobPolicy` (completed, retry at,
+snoozed, buried, cancelled), the store's endings part applies it (``store.endings``), and
+:func:`announce` calls the ``on_retry`` / ``on_dead`` hooks for the endings that committed, in the
+process that decided them.  So a hook that alerts on dead jobs hears of every dead job, whichever
+path buried it.
+
+Nothing here does I/O: the decision is a pure function of the run, the job's policy and the
+attempts counted at claim time.
+"""
+
+from __future__ import annotations
+
+import enum
+import traceback as tb
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from .context import context_of
+from .errors import BadPayload
+from .hooks import call_on_dead, call_on_retry, chain_of
+from .host import AppHost
+from .payload import encode_result, safe_text
+from .retry import JobPolicy, retry_delay
+from .rows import FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+
+
+class Result(str, enum.Enum):
+    """What an attempt came to, as the path that saw it end says (before any policy)."""
+
+    OK = "ok"
+    ERROR = "error"
+    """The handler raised (or its process died, or it overran its timeout): retry if the policy and
+    the attempts allow."""
+    FATAL = "fatal"
+    """The job can never run (unknown name, undecodable payload, ``Discard``): bury at once."""
+    CANCELLED = "cancelled"
+    """It stopped because its cancellation was requested: record it, never retry."""
+    SNOOZED = "snoozed"
+    """The handler raised ``Snooze``: run it again later without spending an attempt."""
+    LOST = "lost"
+    """Its worker stopped heart-beating and the lease expired: back at once while attempts are left."""
+
+
+class RunOutcome(NamedTuple):
+    """One attempt's end as the worker (or the supervisor, or recovery) describes it."""
+
+    row: ClaimedJob
+    result: Result
+    duration: float
+    error_type: str = ""
+    error_message: str = ""
+    exc: BaseException | None = None
+    value: Any = None
+    """The handler's return value (OK runs)."""
+    retry_delay: float | None = None
+    """Seconds the handler asked to wait before the next attempt (``raise Retry(delay)``) or run
+    (``raise Snooze(seconds)``)."""
+    dead_message: str | None = None
+    """The message to keep if the attempt sends the job to the dead letter (None: ``error_message``)."""
+
+    @property
+    def error_text(self) -> str:
+        return f"{self.error_type}: {self.error_message}"
+
+
+# ---------------------------------------------------------------------------------- settlements
+class Completed(NamedTuple):
+    """A successful run: its row is deleted; a kept result, a batch, dependants are recorded with it."""
+
+    job_id: int
+    flags: int
+    batch_id: int | None
+    result: str | None
+    """The return value as JSON (when ``FLAG_RESULT``)."""
+    result_ttl: float
+    unstorable: str | None = None
+    """Why the return value could not be kept (it is kept as null), for the worker's log."""
+
+
+class RetryAt(NamedTuple):
+    """A failed attempt with attempts left: back in line after ``delay`` seconds of database time."""
+
+    job_id: int
+    attempt: int
+    delay: float
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+
+
+class Snoozed(NamedTuple):
+    """``raise Snooze``: back in line after ``delay`` seconds with its attempt given back."""
+
+    job_id: int
+    delay: float
+
+
+class Buried(NamedTuple):
+    """To the dead letter, with the error kept (and the traceback, when the job keeps them)."""
+
+    job_id: int
+    attempt: int
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+
+
+class Cancelled(NamedTuple):
+    """Stopped by a cancellation request: recorded with the results for ``record_ttl`` seconds."""
+
+    job_id: int
+    message: str
+    record_ttl: float
+
+
+Settlement = Completed | RetryAt | Snoozed | Buried | Cancelled
+
+
+Ended = tuple[ClaimedJob, Settlement]
+"""An ending that committed, with the job's facts (for the hooks and the log)."""
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What one pass of stale-lease recovery did."""
+
+    released: list[int]
+    """Jobs back in line (their worker died; attempts were left)."""
+    buried: list[int]
+    """Jobs moved to the dead letter (their last attempt's worker died)."""
+    ended: list[Ended] = field(default_factory=list)
+    """Each ending, for :func:`announce` (the process that recovered calls the hooks)."""
+
+
+class PolicyLookup(Protocol):
+    """Where a job's policy comes from (the app: its registry, with the app's defaults)."""
+
+    def policy_of(self, name: str) -> JobPolicy:
+        """The policy of the job called ``name``; an unknown name gets the app's fallback."""
+
+
+# ---------------------------------------------------------------------------------- the decision
+def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
+    """The one decision of how an attempt ends.
+
+    ``outcome.row`` carries the attempts counted at claim time and the snoozes so far, so this is
+    a pure function; the store applies what it returns, conditional on the run still being its
+    worker's."""
+    row, result = outcome.row, outcome.result
+    if result is Result.OK:
+        return _completed(row, outcome.value, policy)
+    if result is Result.CANCELLED:
+        return Cancelled(row.id, outcome.error_message, policy.record_ttl)
+    if result is Result.SNOOZED:
+        return _snoozed(outcome, policy)
+    delay = retry_delay(row.attempts, row.max_attempts, None if result is Result.LOST else policy.backoff,
+                         retryable=result is not Result.FATAL, requested_delay=outcome.retry_delay,
+                         error=outcome.exc, policy=policy.retry)
+    trace = _traceback(outcome.exc) if policy.keep_traceback else None
+    if delay is not None:
+        return RetryAt(row.id, row.attempts, delay, outcome.error_type, outcome.error_message, trace)
+    return Buried(row.id, row.attempts, outcome.error_type, outcome.dead_message or outcome.error_message, trace)
+
+
+def _completed(row: ClaimedJob, value: Any, policy: JobPolicy) -> Completed | Buried:
+    """A success; a workflow step whose return value JSON cannot hold goes to the dead letter (the
+    steps after it would otherwise receive null in its place, silently)."""
+    if not row.flags & (FLAG_RESULT | FLAG_WORKFLOW):
+        return Completed(row.id, row.flags, row.batch_id, None, policy.result_ttl)
+    try:
+        result = encode_result(value)
+    except (TypeError, ValueError) as exc:
+        if row.flags & FLAG_WORKFLOW:
+            return Buried(row.id, row.attempts, "errands.ResultNotJSON", safe_text(
+                "a workflow step must return what errands can store (JSON values, datetime, date, UUID, "
+                f"Decimal): {exc}", 500))
+        return Completed(row.id, row.flags, row.batch_id, None, policy.result_ttl, safe_text(exc, 300))
+    return Completed(row.id, row.flags, row.batch_id, result if row.flags & FLAG_RESULT else None,
+                     policy.result_ttl)
+
+
+def _snoozed(outcome: RunOutcome, policy: JobPolicy) -> Snoozed | Buried:
+    """Back in line after the asked seconds, unless the job has snoozed as often as its policy allows."""
+    row = outcome.row
+    delay = retry_delay(row.attempts, row.max_attempts, None, error=outcome.exc, policy=policy.retry,
+                         snoozes=row.snoozes)
+    if delay is not None:
+        return Snoozed(row.id, delay)
+    return Buried(row.id, row.attempts, "errands.SnoozeLimit",
+                  f"the job snoozed {policy.retry.max_snoozes} times, the most it may (max_snoozes), and asked "
+                  f"to snooze again: {outcome.error_message}")
+
+
+def _traceback(exc: BaseException | None) -> str | None:
+    """The failure's traceback (the store trims it); None when there is none to format."""
+    if exc is None:
+        return None
+    try:
+        return "".join(tb.format_exception(exc))
+    except Exception:  # an exception that cannot be formatted keeps its type and message only
+        return None
+
+
+# ---------------------------------------------------------------------------------- the hooks
+class HookHost(AppHost, Protocol):
+    """What announcing an ending reads of the app (``Errands`` is one)."""
+
+    @property
+    def registry(self) -> Mapping[str, Any]:
+        """Job definitions by name (their own hooks, and how they decode arguments)."""
+
+
+def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
+    """Call the ``on_retry`` or ``on_dead`` hooks of an ending that committed (app hooks and the job's).
+
+    Runs in the process that decided the ending: a worker for its own runs, the supervisor for the
+    jobs of a process it killed or lost, whichever process recovered an expired lease (any worker's
+    heartbeat thread, ``errands recover``, the dashboard's Recover button).  A hook's failure is
+    logged, never raised."""
+    if not isinstance(settlement, (RetryAt, Buried)):
+        return
+    definition = app.registry.get(row.name) if type(row.name) is str else None
+    chain = chain_of(app.hooks, definition.behaviour.hooks if definition is not None else None)
+    if not chain:
+        return
+    arguments = None
+    if definition is not None:
+        try:
+            arguments = definition.decode(row.payload)
+        except BadPayload:
+            arguments = ([], {})
+    retry_in = settlement.delay if isinstance(settlement, RetryAt) else None
+    record = FailedJob.of(row, settlement.error_type, settlement.error_message, retry_in, arguments)
+    if isinstance(settlement, RetryAt):
+        call_on_retry(chain, context_of(row, app), record)
+    else:
+        call_on_dead(chain, context_of(row, app), record)
