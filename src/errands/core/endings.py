@@ -213,6 +213,10 @@ class HookHost(AppHost, Protocol):
     """What announcing an ending reads of the app (``Errands`` is one)."""
 
     @property
+    def hooks(self) -> Any:
+        """The app's :class:`~errands.core.hooks.Hooks` (read only here)."""
+
+    @property
     def registry(self) -> Mapping[str, Any]:
         """Job definitions by name (their own hooks, and how they decode arguments)."""
 
