@@ -15,6 +15,7 @@ import psycopg
 
 from ..core.config import mask_url
 from ..store.dialects.postgres import PostgresDialect, driver_url
+from ..store.driver import scalar
 from ..worker.settings import SLEEP
 from .commands import command
 from .model import Check, Status
@@ -166,10 +167,10 @@ def _probe(dialect: PostgresDialect) -> dict[str, Any]:
     """
     first, second = dialect.connect(), dialect.connect()
     try:
-        before = first.execute("SELECT pg_backend_pid()").fetchone()[0]
+        before = scalar(first.execute("SELECT pg_backend_pid()"))
         second.execute("BEGIN")
-        other = second.execute("SELECT pg_backend_pid()").fetchone()[0]
-        after = first.execute("SELECT pg_backend_pid()").fetchone()[0]
+        other = scalar(second.execute("SELECT pg_backend_pid()"))
+        after = scalar(first.execute("SELECT pg_backend_pid()"))
         second.execute("COMMIT")
         behind = first.info.backend_pid != before or second.info.backend_pid != other
         return {"pooler_seen": behind, "transaction_pooling_seen": other == before or after != before}

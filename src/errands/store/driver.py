@@ -10,7 +10,7 @@ which the one decoder in :mod:`errands.core.rows` reads from the declared column
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 Row = dict[str, Any]
 """One row, by column name (the name or ``AS`` alias in the select list)."""
@@ -25,10 +25,6 @@ class Cursor(Protocol):
 
     @property
     def rowcount(self) -> int: ...
-
-    @property
-    def lastrowid(self) -> Any:
-        """The id the last single-row INSERT generated (driver-specific: int or None)."""
 
     def execute(self, sql: str, params: Any = ..., /) -> Any: ...
 
@@ -70,6 +66,12 @@ def fetch_row(cur: Cursor) -> Row | None:
     """The next row of the last result by column name, or None."""
     values = cur.fetchone()
     return None if values is None else dict(zip(column_names(cur), values, strict=True))
+
+
+def last_row_id(cur: Cursor) -> int:
+    """The id the last single-row INSERT on ``cur`` generated: ``lastrowid`` of sqlite3 and PyMySQL
+    (this connection's own, so exact); psycopg has none, and PostgreSQL inserts say ``RETURNING id``."""
+    return int(cast(Any, cur).lastrowid)
 
 
 def scalar(cur: Cursor) -> Any:

@@ -36,18 +36,21 @@ from ..core.rows import (
     NewJob,
     QueueLimits,
     ResultRow,
+    ToDatetime,
     as_int,
 )
 from .database import Database
+from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
 from .steps import RESULT_COLUMNS, Steps, job_spec
 
 BATCH_COLUMNS = "id, kind, total, done, failed, created_at, completed_at, failure_fired_at, name, policy"
 
 
-def batch_row(t: Any, r: Sequence[Any]) -> BatchRow:
-    """A row of ``BATCH_COLUMNS``; ``t`` reads the dialect's times."""
-    return BatchRow(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]), t(r[5]),
-                    None if r[6] is None else t(r[6]), None if r[7] is None else t(r[7]), r[8], r[9])
+def batch_row(t: ToDatetime, r: Row) -> BatchRow:
+    """A row of ``BATCH_COLUMNS`` read by name; ``t`` reads the dialect's times."""
+    return BatchRow(int(r["id"]), r["kind"], int(r["total"]), int(r["done"]), int(r["failed"]), t(r["created_at"]),
+                    None if r["completed_at"] is None else t(r["completed_at"]),
+                    None if r["failure_fired_at"] is None else t(r["failure_fired_at"]), r["name"], r["policy"])
 
 
 CONCURRENCY_RETRY = 2.0
@@ -75,14 +78,14 @@ class FeatureStore:
         worker that finishes the dependency unblocks them at once), and forget dependencies
         of jobs that are gone (a blocked job that was cancelled)."""
 
-        def sweep(cur: Any) -> int:
+        def sweep(cur: Cursor) -> int:
             cur.execute(self.d.q(
                 "SELECT d.parent_id FROM {dependencies} d WHERE "
                 "NOT EXISTS (SELECT 1 FROM {jobs} p WHERE p.id = d.parent_id) "
                 "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = d.parent_id) "
                 "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = d.parent_id AND r.state = 'cancelled') "
                 "LIMIT {p}"), (int(limit),))
-            parents = sorted({int(r[0]) for r in cur.fetchall()})
+            parents = sorted({int(r["parent_id"]) for r in fetch_rows(cur)})
             released = self.steps.unblock(cur, parents) if parents else 0
             cur.execute(self.d.q("DELETE FROM {dependencies} WHERE NOT EXISTS "
                                "(SELECT 1 FROM {jobs} c WHERE c.id = {dependencies}.child_id)"))
@@ -91,21 +94,22 @@ class FeatureStore:
         return self.db.run(sweep, write=True)
 
     def get_result(self, job_id: int) -> ResultRow | None:
-        def read(cur: Any) -> ResultRow | None:
+        def read(cur: Cursor) -> ResultRow | None:
             cur.execute(self.d.q("SELECT " + RESULT_COLUMNS + " FROM {results} WHERE id = {p}"), (job_id,))
-            r = cur.fetchone()
+            r = fetch_row(cur)
             if r is None:
                 return None
             t = self.d.to_datetime
             value, undecodable = None, False
-            if r[4] is not None:
+            if r["result"] is not None:
                 try:
-                    value = decode_result(r[4])
+                    value = decode_result(r["result"])
                 except BadPayload:
-                    value, undecodable = for_display(r[4]), True
-            state = JobState.CANCELLED if r[3] == JobState.CANCELLED.value else JobState.SUCCEEDED
-            return ResultRow(as_int(r[0]), r[1], r[2], state, value, as_int(r[5]),
-                             None if r[6] is None else as_int(r[6]), t(r[7]), t(r[8]), r[9], undecodable, r[10])
+                    value, undecodable = for_display(r["result"]), True
+            state = JobState.CANCELLED if r["state"] == JobState.CANCELLED.value else JobState.SUCCEEDED
+            return ResultRow(as_int(r["id"]), r["queue"], r["name"], state, value, as_int(r["attempts"]),
+                             None if r["batch_id"] is None else as_int(r["batch_id"]), t(r["finished_at"]),
+                             t(r["expires_at"]), r["message"], undecodable, r["label"])
 
         return self.db.run(read)
 
@@ -121,7 +125,7 @@ class FeatureStore:
         ``pass_results``: ``on_complete`` receives the members' results (kept until the batch
         ends); ``failure_record``: ``on_failure`` receives the failed member's record."""
 
-        def create(cur: Any) -> tuple[int, list[int]]:
+        def create(cur: Cursor) -> tuple[int, list[int]]:
             sql = self.d.q("INSERT INTO {batches} (kind, total, done, failed, on_complete, on_failure, created_at, "
                            "name, policy, result_ttl) VALUES ({p}, {p}, 0, 0, {p}, {p}, {now}, {p}, {p}, {p})")
             params = (kind, len(jobs),
@@ -141,13 +145,10 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ batches (counted in steps)
     def get_batch(self, batch_id: int) -> BatchRow | None:
-        def read(cur: Any) -> BatchRow | None:
+        def read(cur: Cursor) -> BatchRow | None:
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (batch_id,))
-            r = cur.fetchone()
-            if r is None:
-                return None
-            t = self.d.to_datetime
-            return batch_row(t, r)
+            r = fetch_row(cur)
+            return None if r is None else batch_row(self.d.to_datetime, r)
 
         return self.db.run(read)
 
@@ -160,19 +161,19 @@ class FeatureStore:
         ``waiting_only``: leave a running job alone ("running"), decided under the row lock, so
         a job a worker claimed a moment ago is not cancelled behind the caller's back."""
 
-        def cancel(cur: Any) -> str:
+        def cancel(cur: Cursor) -> str:
             cur.execute(self.d.q("SELECT reserved_by, queue, name, attempts, flags, batch_id, label FROM {jobs} "
                                "WHERE id = {p}") + self.d.lock_rows, (job_id,))
-            row = cur.fetchone()
+            row = fetch_row(cur)
             if row is None:
                 return "gone"
-            if row[0] is not None:
+            if row["reserved_by"] is not None:
                 if waiting_only:
                     return "running"
                 cur.execute(self.d.q("UPDATE {jobs} SET cancel_requested_at = {now} WHERE id = {p}"), (job_id,))
                 return "requested"
-            self.steps.end_cancelled(cur, job_id, row[1], row[2], int(row[3]), int(row[4]), row[5], record_ttl,
-                                     message, row[6])
+            self.steps.end_cancelled(cur, job_id, row["queue"], row["name"], as_int(row["attempts"]),
+                                     as_int(row["flags"]), row["batch_id"], record_ttl, message, row["label"])
             return "cancelled"
 
         return self.db.run(cancel, write=True)
@@ -180,24 +181,24 @@ class FeatureStore:
     def cancel_requests(self, owner: str) -> list[int]:
         """Ids of ``owner``'s jobs whose cancellation was requested."""
 
-        def read(cur: Any) -> list[int]:
+        def read(cur: Cursor) -> list[int]:
             cur.execute(self.d.q("SELECT id FROM {jobs} WHERE reserved_by = {p} AND cancel_requested_at IS NOT NULL"),
                         (owner,))
-            return [int(r[0]) for r in cur.fetchall()]
+            return [int(r["id"]) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
     def cancel_requested(self, job_id: int) -> bool:
-        def read(cur: Any) -> bool:
+        def read(cur: Cursor) -> bool:
             cur.execute(self.d.q("SELECT cancel_requested_at FROM {jobs} WHERE id = {p}"), (job_id,))
-            row = cur.fetchone()
-            return row is not None and row[0] is not None
+            row = fetch_row(cur)
+            return row is not None and row["cancel_requested_at"] is not None
 
         return self.db.run(read)
 
     # ------------------------------------------------------------------ progress
     def set_progress(self, owner: str, job_id: int, fraction: float, message: str | None) -> bool:
-        def update(cur: Any) -> bool:
+        def update(cur: Cursor) -> bool:
             cur.execute(self.d.q("UPDATE {jobs} SET progress = {p}, progress_message = {p} WHERE id = {p} "
                                "AND reserved_by = {p}"),
                         (float(fraction), None if message is None else message[:255], job_id, owner))
@@ -225,17 +226,19 @@ class FeatureStore:
     def queue_limits(self) -> dict[str, QueueLimits]:
         """Every queue's stored limits (a small table: one row per limited queue)."""
 
-        def read(cur: Any) -> dict[str, QueueLimits]:
+        def read(cur: Cursor) -> dict[str, QueueLimits]:
             cur.execute(self.d.q("SELECT name, concurrency, rate_count, rate_period FROM {queue_limits} ORDER BY name"))
-            return {r[0]: QueueLimits(None if r[1] is None else int(r[1]), None if r[2] is None else int(r[2]),
-                                      None if r[3] is None else float(r[3])) for r in cur.fetchall()}
+            return {r["name"]: QueueLimits(None if r["concurrency"] is None else int(r["concurrency"]),
+                                           None if r["rate_count"] is None else int(r["rate_count"]),
+                                           None if r["rate_period"] is None else float(r["rate_period"]))
+                    for r in fetch_rows(cur)}
 
         return self.db.run(read)
 
     def paused_queues(self) -> list[str]:
-        def read(cur: Any) -> list[str]:
+        def read(cur: Cursor) -> list[str]:
             cur.execute(self.d.q("SELECT name FROM {queues} WHERE paused = 1 ORDER BY name"))
-            return [r[0] for r in cur.fetchall()]
+            return [r["name"] for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -248,7 +251,7 @@ class FeatureStore:
         enqueued job's id, or None.
         """
 
-        def claim(cur: Any) -> int | None:
+        def claim(cur: Cursor) -> int | None:
             stored = self.d.from_datetime(slot)
             cur.execute(self.d.q(self.d.insert_ignore("{periodic}", "name, last_slot, updated_at")),
                         (name, stored, stored))
@@ -261,9 +264,10 @@ class FeatureStore:
         return self.db.run(claim, write=True)
 
     def periodic_slots(self) -> dict[str, datetime | None]:
-        def read(cur: Any) -> dict[str, datetime | None]:
+        def read(cur: Cursor) -> dict[str, datetime | None]:
             cur.execute(self.d.q("SELECT name, last_slot FROM {periodic} ORDER BY name"))
-            return {r[0]: None if r[1] is None else self.d.to_datetime(r[1]) for r in cur.fetchall()}
+            return {r["name"]: None if r["last_slot"] is None else self.d.to_datetime(r["last_slot"])
+                    for r in fetch_rows(cur)}
 
         return self.db.run(read)
 
@@ -299,7 +303,7 @@ class FeatureStore:
         if not runs:
             return Admitted([], {})
 
-        def decide(cur: Any) -> Admitted:
+        def decide(cur: Cursor) -> Admitted:
             names = sorted({(lim.kind, lim.name) for _, limits in runs for lim in limits})
             for kind, name in names:
                 self.steps.lock_name(cur, f"{kind}:{name}")
@@ -326,7 +330,7 @@ class FeatureStore:
         if not freed:
             return 0
 
-        def wake(cur: Any) -> int:
+        def wake(cur: Cursor) -> int:
             woken = 0
             for name in sorted(freed):
                 self.steps.lock_name(cur, f"concurrency:{name}")
@@ -334,7 +338,7 @@ class FeatureStore:
                                      "WHERE g.name = {p} AND j.reserved_by IS NULL AND j.admitted_at IS NULL "
                                      "AND j.available_at > {now} ORDER BY j.priority DESC, j.id LIMIT {p}"),
                             (name, int(freed[name])))
-                ids = [int(r[0]) for r in cur.fetchall()]
+                ids = [int(r["id"]) for r in fetch_rows(cur)]
                 if ids:
                     cur.execute(self.d.q("UPDATE {jobs} SET available_at = {now} WHERE reserved_by IS NULL "
                                          "AND id IN (") + self.d.marks(ids) + ")", ids)
@@ -343,7 +347,7 @@ class FeatureStore:
 
         return self.db.run(wake, write=True)
 
-    def _admit_concurrency(self, cur: Any, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
+    def _admit_concurrency(self, cur: Cursor, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
                            ours: list[int], refused: dict[int, float],
                            retry: float) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         """Grant each concurrency group what is free of it; return the (job, group) pairs granted
@@ -366,7 +370,7 @@ class FeatureStore:
                                      "WHERE g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
                                      "AND j.admitted_at >= j.reserved_at AND j.id NOT IN (")
                             + self.d.marks(ours) + ")", [name, *ours])
-            free = limit - int(cur.fetchone()[0])
+            free = limit - as_int(scalar(cur))
             for job_id, _ in members:
                 if job_id in refused:
                     continue
@@ -381,7 +385,7 @@ class FeatureStore:
                     waiting.append((job_id, name))
         return grouped, waiting
 
-    def _admit_rates(self, cur: Any, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
+    def _admit_rates(self, cur: Cursor, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
                      refused: dict[int, float], ahead: float = 0.0) -> dict[int, float]:
         """Record a start for each run a rate limit allows; refuse the others until the window moves.
 
@@ -397,14 +401,14 @@ class FeatureStore:
         if rated:
             cur.execute(self.d.q("SELECT id, cost FROM {jobs} WHERE cost IS NOT NULL AND id IN (")
                         + self.d.marks(rated) + ")", rated)
-            costs = {int(r[0]): max(1, as_int(r[1], 1)) for r in cur.fetchall()}
+            costs = {int(r["id"]): max(1, as_int(r["cost"], 1)) for r in fetch_rows(cur)}
         for (kind, name), members in sorted(by_limit.items()):
             if kind != "rate":
                 continue
             lim = members[0][1]
             cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)) FROM {rate_starts} WHERE name = {p} "
                                  "AND started_at > {now_plus}"), (name, -float(lim.period)))
-            free = lim.limit - as_int(cur.fetchone()[0] or 0)
+            free = lim.limit - as_int(scalar(cur) or 0)
             late: list[tuple[int, int]] = []
             """Refused here, in claim order, with their costs."""
             for job_id, _ in members:
@@ -437,22 +441,22 @@ class FeatureStore:
                         refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
         return {job_id: wait for job_id, wait in later.items() if job_id not in refused}
 
-    def _rate_waits(self, cur: Any, name: str, lim: Limit, free: int, costs: list[int]) -> list[float]:
+    def _rate_waits(self, cur: Cursor, name: str, lim: Limit, free: int, costs: list[int]) -> list[float]:
         """Seconds until each late run (in claim order, with its cost) fits in the window, if
         the ones before it start when they fit: the k-th unit needed beyond ``free`` frees up when
         the window's k-th oldest unit leaves it.  A run needing more than the window holds waits
         a window more than the run that needs ``limit`` units less."""
         need = sum(costs) - free
-        cur.execute(self.d.q("SELECT started_at, COALESCE(units, 1) FROM {rate_starts} WHERE name = {p} "
+        cur.execute(self.d.q("SELECT started_at, COALESCE(units, 1) AS units FROM {rate_starts} WHERE name = {p} "
                              "AND started_at > {now_plus} ORDER BY started_at LIMIT {p}"),
                     (name, -float(lim.period), max(1, min(need, lim.limit))))
-        rows = cur.fetchall()
+        rows = fetch_rows(cur)
         now = self.db.now_in(cur)
         leaves: list[float] = []
         """When each unit of the window leaves it (seconds from now), oldest first."""
-        for started, units in rows:
-            left = (self.d.to_datetime(started) - now).total_seconds() + lim.period
-            leaves.extend([left] * max(1, as_int(units, 1)))
+        for r in rows:
+            left = (self.d.to_datetime(r["started_at"]) - now).total_seconds() + lim.period
+            leaves.extend([left] * max(1, as_int(r["units"], 1)))
 
         def due(units: int) -> float:
             if units <= 0:
@@ -467,7 +471,7 @@ class FeatureStore:
             out.append(due(needed))
         return out
 
-    def _record_admission(self, cur: Any, owner: str, ours: list[int], grouped: list[tuple[int, str]],
+    def _record_admission(self, cur: Cursor, owner: str, ours: list[int], grouped: list[tuple[int, str]],
                           waiting: list[tuple[int, str]], refused: dict[int, float]) -> Admitted:
         """Mark the admitted runs (and their groups); give the refused ones back, due after their
         wait, with ``admitted_at`` cleared: that, and their group's row, is how the end of a run of
@@ -499,7 +503,7 @@ class FeatureStore:
         """Forget expired results, old rate-limit starts, finished batches and (when
         ``failed_ttl`` is set) dead-letter entries older than that many seconds."""
 
-        def delete(cur: Any) -> dict[str, int]:
+        def delete(cur: Cursor) -> dict[str, int]:
             out = {}
             cur.execute(self.d.q("DELETE FROM {results} WHERE expires_at < {now}"))
             out["results"] = int(cur.rowcount)

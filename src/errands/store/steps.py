@@ -30,7 +30,7 @@ from ..core.rows import (
 )
 from ..core.settings import DEFAULTS
 from .dialects.base import Dialect
-from .driver import Cursor, fetch_rows
+from .driver import Cursor, fetch_row, fetch_rows, scalar
 
 _DEAD = names(DEAD)
 
@@ -211,15 +211,16 @@ class Steps:
         """
         key, period = j.unique_key, j.unique_for
         for _ in range(10):
-            cur.execute(self.d.q("SELECT job_id, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END "
+            cur.execute(self.d.q("SELECT job_id, CASE WHEN expires_at > {now} THEN 1 ELSE 0 END AS held "
                                  "FROM {unique_keys} WHERE name = {p}") + self.d.lock_rows, (key,))
-            row = cur.fetchone()
+            row = fetch_row(cur)
             if row is not None:
-                if row[1] == 1:  # the holder ended within its unique period
-                    return int(row[0])
-                cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id = {p}"), (row[0],))
+                holder = int(row["job_id"])
+                if row["held"] == 1:  # the holder ended within its unique period
+                    return holder
+                cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id = {p}"), (holder,))
                 if cur.fetchone() is not None:
-                    return int(row[0])
+                    return holder
                 [job_id] = self.d.insert_jobs(cur, [j])
                 cur.execute(self.d.q("UPDATE {unique_keys} SET job_id = {p}, period = {p}, expires_at = NULL "
                                      "WHERE name = {p}"), (job_id, period, key))
@@ -252,14 +253,14 @@ class Steps:
         # a row whose flags were already set (a second dependant of the same job) as unchanged.
         for table in ("{jobs}", "{failed}"):
             cur.execute(self.d.q(f"SELECT flags FROM {table} WHERE id = {{p}}") + self.d.lock_rows, (parent,))
-            row = cur.fetchone()
+            row = fetch_row(cur)
             if row is not None:
-                if int(row[0] or 0) & mark != mark:
+                if as_int(row["flags"]) & mark != mark:
                     cur.execute(self.d.q(f"UPDATE {table} SET flags = flags | {{p}} WHERE id = {{p}}"), (mark, parent))
                 return True
         cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
-        row = cur.fetchone()
-        return bool(row and row[0] == JobState.CANCELLED.value)
+        row = fetch_row(cur)
+        return row is not None and row["state"] == JobState.CANCELLED.value
 
     def unblock(self, cur: Cursor, parents: Sequence[int]) -> int:
         """Count ``parents`` (which have just succeeded) off the jobs that wait for them, and
@@ -272,7 +273,7 @@ class Steps:
         """
         marks = self.d.marks(parents)
         cur.execute(self.d.q("SELECT child_id FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
-        counts = Counter(int(r[0]) for r in cur.fetchall())
+        counts = Counter(int(r["child_id"]) for r in fetch_rows(cur))
         cur.execute(self.d.q("DELETE FROM {dependencies} WHERE parent_id IN (") + marks + ")", list(parents))
         if not counts:
             return 0
@@ -286,13 +287,13 @@ class Steps:
         children = sorted(counts)
         cur.execute(self.d.q("SELECT id, flags FROM {jobs} WHERE blocked_by IS NULL AND id IN (")
                     + self.d.marks(children) + ")", children)
-        released = cur.fetchall()
+        released = fetch_rows(cur)
         if not released:
             return 0
-        needing = [int(r[0]) for r in released if int(r[1] or 0) & FLAG_INPUTS]
+        needing = [int(r["id"]) for r in released if as_int(r["flags"]) & FLAG_INPUTS]
         if needing:
             self.fill_inputs(cur, needing)
-        self.d.after_unblock(cur, [int(r[0]) for r in released])
+        self.d.after_unblock(cur, [int(r["id"]) for r in released])
         return len(released)
 
     def fill_inputs(self, cur: Cursor, job_ids: Sequence[int]) -> None:
@@ -302,17 +303,17 @@ class Steps:
         dead letter, or its record expired) goes to the dead letter saying which."""
         cur.execute(self.d.q("SELECT job_id, inputs FROM {steps} WHERE inputs IS NOT NULL AND job_id IN (")
                     + self.d.marks(job_ids) + ")", list(job_ids))
-        specs = {int(job_id): json.loads(inputs) for job_id, inputs in cur.fetchall()}
+        specs = {int(r["job_id"]): json.loads(r["inputs"]) for r in fetch_rows(cur)}
         refs = sorted({r for spec in specs.values() for r in _refs(spec)})
         values: dict[int, Any] = {}
         for start in range(0, len(refs), 500):
             chunk = refs[start:start + 500]
             cur.execute(self.d.q("SELECT id, state, result FROM {results} WHERE id IN (") + self.d.marks(chunk) + ")",
                         chunk)
-            for ref, state, result in cur.fetchall():
-                if state == JobState.SUCCEEDED.value:
+            for r in fetch_rows(cur):
+                if r["state"] == JobState.SUCCEEDED.value:
                     try:
-                        values[int(ref)] = None if result is None else decode_result(result)
+                        values[int(r["id"])] = None if r["result"] is None else decode_result(r["result"])
                     except BadPayload:
                         pass
         payloads: dict[int, Any] = {}
@@ -320,7 +321,7 @@ class Steps:
         for start in range(0, len(ids), 500):  # one read per 500 released steps, not one per step
             chunk = ids[start:start + 500]
             cur.execute(self.d.q("SELECT id, payload FROM {jobs} WHERE id IN (") + self.d.marks(chunk) + ")", chunk)
-            payloads.update((int(job_id), payload) for job_id, payload in cur.fetchall())
+            payloads.update((int(r["id"]), r["payload"]) for r in fetch_rows(cur))
         filled: list[tuple[str, int]] = []
         for job_id, spec in sorted(specs.items()):
             if job_id not in payloads:
@@ -373,35 +374,36 @@ class Steps:
         """Under a workflow's "cancel" policy, cancel every step that waits, directly or not, for
         the ``failed`` steps (under "block", the default, they stay blocked: visible, retryable)."""
         cur.execute(self.d.q("SELECT policy, result_ttl FROM {batches} WHERE id = {p}"), (batch_id,))
-        row = cur.fetchone()
-        if row is None or row[0] != "cancel":
+        row = fetch_row(cur)
+        if row is None or row["policy"] != "cancel":
             return 0
-        ttl = float(row[1] or 0) or DEFAULTS["result_ttl"]  # a batch stored before result_ttl was kept
+        ttl = float(row["result_ttl"] or 0) or DEFAULTS["result_ttl"]  # a batch stored before result_ttl was kept
         cancelled = 0
         frontier = list(failed)
         while frontier:
             cur.execute(self.d.q("SELECT DISTINCT child_id FROM {dependencies} WHERE parent_id IN (")
                         + self.d.marks(frontier) + ")", frontier)
-            children = sorted(int(r[0]) for r in cur.fetchall())
+            children = sorted(int(r["child_id"]) for r in fetch_rows(cur))
             if not children:
                 break
             cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id, label FROM {jobs} "
                                  "WHERE reserved_by IS NULL AND id IN (") + self.d.marks(children) + ")"
                         + self.d.lock_rows, children)
-            rows = cur.fetchall()
+            rows = fetch_rows(cur)
             cur.execute(self.d.q("DELETE FROM {dependencies} WHERE child_id IN (") + self.d.marks(children) + ")",
                         children)
-            for job_id, queue, name, attempts, flags, member_of, label in rows:
+            for r in rows:
                 # Recorded without recursion here: the loop walks the graph level by level.
-                self.record_result(cur, int(job_id), queue, name, JobState.CANCELLED, None, int(attempts),
-                                   member_of, ttl, "cancelled: a step it waits for failed", label, flags=int(flags))
+                job_id, flags, member_of = int(r["id"]), as_int(r["flags"]), r["batch_id"]
+                self.record_result(cur, job_id, r["queue"], r["name"], JobState.CANCELLED, None, as_int(r["attempts"]),
+                                   member_of, ttl, "cancelled: a step it waits for failed", r["label"], flags=flags)
                 cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))
-                if int(flags) & FLAG_UNIQUE_PERIOD:
-                    self.stamp_unique_expiry(cur, [int(job_id)])
-                if int(flags) & FLAG_BATCH and member_of is not None:
+                if flags & FLAG_UNIQUE_PERIOD:
+                    self.stamp_unique_expiry(cur, [job_id])
+                if flags & FLAG_BATCH and member_of is not None:
                     self.count_in_batch(cur, int(member_of), done=0, failed=1)
                 cancelled += 1
-            frontier = [int(r[0]) for r in rows]
+            frontier = [int(r["id"]) for r in rows]
         return cancelled
 
     def count_in_batch(self, cur: Cursor, batch_id: int, *, done: int, failed: int,
@@ -416,12 +418,12 @@ class Steps:
                     (done, failed, batch_id))
         cur.execute(self.d.q("SELECT total, done, failed, on_complete, on_failure, completed_at, failure_fired_at, "
                            "result_ttl FROM {batches} WHERE id = {p}"), (batch_id,))
-        row = cur.fetchone()
+        row = fetch_row(cur)
         if row is None:
             return
-        total, n_done, n_failed, on_complete, on_failure, completed_at, fired_at, result_ttl = row
+        on_complete, on_failure, result_ttl = row["on_complete"], row["on_failure"], row["result_ttl"]
         callbacks: list[NewJob] = []
-        if n_failed and fired_at is None:
+        if row["failed"] and row["failure_fired_at"] is None:
             cur.execute(self.d.q("UPDATE {batches} SET failure_fired_at = {now} WHERE id = {p} "
                                "AND failure_fired_at IS NULL"), (batch_id,))
             if cur.rowcount == 1 and on_failure:
@@ -430,7 +432,7 @@ class Steps:
                     job = job._replace(payload=with_inputs(job.payload, keywords={
                         "failure": self.failure_record(cur, failed_job)}))
                 callbacks.append(job)
-        if n_done + n_failed >= total and completed_at is None:
+        if row["done"] + row["failed"] >= row["total"] and row["completed_at"] is None:
             cur.execute(self.d.q("UPDATE {batches} SET completed_at = {now} WHERE id = {p} AND completed_at IS NULL"),
                         (batch_id,))
             if cur.rowcount == 1:
@@ -453,11 +455,11 @@ class Steps:
         cur.execute(self.d.q("SELECT s.job_id, r.state, r.result FROM {steps} s LEFT JOIN {results} r "
                              "ON r.id = s.job_id WHERE s.batch_id = {p} ORDER BY s.position"), (batch_id,))
         out: list[Any] = []
-        for _, state, result in cur.fetchall():
+        for r in fetch_rows(cur):
             value = None
-            if state == JobState.SUCCEEDED.value and result is not None:
+            if r["state"] == JobState.SUCCEEDED.value and r["result"] is not None:
                 try:
-                    value = decode_result(result)
+                    value = decode_result(r["result"])
                 except BadPayload:
                     value = None
             out.append(value)
@@ -470,19 +472,20 @@ class Steps:
             return None
         cur.execute(self.d.q("SELECT id, name, queue, payload, attempts, error_type, error_message FROM {failed} "
                              "WHERE id = {p}"), (job_id,))
-        row = cur.fetchone()
+        row = fetch_row(cur)
         if row is None:  # cancelled: recorded with the results
-            cur.execute(self.d.q("SELECT id, name, queue, NULL, attempts, 'errands.Cancelled', message "
-                                 "FROM {results} WHERE id = {p}"), (job_id,))
-            row = cur.fetchone()
+            cur.execute(self.d.q("SELECT id, name, queue, NULL AS payload, attempts, 'errands.Cancelled' AS "
+                                 "error_type, message AS error_message FROM {results} WHERE id = {p}"), (job_id,))
+            row = fetch_row(cur)
         if row is None:
             return None
         try:
-            args, kwargs = decode_arguments(row[3]) if row[3] is not None else ([], {})
+            args, kwargs = decode_arguments(row["payload"]) if row["payload"] is not None else ([], {})
         except BadPayload:
             args, kwargs = [], {}
-        return {"id": int(row[0]), "name": row[1], "queue": row[2], "args": args, "kwargs": kwargs,
-                "attempts": int(row[4] or 0), "error_type": row[5], "error_message": row[6]}
+        return {"id": int(row["id"]), "name": row["name"], "queue": row["queue"], "args": args, "kwargs": kwargs,
+                "attempts": as_int(row["attempts"]), "error_type": row["error_type"],
+                "error_message": row["error_message"]}
 
     def record_errors(self, cur: Cursor, failures: Sequence[Failure]) -> None:
         """Add failed attempts to their jobs' error history; keep at most ``HISTORY_CAP`` entries
@@ -499,10 +502,10 @@ class Steps:
             if f.attempt > HISTORY_CAP or f.trim:
                 cur.execute(self.d.q("SELECT id FROM {job_errors} WHERE job_id = {p} ORDER BY id DESC "
                                      "LIMIT 1 OFFSET {p}"), (f.job_id, HISTORY_CAP - 1))
-                oldest_kept = cur.fetchone()
+                oldest_kept = scalar(cur)
                 if oldest_kept is not None:
                     cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id = {p} AND id < {p}"),
-                                (f.job_id, oldest_kept[0]))
+                                (f.job_id, oldest_kept))
 
     def bury_locked(self, cur: Cursor, where: str, params: Sequence[Any], error_type: str,
                     error_message: str, traceback: str | None = None) -> int:

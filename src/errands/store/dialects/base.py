@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from ...core.columns import CLAIMED, FAILED, INSERTED, JOBS, PLAIN_INSERTED, Column, Fill, Kind, claimed_index, names
 from ...core.rows import NewJob, WorkerRow, as_float, as_int
-from ..driver import Connection, Cursor
+from ..driver import Connection, Cursor, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
 
 T = TypeVar("T")
@@ -362,7 +362,7 @@ class Dialect(ABC):
 
     # ------------------------------------------------------------------ claim
     @abstractmethod
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
         """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
         (attempts already counted), in claim order."""
 
@@ -453,17 +453,17 @@ class Dialect(ABC):
         else:
             cur.execute(self._cached(f"insert1:{shape.key}", lambda: self.insert_head(shape)
                                      + self.insert_row(shape)), (*shape.values(j), *self.due_params(j)))
-        return int(cur.lastrowid)
+        return last_row_id(cur)
 
     def insert_returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
         """Run a multi-row INSERT and return the new ids, ascending."""
         cur.execute(sql + " RETURNING id", params)
-        return sorted(int(r[0]) for r in cur.fetchall())
+        return sorted(int(r["id"]) for r in fetch_rows(cur))
 
     def insert_one(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
         """Insert one row and return its id (the driver's last-insert id; PostgreSQL: RETURNING)."""
         cur.execute(sql, params)
-        return int(cur.lastrowid)
+        return last_row_id(cur)
 
     def insert_ignore(self, table: str, columns: str) -> str:
         """``INSERT`` of one row that does nothing if its key exists (SQLite and PostgreSQL syntax)."""
@@ -515,4 +515,4 @@ class Dialect(ABC):
             "SELECT queue FROM w WHERE queue IS NOT NULL UNION SELECT queue FROM d WHERE queue IS NOT NULL "
             "UNION SELECT DISTINCT queue FROM {jobs} WHERE reserved_by IS NOT NULL "
             "UNION SELECT DISTINCT queue FROM {jobs} WHERE blocked_by IS NOT NULL"))
-        return {r[0] for r in cur.fetchall()}
+        return {r["queue"] for r in fetch_rows(cur)}

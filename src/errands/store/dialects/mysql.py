@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ...core.columns import Kind, claimed_index
@@ -33,7 +33,7 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST, NewJob
-from ..driver import Cursor, scalar
+from ..driver import Connection, Cursor, fetch_row, fetch_rows, scalar
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -74,7 +74,7 @@ COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.
                 Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
 
 
-_ATTEMPTS, _OWNER = claimed_index("attempts"), claimed_index("reserved_by")
+_ID, _ATTEMPTS, _OWNER = claimed_index("id"), claimed_index("attempts"), claimed_index("reserved_by")
 assert _ATTEMPTS < _OWNER  # (the claim's rewrite of a picked row relies on this order)
 
 
@@ -110,7 +110,7 @@ class _NewRowsListener(PollingListener):
         try:
             with self.conn.cursor() as cur:
                 cur.execute(self.sql)
-                return int(cur.fetchone()[0] or 0)
+                return int(scalar(cur) or 0)
         except MySQLError as exc:
             raise StoreUnavailable(f"lost the polling connection: {exc}") from exc
 
@@ -168,15 +168,15 @@ class MySQLDialect(Dialect):
             self._params["unix_socket"] = options["unix_socket"]
 
     # ------------------------------------------------------------------ connection
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         conn = pymysql.connect(**self._params)
         with conn.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cur.execute("SET SESSION time_zone = '+00:00'")
         return conn
 
-    def begin(self, conn: Any) -> None:
-        conn.begin()
+    def begin(self, conn: Connection) -> None:
+        cast(Any, conn).begin()  # PyMySQL's own: a transaction without a statement
 
     def listener(self) -> Listener | None:
         try:
@@ -184,7 +184,7 @@ class MySQLDialect(Dialect):
         except MySQLError as exc:
             raise StoreUnavailable(f"cannot poll {mask_url(self.url)}: {exc}") from exc
 
-    def socket_of(self, conn: Any) -> int | None:
+    def socket_of(self, conn: Connection) -> int | None:
         sock = getattr(conn, "_sock", None)  # PyMySQL has no public accessor; None once closed
         try:
             return -1 if sock is None else int(sock.fileno())
@@ -206,7 +206,7 @@ class MySQLDialect(Dialect):
         return None
 
     @contextmanager
-    def migration_lock(self, conn: Any) -> Iterator[None]:
+    def migration_lock(self, conn: Connection) -> Iterator[None]:
         # DDL commits implicitly in MySQL, so a named lock (not a transaction) serialises migrations.
         # Lock names are server-wide: the name carries the database, or every database on the server
         # (each test's, each tenant's) would wait for the others' migrations.  At most 64 characters.
@@ -432,17 +432,17 @@ class MySQLDialect(Dialect):
             )),
         ]
 
-    def after_schema_check(self, cur: Any) -> None:
+    def after_schema_check(self, cur: Cursor) -> None:
         # Before MySQL 8 (and MariaDB 10.2.4) InnoDB resets AUTO_INCREMENT to MAX(id)+1 on restart,
         # which could hand out again an id that now lives in the dead letter.  Keep the counter above it.
         cur.execute(self.q("SELECT MAX(id) FROM {failed}"))
-        highest = cur.fetchone()[0]
+        highest = scalar(cur)
         if highest is None:
             return
         cur.execute("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
                     "AND TABLE_NAME = %s", (self.t_jobs,))
-        row = cur.fetchone()
-        if row and row[0] is not None and int(row[0]) <= int(highest):
+        counter = scalar(cur)
+        if counter is not None and int(counter) <= int(highest):
             cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
 
     # ------------------------------------------------------------------ insert
@@ -477,7 +477,7 @@ class MySQLDialect(Dialect):
             ids += self.insert_returning_ids(cur, head + ", ".join(rows), [j.payload for j in chunk], len(chunk))
         return ids
 
-    def _row_text(self, cur: Any, shape: InsertShape, j: NewJob) -> str:
+    def _row_text(self, cur: PyMySQLCursor, shape: InsertShape, j: NewJob) -> str:
         """One row of a shape rendered by the driver, its payload left a placeholder.  A job due now
         says so with the clock alone: the server parses every row's expressions, and the due time's
         is a third of a row's."""
@@ -490,7 +490,7 @@ class MySQLDialect(Dialect):
         # (a % in a value must stay one when the payloads are formatted in)
         return before.replace("%", "%%") + "%s" + after.replace("%", "%%")
 
-    def insert_returning_ids(self, cur: Any, sql: str, params: list[Any] | None, count: int) -> list[int]:
+    def insert_returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
         if self.returning is not False:
             try:
                 ids = super().insert_returning_ids(cur, sql, params, count)
@@ -509,7 +509,7 @@ class MySQLDialect(Dialect):
     # ------------------------------------------------------------------ feature statements
     like_escape = " ESCAPE '\\\\'"  # MySQL reads backslashes in string literals as escapes
 
-    def queues_in_use(self, cur: Any) -> set[str]:
+    def queues_in_use(self, cur: Cursor) -> set[str]:
         """Hop through the claim index (it holds every job: MySQL has no partial indexes) one queue
         at a time from the client: a literal bound is a range seek, while MariaDB runs the same
         step inside a recursive query, or a DISTINCT, as a scan of the whole index (92 and 27 ms
@@ -520,13 +520,13 @@ class MySQLDialect(Dialect):
         last = ""
         while True:
             cur.execute(step, (last,))
-            row = cur.fetchone()
+            row = fetch_row(cur)
             if row is None:
                 break
-            last = row[0]
+            last = row["queue"]
             found.add(last)
         cur.execute(self.q("SELECT DISTINCT queue FROM {failed}"))
-        return found | {r[0] for r in cur.fetchall()}
+        return found | {r["queue"] for r in fetch_rows(cur)}
 
     def epoch_sql(self, column: str) -> str:
         # Times are stored as UTC DATETIMEs; TIMESTAMPDIFF ignores the session's time zone.
@@ -549,7 +549,7 @@ class MySQLDialect(Dialect):
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True
 
-    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
         if self.claim_mode == "auto":
             if self.supports_skip_locked(cur):
                 self.claim_mode = "skip_locked"
@@ -559,7 +559,7 @@ class MySQLDialect(Dialect):
             return self._claim_skip_locked(cur, owner, queue, limit, lease)
         return self._claim_conditional_update(cur, owner, queue, limit, lease)
 
-    def supports_skip_locked(self, cur: Any) -> bool:
+    def supports_skip_locked(self, cur: Cursor) -> bool:
         """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (MySQL 8, MariaDB 10.6+), found by
         behaviour rather than from a version string: a locking read that matches no row, so it
         locks nothing, which a server without it rejects as a syntax error (that leaves an open
@@ -577,7 +577,7 @@ class MySQLDialect(Dialect):
         self.claim_mode = "update"
         self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
-    def _claim_skip_locked(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def _claim_skip_locked(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
         if self._paused(cur, queue):
             return []
         cur.execute(self.pick_sql(CLAIM_COLUMNS, paused_check=False) + " FOR UPDATE SKIP LOCKED",
@@ -588,7 +588,7 @@ class MySQLDialect(Dialect):
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
                            "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
-                    [owner, float(lease), *(r[0] for r in rows)])
+                    [owner, float(lease), *(r[_ID] for r in rows)])
         # The rows as they are now: one more attempt, reserved by this owner.
         a, o = _ATTEMPTS, _OWNER
         return [(*r[:a], r[a] + 1, *r[a + 1:o], owner, *r[o + 1:]) for r in rows]
@@ -596,14 +596,14 @@ class MySQLDialect(Dialect):
     #: Seconds a claiming process trusts its last read of the paused queues.
     paused_ttl = 1.0
 
-    def _paused(self, cur: Any, queue: str) -> bool:
+    def _paused(self, cur: Cursor, queue: str) -> bool:
         """Whether ``queue`` is paused.  Read apart from the locking pick (so that no lock is taken
         on the queues table) and at most once a second: a round trip per claim cost MySQL
         workers a tenth of their throughput.  Workers therefore stop within a second of a pause."""
         now = time.monotonic()
         if now >= self._paused_until:
             cur.execute(self.q("SELECT name FROM {queues} WHERE paused = 1"))
-            self._paused_names = frozenset(r[0] for r in cur.fetchall())
+            self._paused_names = frozenset(r["name"] for r in fetch_rows(cur))
             self._paused_until = now + self.paused_ttl
         return queue in self._paused_names
 
@@ -616,8 +616,8 @@ class MySQLDialect(Dialect):
     #: Ready rows past ``limit`` that one fallback claim considers.
     claim_window = 32
 
-    def _claim_conditional_update(self, cur: Any, owner: str, queue: str, limit: int,
-                                  lease: float) -> list[tuple]:
+    def _claim_conditional_update(self, cur: Cursor, owner: str, queue: str, limit: int,
+                                  lease: float) -> list[Any]:
         # The UPDATE cannot walk the claim index in order (it changes reserved_by, a column of that
         # index), so on its own it sorts, and keeps locked until commit, every ready row of the queue
         # on every claim: claims serialise and each costs O(ready jobs).  A plain read of the next
@@ -629,11 +629,11 @@ class MySQLDialect(Dialect):
         for _ in range(8):
             cur.execute(self.pick_sql(paused_check=False),
                         self.pick_params(queue, int(limit) + self.claim_window, paused_check=False))
-            candidates = [r[0] for r in cur.fetchall()]
+            candidates = [r["id"] for r in fetch_rows(cur)]
             if not candidates:
                 return []
             cur.execute("SELECT " + NOW)
-            now = cur.fetchone()[0]
+            now = scalar(cur)
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "

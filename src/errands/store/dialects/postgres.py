@@ -26,7 +26,7 @@ from ...core.config import mask_url
 from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
-from ..driver import Cursor, fetch_row, scalar
+from ..driver import Connection, Cursor, fetch_row, fetch_rows, scalar
 from ..pool import POOL_OPTIONS, connection_label
 from .base import (
     BACKLOG_AGE_SAMPLE,
@@ -135,6 +135,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgreSQL support (psycopg 3)", "postgres", exc) from exc
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+
+
+def _pg(conn: Connection) -> psycopg.Connection[Any]:
+    """A connection this dialect opened, as the psycopg connection it is."""
+    return cast("psycopg.Connection[Any]", conn)
 
 
 class _ClampedTimestamptz(TimestamptzLoader):
@@ -257,7 +262,7 @@ class PostgresDialect(Dialect):
             chunk = jobs[start:start + BULK_CHUNK]
             columns = [list(c) for c in zip(*map(shape.values, chunk), strict=True)]
             cur.execute(sql, (*columns, [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
-            ids += sorted(int(r[0]) for r in cur.fetchall())  # (id, pg_notify): the returned id
+            ids += sorted(int(r["id"]) for r in fetch_rows(cur))  # (with pg_notify's empty column)
         return ids
 
     @property
@@ -327,10 +332,10 @@ class PostgresDialect(Dialect):
 
         return PsycopgPool(self.connect, self.pool_size, self.pool_timeout)
 
-    def connect(self) -> Any:
+    def connect(self) -> psycopg.Connection[Any]:
         return self._open(self._conninfo)
 
-    def _open(self, conninfo: str, *, listen: bool = False) -> Any:
+    def _open(self, conninfo: str, *, listen: bool = False) -> psycopg.Connection[Any]:
         """An autocommit connection with no session state of errands' own.  Through a transaction
         pooler psycopg never prepares (a prepared statement belongs to one server connection, and
         the next transaction may get another); the listener's direct connection may."""
@@ -341,10 +346,11 @@ class PostgresDialect(Dialect):
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
         return conn
 
-    def begin(self, conn: Any) -> None:
-        conn.execute("BEGIN")
+    def begin(self, conn: Connection) -> None:
+        _pg(conn).execute("BEGIN")
 
-    def socket_of(self, conn: Any) -> int | None:
+    def socket_of(self, conn: Connection) -> int | None:
+        conn = _pg(conn)
         if conn.closed or conn.broken:
             return -1
         try:
@@ -379,9 +385,9 @@ class PostgresDialect(Dialect):
         return value
 
     @contextmanager
-    def migration_lock(self, conn: Any) -> Iterator[None]:
+    def migration_lock(self, conn: Connection) -> Iterator[None]:
         # Transaction-scoped: released at commit, so many processes may call migrate() at once.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
+        _pg(conn).execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
         yield
 
     def migrations(self) -> Migrations:
@@ -534,11 +540,11 @@ class PostgresDialect(Dialect):
         )]
 
     # ------------------------------------------------------------------ feature statements
-    def insert_one(self, cur: Any, sql: str, params: Sequence[Any]) -> int:
+    def insert_one(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
         cur.execute(sql + " RETURNING id", params)
-        return int(cur.fetchone()[0])
+        return int(scalar(cur))
 
-    def after_insert(self, cur: Any, queues: set[str]) -> None:
+    def after_insert(self, cur: Cursor, queues: set[str]) -> None:
         """Wake idle workers of ``queues`` when the caller's transaction commits (one statement).
 
         Jobs that use a feature (a kept result, a unique key, a batch...) skip the fast path's
@@ -550,12 +556,12 @@ class PostgresDialect(Dialect):
     def epoch_sql(self, column: str) -> str:
         return f"EXTRACT(EPOCH FROM {column})"
 
-    def after_unblock(self, cur: Any, children: Sequence[int]) -> None:
+    def after_unblock(self, cur: Cursor, children: Sequence[int]) -> None:
         # Idle workers learn at once that the next job of a chain is ready.
         cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))
         self.after_insert(cur, {queue for (queue,) in cur.fetchall()})
 
-    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,
         # for this statement's transaction only): that wait was most of an idle worker's pickup
         # time.  If the server crashes before the flush, the claim is undone and the job is simply
@@ -569,4 +575,4 @@ class PostgresDialect(Dialect):
             "FROM picked, async WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
             (*self.pick_params(queue, limit), owner, float(lease)))
-        return claim_order(cur.fetchall())
+        return claim_order(cast(list[Any], cur.fetchall()))

@@ -16,13 +16,13 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
 from ...core.columns import Kind
 from ...core.errors import ConfigurationError, StoreError
 from ...core.rows import epoch_to_datetime
-from ..driver import Cursor, scalar
+from ..driver import Connection, Cursor, scalar
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -124,10 +124,10 @@ class _DataVersionListener(PollingListener):
         super().__init__()
 
     def _read(self) -> int:
-        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        version = int(scalar(self.conn.execute("PRAGMA data_version")))
         if version != self.version:
             self.version = version
-            self.highest = int(self.conn.execute(self.sql).fetchone()[0] or 0)
+            self.highest = int(scalar(self.conn.execute(self.sql)) or 0)
         return self.highest
 
     def close(self) -> None:
@@ -190,15 +190,15 @@ class SQLiteDialect(Dialect):
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
                                check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        if str(scalar(conn.execute("PRAGMA journal_mode"))).lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")  # one of SYNCHRONOUS_MODES
         if self.clock is not None:
             conn.create_function(CLOCK_FUNCTION, 0, self.clock)
         return conn
 
-    def begin(self, conn: Any) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+    def begin(self, conn: Connection) -> None:
+        cast(sqlite3.Connection, conn).execute("BEGIN IMMEDIATE")
 
     def wrap_run(self, run: RunFn, connection: Callable[[], Any]) -> RunFn:
         """The database's ``run``, tolerant of TEXT that is not UTF-8.
@@ -404,9 +404,9 @@ class SQLiteDialect(Dialect):
         cur.execute("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = ?", (self.t_jobs,))
         return int_or_none(scalar(cur))
 
-    def claim(self, cur: Any, owner: str, queue: str, limit: int, lease: float) -> list[tuple]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
             "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
             (owner, float(lease), *self.pick_params(queue, limit)))
-        return claim_order(cur.fetchall())
+        return claim_order(cast(list[Any], cur.fetchall()))
