@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int, state_in_table
 from .database import Database
+from .driver import fetch_row, fetch_rows
 from .features import BATCH_COLUMNS, batch_row
 from .steps import Steps
 
@@ -32,7 +33,7 @@ class WorkflowStore:
     def get(self, batch_id: int) -> WorkflowRow | None:
         def read(cur: Any) -> WorkflowRow | None:
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (batch_id,))
-            r = cur.fetchone()
+            r = fetch_row(cur)
             if r is None:
                 return None
             batch = batch_row(self.d.to_datetime, r)
@@ -57,7 +58,7 @@ class WorkflowStore:
             where, params = ("", []) if before_id is None else (" WHERE id < {p}", [before_id])
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches}" + where + " ORDER BY id DESC LIMIT {p}"),
                         [*params, int(limit)])
-            return [batch_row(self.d.to_datetime, r) for r in cur.fetchall()]
+            return [batch_row(self.d.to_datetime, r) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -87,7 +88,7 @@ class WorkflowStore:
             if found is None:
                 return None
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (found,))
-            r = cur.fetchone()
+            r = fetch_row(cur)
             return None if r is None else batch_row(self.d.to_datetime, r)
 
         return self.db.run(read)
