@@ -527,3 +527,16 @@ class Failure(NamedTuple):
     traceback: str | None = None
     trim: bool = False
     """Trim the history to ``HISTORY_CAP`` now (done at least when a job is buried)."""
+
+
+class AlertState(NamedTuple):
+    """One alert threshold's crossing state, as the alerts table holds it."""
+
+    kind: str
+    subject: str
+    """The queue of a per-queue alert; "" otherwise."""
+    crossed: bool
+    value: float | None
+    threshold: float | None
+    changed_at: datetime | None
+    checked_at: datetime | None

@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..core.alerts import Alert
-from ..store.alerts import AlertState
+from ..core.rows import AlertState
 from ..worker.alerts import HOOK_TIMEOUT, AlertClock, AlertLoop, delivering, evaluate, evaluate_quietly
 from .models import AlertList, AlertView
 

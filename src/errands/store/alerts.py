@@ -11,23 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..core.rows import AlertState
 from .database import Database
 
 EVALUATION = "evaluation"
 """The row whose ``checked_at`` says when the fleet last evaluated (its turn)."""
-
-
-class AlertState(NamedTuple):
-    kind: str
-    subject: str
-    """The queue of a per-queue alert; "" otherwise."""
-    crossed: bool
-    value: float | None
-    threshold: float | None
-    changed_at: datetime | None
-    checked_at: datetime | None
 
 
 class AlertStore:

@@ -32,7 +32,7 @@ from .state import jitter
 
 if TYPE_CHECKING:
     from ..core.hooks import Hooks
-    from ..store import Store
+    from .ports import WorkerStore
 
 log = logging.getLogger("errands.alerts")
 
@@ -52,7 +52,7 @@ class AlertHost(Protocol):
     """What evaluating needs of the app (``Errands`` is one)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> WorkerStore: ...
 
     @property
     def lease(self) -> float: ...

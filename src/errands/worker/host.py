@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
     from ..core.retry import JobPolicy
     from ..core.rows import NewJob
-    from ..store import Store
+    from .ports import WorkerStore
 
 
 class PeriodicJob(Protocol):
@@ -45,7 +45,7 @@ class RunHost(AppHost, Protocol):
     run receive this object as their :class:`~errands.core.host.AppHost`."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> WorkerStore: ...
 
     @property
     def registry(self) -> Mapping[str, JobDefinition[Any, Any]]:

@@ -27,9 +27,9 @@ from .liveness import FORGET_AFTER_AT_LEAST, FORGET_AFTER_LEASES, forget_worker_
 from .state import jitter
 
 if TYPE_CHECKING:
-    from ..store.dialects.base import Listener
     from .execution import Runners
     from .host import RunHost
+    from .ports import Wakeup
     from .settings import WorkerSettings
     from .state import WorkerState
 
@@ -194,7 +194,7 @@ class Maintenance:
     def listen_loop(self) -> None:
         """Wake the claim loop as soon as the database signals new jobs (idle pickup latency)."""
         state = self.state
-        listener: Listener | None = None
+        listener: Wakeup | None = None
         delay = 0.5
         try:
             while not state.stop.is_set():
@@ -219,7 +219,7 @@ class Maintenance:
                 listener.close()
 
 
-def _close_quietly(listener: Listener) -> None:
+def _close_quietly(listener: Wakeup) -> None:
     try:
         listener.close()
     except Exception:  # already broken
