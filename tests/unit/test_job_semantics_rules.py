@@ -45,7 +45,8 @@ def test_retry_on_lets_only_the_listed_types_and_their_subclasses_retry():
     assert retry_delay(1, 3, lambda n: 5.0, error=ConnectionRefusedError(), policy=policy) == 5.0
     assert retry_delay(1, 3, lambda n: 5.0, error=ValueError("bad input"), policy=policy) is None
     assert retry_delay(3, 3, lambda n: 5.0, error=ConnectionError(), policy=policy) is None  # attempts still count
-    assert retry_delay(1, 3, lambda n: 5.0, error=JobTimeout("slow"), policy=policy) is None  # a timeout is an error too
+    # a timeout is an error too
+    assert retry_delay(1, 3, lambda n: 5.0, error=JobTimeout("slow"), policy=policy) is None
     assert retry_delay(1, 3, lambda n: 5.0, error=Retry(delay=2), policy=policy) == 2.0  # the handler asked
     assert retry_delay(1, 3, lambda n: 5.0, error=None, policy=policy) == 5.0  # no exception (a lost worker): retried
 

@@ -525,7 +525,7 @@ def retry_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[i
 
 def forget_failed(app: Errands, actor: str, ids: list[int], progress: Callable[[int], None] | None = None) -> int:
     _check_ids(ids)
-    count = sum(_in_chunks(ids, app.store.jobs.forget_failed, progress))
+    count: int = sum(_in_chunks(ids, app.store.jobs.forget_failed, progress))
     if count:
         app.store.accounts.audit(actor, "forget", _targets(ids), f"{count} dead-letter entries forgotten")
     return count
@@ -659,8 +659,8 @@ def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> 
             for a in app.store.accounts.audit_log(limit, before_id)]
 
 
-__all__ = ["ENQUEUE_CAP", "JobFilter", "audit_view", "cancel_job", "dead_letter", "display_arguments",
-           "displayable", "enqueue", "enqueue_form",
+__all__ = ["ENQUEUE_CAP", "SORTS", "STATES", "JobFilter", "audit_view", "cancel_job", "dead_letter",
+           "display_arguments", "displayable", "enqueue", "enqueue_form",
            "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view",
            "purge_queue", "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",
            "enqueue_one", "waiting_in",

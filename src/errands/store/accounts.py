@@ -122,7 +122,7 @@ class AccountStore:
                 for table in ("{sessions}", "{remember}"):
                     cur.execute(self.d.q(f"DELETE FROM {table} WHERE user_id = "
                                        "(SELECT id FROM {users} WHERE username = {p})"), (username,))
-            return found
+            return bool(found)
 
         return self.db.run(update, write=True)
 

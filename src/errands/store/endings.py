@@ -34,10 +34,10 @@ from ..core.endings import (
 )
 from ..core.limits import clamp_delay
 from ..core.payload import safe_text
-from ..core.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, FLAG_UNIQUE_PERIOD, ClaimedJob, JobState
+from ..core.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, FLAG_UNIQUE_PERIOD, ClaimedJob, Failure, JobState
 from .database import Database
 from .driver import Cursor, fetch_row, fetch_rows
-from .steps import ERROR_MESSAGE_CAP, Failure, Steps
+from .steps import ERROR_MESSAGE_CAP, Steps
 
 _CLAIMED = names(CLAIMED)
 LOST_MESSAGE = "the worker stopped heart-beating during this attempt"

@@ -61,7 +61,7 @@ def pool_setting(url: str, environ: Mapping[str, str] | None = None) -> tuple[in
         given = options.get(name)
         raw = given[0] if given else env.get("ERRANDS_" + name.upper())
         try:
-            value = float(default if raw in (None, "") else raw)  # type: ignore[arg-type]
+            value = float(default if raw in (None, "") else raw)
         except ValueError:
             raise ConfigurationError(f"{name}={raw!r} is not a number") from None
         if value < lowest or (name == "pool_size" and value != int(value)):

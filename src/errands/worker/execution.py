@@ -288,7 +288,8 @@ class Runners:
 
     def _future_outcome(self, future: Any, row: ClaimedJob) -> RunOutcome:
         try:
-            return future.result()
+            outcome: RunOutcome = future.result()
+            return outcome
         except BaseException as exc:  # cancelled (by request or at shutdown), or a bug in execution itself
             if row.id in self._cancel_requested:
                 return RunOutcome(row, Result.CANCELLED, 0.0, "errands.JobCancelled",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from operator import itemgetter
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ...core.columns import CLAIMED, FAILED, INSERTED, JOBS, PLAIN_INSERTED, Column, Fill, Kind, claimed_index, names
 from ...core.rows import NewJob, WorkerRow, as_float, as_int
@@ -47,8 +47,11 @@ would find; ``errands status`` counts the same rows as "ready" (unless the queue
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
 
-RunFn = Callable[..., Any]
-"""``run(fn, *, write, attempts)`` of a :class:`~errands.store.database.Database`."""
+class RunFn(Protocol):
+    """``run(fn, *, write, attempts)`` of a :class:`~errands.store.database.Database`: ``fn(cursor)``'s
+    value, inside a transaction when ``write``."""
+
+    def __call__(self, fn: Callable[[Cursor], T], *, write: bool, attempts: int = 8) -> T: ...
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
@@ -322,7 +325,7 @@ class Dialect(ABC):
         """The connection's socket descriptor (-1 once closed); None for a file database."""
         return None
 
-    def wrap_run(self, run: RunFn, connection: Callable[[], Any]) -> RunFn:
+    def wrap_run(self, run: RunFn, connection: Callable[[], Connection]) -> RunFn:
         """The database's ``run``, wrapped where a driver needs a second try (SQLite's text)."""
         return run
 

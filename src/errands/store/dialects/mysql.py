@@ -169,7 +169,7 @@ class MySQLDialect(Dialect):
 
     # ------------------------------------------------------------------ connection
     def connect(self) -> Connection:
-        conn = pymysql.connect(**self._params)
+        conn: Connection = pymysql.connect(**self._params)
         with conn.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cur.execute("SET SESSION time_zone = '+00:00'")
@@ -484,8 +484,8 @@ class MySQLDialect(Dialect):
         values, at = shape.values(j), shape.index("payload")
         now = due_now(j)
         computed = "".join(", " + self.fill_sql(c.fill, now=now) for c in shape.computed)
-        before = cur.mogrify("(" + "%s, " * at, values[:at])
-        after = cur.mogrify(self.q("".join(", {p}" for _ in values[at + 1:]) + computed + ")"),
+        before: str = cur.mogrify("(" + "%s, " * at, values[:at])
+        after: str = cur.mogrify(self.q("".join(", {p}" for _ in values[at + 1:]) + computed + ")"),
                             values[at + 1:] + (() if now else self.due_params(j)))
         # (a % in a value must stay one when the payloads are formatted in)
         return before.replace("%", "%%") + "%s" + after.replace("%", "%%")

@@ -377,7 +377,8 @@ class PostgresDialect(Dialect):
 
     def to_datetime(self, value: Any) -> datetime:
         # timestamptz arrives aware (in the session's time zone): comparable as is, no conversion.
-        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        moment: datetime = value
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:

@@ -26,12 +26,12 @@ _SLICE = 0.1
 """A borrower waits in slices this long, so that a failed connect ends its wait at once."""
 
 
-class _Opened(psycopg.Connection):  # type: ignore[type-arg]
+class _Opened(psycopg.Connection):
     """psycopg_pool opens connections through ``connection_class.connect``: this one hands the
     call to errands' dialect (passed in the pool's kwargs), which sets autocommit, timeouts and loaders."""
 
     @classmethod
-    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
         return kwargs["errands_connect"]()
 
 

@@ -200,7 +200,7 @@ class SQLiteDialect(Dialect):
     def begin(self, conn: Connection) -> None:
         cast(sqlite3.Connection, conn).execute("BEGIN IMMEDIATE")
 
-    def wrap_run(self, run: RunFn, connection: Callable[[], Any]) -> RunFn:
+    def wrap_run(self, run: RunFn, connection: Callable[[], Connection]) -> RunFn:
         """The database's ``run``, tolerant of TEXT that is not UTF-8.
 
         SQLite keeps whatever bytes another program wrote into a TEXT column, and sqlite3 refuses to
@@ -209,13 +209,13 @@ class SQLiteDialect(Dialect):
         the failure rolled back; reads change nothing.  So it runs again with the bad text read as
         surrogate escapes.  Only then: the usual reading is sqlite3's C path, a third faster."""
 
-        def tolerant(fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
+        def tolerant(fn: Callable[[Cursor], T], *, write: bool, attempts: int = 8) -> T:
             try:
                 return run(fn, write=write, attempts=attempts)
             except StoreError as exc:
                 if not _undecodable(exc.__cause__):
                     raise
-            conn = connection()
+            conn = cast(sqlite3.Connection, connection())
             conn.text_factory = _text_with_escapes
             try:
                 return run(fn, write=write, attempts=attempts)
