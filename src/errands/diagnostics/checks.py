@@ -200,7 +200,7 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
                      if t not in before.tables or c not in before.tables[t].columns]
     newer_indexes = [i for i in ctx.expected.indexes if i not in before.indexes]
     present = bool(newer_columns or newer_indexes) and all(
-        c in live.tables.get(t, set()) for t, c in newer_columns) and all(i in live.indexes for i in newer_indexes)
+        c in live.tables.get(t, {}) for t, c in newer_columns) and all(i in live.indexes for i in newer_indexes)
     detail = f"the schema is at version {recorded}, this code needs version {code}"
     if present:
         table = store.dialect.t_schema
