@@ -378,10 +378,11 @@ class Database:
         """Create or upgrade the tables; safe to run again and from many processes at once.
 
         ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  ``to`` stops
-        after that version instead of the one this code needs, so a database can be built one
-        version at a time (the tests compare that with building it in one go); versions already
-        recorded are never run again, whatever ``to`` says.  With ``cursor`` the DDL runs on the
-        caller's connection, inside its transaction (Django's ``migrate``); the caller commits."""
+        after that version instead of the one this code needs: each of errands' Django migrations
+        brings its own version, and the tests build a database one version at a time to compare
+        it with one built in one go.  Versions already recorded are never run again.  With
+        ``cursor`` the DDL runs on the caller's connection, inside its transaction (Django's
+        ``migrate``); the caller commits."""
         target = self._target(to)
         if cursor is not None:
             return self._apply_migrations(cursor, target, progress)
