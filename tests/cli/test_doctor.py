@@ -128,7 +128,7 @@ def test_dropped_column_is_drift_with_the_column_definition(app, db_url):
 
 
 def test_a_lost_version_row_is_reported_with_the_row_to_restore(app, db_url):
-    versions = [v for v, _ in app.store.dialect.migrations()]  # the numbers may skip some
+    versions = [v for v, _ in app.store.dialect.migrations()]
     latest, before = versions[-1], versions[-2]
     execute(app, f"DELETE FROM {{schema}} WHERE version = {latest}")
     code, report = doctor(db_url)

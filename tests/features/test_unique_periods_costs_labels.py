@@ -226,14 +226,11 @@ def v3_db(db_url):
     from errands.store import open_store
 
     old = open_store(db_url)
-    v3 = old.dialect.migrations()[:3]
-    cls = type(old.dialect)
-    saved = cls.migrations, cls.schema_version
-    cls.migrations, cls.schema_version = lambda self: v3, 3  # type: ignore[method-assign]
     try:
-        old.migrate()
+        assert old.migrate(to=3) == [1, 2, 3]
         q = old.dialect.q
-        old.db.run(lambda cur: [cur.execute(q(sql)) for sql in (
+        # run_unchecked: the store's run() would upgrade (SQLite) or refuse a version 3 schema.
+        old.db.run_unchecked(lambda cur: [cur.execute(q(sql)) for sql in (
             "INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, available_at, created_at, "
             "unique_key) VALUES ('default', 'old', '{{\"args\":[],\"kwargs\":{{}}}}', 0, 0, 3, {now}, {now}, 'held')",
             "INSERT INTO {unique_keys} (name, job_id) SELECT 'held', MAX(id) FROM {jobs}",
@@ -243,7 +240,6 @@ def v3_db(db_url):
             "INSERT INTO {results} (id, queue, name, state, attempts, finished_at, expires_at) VALUES "
             "(998, 'default', 'old', 'succeeded', 1, {now}, {now})")], write=True)
     finally:
-        cls.migrations, cls.schema_version = saved
         old.close()
     return db_url
 

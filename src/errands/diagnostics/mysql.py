@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pymysql.err import MySQLError
 
 from .model import Check, Status
-from .schema import IndexSpec, LiveSchema
+from .schema import IndexSpec, LiveColumn, LiveSchema
 from .unreachable import Cause
 
 if TYPE_CHECKING:
@@ -79,19 +79,24 @@ def live_schema(ctx: Context) -> LiveSchema:
         live = LiveSchema()
         cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
                     "AND TABLE_TYPE = 'BASE TABLE' AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
-        live.tables = {r[0].lower(): set() for r in cur.fetchall()}
-        cur.execute("SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                    "AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
-        for table, column in cur.fetchall():
-            live.tables.setdefault(table.lower(), set()).add(column.lower())
-        cur.execute("SELECT INDEX_NAME, TABLE_NAME, NON_UNIQUE, COLUMN_NAME FROM information_schema.STATISTICS "
+        live.tables = {r[0].lower(): {} for r in cur.fetchall()}
+        cur.execute("SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND LEFT(TABLE_NAME, %s) = %s ORDER BY TABLE_NAME, ORDINAL_POSITION", (len(prefix), prefix))
+        for table, column, kind, nullable, default in cur.fetchall():
+            live.tables.setdefault(table.lower(), {})[column.lower()] = LiveColumn(kind, nullable == "YES", default)
+        # COLLATION: 'A' ascending, 'D' descending (NULL: not sorted).
+        cur.execute("SELECT INDEX_NAME, TABLE_NAME, NON_UNIQUE, COLUMN_NAME, COLLATION "
+                    "FROM information_schema.STATISTICS "
                     "WHERE TABLE_SCHEMA = DATABASE() AND LEFT(TABLE_NAME, %s) = %s AND INDEX_NAME <> 'PRIMARY' "
                     "ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX", (len(prefix), prefix))
-        parts: dict[str, tuple[str, bool, list[str]]] = {}
-        for name, table, non_unique, column in cur.fetchall():
-            parts.setdefault(name.lower(), (table.lower(), not int(non_unique), []))[2].append(str(column).lower())
-        live.indexes = {name: IndexSpec(table, tuple(columns), None, unique)
-                        for name, (table, unique, columns) in parts.items()}
+        parts: dict[str, tuple[str, bool, list[str], list[bool]]] = {}
+        for name, table, non_unique, column, collation in cur.fetchall():
+            part = parts.setdefault(name.lower(), (table.lower(), not int(non_unique), [], []))
+            part[2].append(str(column).lower())
+            part[3].append(collation == "D")
+        live.indexes = {name: IndexSpec(table, tuple(columns), None, unique, tuple(descending))
+                        for name, (table, unique, columns, descending) in parts.items()}
         return live
 
     return ctx.read(read)

@@ -19,7 +19,7 @@ from ..store.driver import scalar
 from ..worker.settings import SLEEP
 from .commands import command
 from .model import Check, Status
-from .schema import IndexSpec, LiveSchema, normalise_predicate
+from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
 from .unreachable import Cause
 
 if TYPE_CHECKING:
@@ -81,23 +81,29 @@ def live_schema(ctx: Context) -> LiveSchema:
         cur.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND left(c.relname, %s) = %s",
                     (len(prefix), prefix))
-        live.tables = {r[0].lower(): set() for r in cur.fetchall()}
-        cur.execute("SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = current_schema() AND left(table_name, %s) = %s", (len(prefix), prefix))
-        for table, column in cur.fetchall():
-            live.tables.setdefault(table.lower(), set()).add(column.lower())
+        live.tables = {r[0].lower(): {} for r in cur.fetchall()}
+        cur.execute("SELECT table_name, column_name, data_type, character_maximum_length, is_nullable, "
+                    "column_default FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND left(table_name, %s) = %s "
+                    "ORDER BY table_name, ordinal_position", (len(prefix), prefix))
+        for table, column, kind, length, nullable, default in cur.fetchall():
+            live.tables.setdefault(table.lower(), {})[column.lower()] = LiveColumn(
+                kind if length is None else f"{kind}({length})", nullable == "YES", default)
         # Indexes behind a PRIMARY KEY or UNIQUE constraint are named by PostgreSQL, not by the DDL.
+        # indoption's lowest bit marks a descending column.
         cur.execute(
             "SELECT i.relname, t.relname, x.indisunique, x.indisvalid, pg_get_expr(x.indpred, x.indrelid), "
             " ARRAY(SELECT a.attname::text FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
-            "       JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum ORDER BY k.ord) "
+            "       JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum ORDER BY k.ord), "
+            " ARRAY(SELECT (o.opt & 1) = 1 FROM unnest(x.indoption::int2[]) WITH ORDINALITY AS o(opt, ord) "
+            "       ORDER BY o.ord) "
             "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
             "JOIN pg_namespace n ON n.oid = t.relnamespace "
             "WHERE n.nspname = current_schema() AND left(t.relname, %s) = %s "
             "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)", (len(prefix), prefix))
-        for name, table, unique, valid, predicate, columns in cur.fetchall():
+        for name, table, unique, valid, predicate, columns, descending in cur.fetchall():
             live.indexes[name.lower()] = IndexSpec(table.lower(), tuple(c.lower() for c in columns),
-                                                   normalise_predicate(predicate), bool(unique))
+                                                   normalise_predicate(predicate), bool(unique), tuple(descending))
             if not valid:
                 live.invalid.add(name.lower())
         return live

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
 from .commands import command
 from .model import Check, Status
-from .schema import IndexSpec, LiveSchema, normalise_predicate
+from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
 from .unreachable import Cause
 
 if TYPE_CHECKING:
@@ -115,18 +115,22 @@ def live_schema(ctx: Context) -> LiveSchema:
         cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ?",
                     (len(prefix), prefix))
         for (table,) in cur.fetchall():
+            # cid, name, declared type, notnull, default, pk; in the table's column order
             cur.execute(f'PRAGMA table_info("{table}")')
-            live.tables[table.lower()] = {r[1].lower() for r in cur.fetchall()}
+            live.tables[table.lower()] = {r[1].lower(): LiveColumn(r[2], not r[3], r[4])
+                                          for r in sorted(cur.fetchall())}
         # sql IS NULL: indexes SQLite makes for PRIMARY KEY and UNIQUE, which no DDL names.
         cur.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
                     "AND substr(tbl_name, 1, ?) = ?", (len(prefix), prefix))
         for name, table, sql in cur.fetchall():
-            cur.execute(f'PRAGMA index_info("{name}")')
-            columns = tuple((r[2] or "").lower() for r in sorted(cur.fetchall()))
+            # seqno, cid, name, desc, collation, key (0: the rowid SQLite adds after the key columns)
+            cur.execute(f'PRAGMA index_xinfo("{name}")')
+            keys = [r for r in sorted(cur.fetchall()) if r[5]]
             where = re.split(r"\bWHERE\b", sql, maxsplit=1, flags=re.I)
-            live.indexes[name.lower()] = IndexSpec(table.lower(), columns,
+            live.indexes[name.lower()] = IndexSpec(table.lower(), tuple((r[2] or "").lower() for r in keys),
                                                    normalise_predicate(where[1] if len(where) > 1 else None),
-                                                   sql.upper().startswith("CREATE UNIQUE"))
+                                                   sql.upper().startswith("CREATE UNIQUE"),
+                                                   tuple(bool(r[3]) for r in keys))
         return live
 
     return ctx.read(read)

@@ -52,16 +52,17 @@ class Store:
     def safe_url(self) -> str:
         return self.db.safe_url
 
-    def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
-        """Create or upgrade the tables (see :meth:`Database.migrate`)."""
-        return self.db.migrate(progress, cursor=cursor)
+    def migrate(self, progress: Callable[[int], None] | None = None, *, to: int | None = None,
+                cursor: Any = None) -> list[int]:
+        """Create or upgrade the tables, up to version ``to`` if given (see :meth:`Database.migrate`)."""
+        return self.db.migrate(progress, to=to, cursor=cursor)
 
     def current_version(self) -> int | None:
         """The recorded schema version; None when errands' tables do not exist (never migrates)."""
         return self.db.current_version()
 
-    def pending_migration_steps(self) -> int:
-        return self.db.pending_migration_steps()
+    def pending_migration_steps(self, *, to: int | None = None) -> int:
+        return self.db.pending_migration_steps(to=to)
 
     def migration_sql(self) -> str:
         return self.db.migration_sql()

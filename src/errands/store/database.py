@@ -334,13 +334,15 @@ class Database:
             raise
         return {int(r[0]) for r in cur.fetchall()}
 
-    def _apply_migrations(self, cur: Any, progress: Callable[[int], None] | None = None) -> list[int]:
+    def _apply_migrations(self, cur: Any, to: int, progress: Callable[[int], None] | None = None) -> list[int]:
         d = self.dialect
         applied: list[int] = []
         with d.migration_lock(cur.connection):
             cur.execute(d.q(d.schema_table_ddl))
             done = self._recorded_versions(cur)
             for version, steps in d.migrations():
+                if version > to:
+                    break
                 if version in done:
                     continue
                 for step in steps:
@@ -354,22 +356,39 @@ class Database:
                 applied.append(version)
         return applied
 
-    def pending_migration_steps(self) -> int:
-        """How many DDL steps ``migrate()`` goes through (for a progress bar): every step of each
-        version not recorded, guarded ones included (``progress`` ticks for those it skips)."""
-        done = self.run_unchecked(self._recorded_versions)
-        return sum(len(steps) for version, steps in self.dialect.migrations() if version not in done)
+    def _target(self, to: int | None) -> int:
+        """The version ``migrate(to=...)`` stops at: the one this code needs unless told."""
+        code = self.dialect.schema_version
+        if to is None:
+            return code
+        if not 1 <= to <= code:
+            raise SchemaError(f"cannot migrate to version {to}: this code knows versions 1 to {code}")
+        return to
 
-    def migrate(self, progress: Callable[[int], None] | None = None, *, cursor: Any = None) -> list[int]:
+    def pending_migration_steps(self, *, to: int | None = None) -> int:
+        """How many DDL steps ``migrate(to=...)`` goes through (for a progress bar): every step of each
+        version not recorded, guarded ones included (``progress`` ticks for those it skips)."""
+        target = self._target(to)
+        done = self.run_unchecked(self._recorded_versions)
+        return sum(len(steps) for version, steps in self.dialect.migrations()
+                   if version <= target and version not in done)
+
+    def migrate(self, progress: Callable[[int], None] | None = None, *, to: int | None = None,
+                cursor: Any = None) -> list[int]:
         """Create or upgrade the tables; safe to run again and from many processes at once.
 
-        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  With
+        ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  ``to`` stops
+        after that version instead of the one this code needs: each of errands' Django migrations
+        brings its own version, and the tests build a database one version at a time to compare
+        it with one built in one go.  Versions already recorded are never run again.  With
         ``cursor`` the DDL runs on the caller's connection, inside its transaction (Django's
         ``migrate``); the caller commits."""
+        target = self._target(to)
         if cursor is not None:
-            return self._apply_migrations(cursor, progress)
-        applied = self.run_unchecked(lambda cur: self._apply_migrations(cur, progress), write=True)
-        self._schema_checked = True
+            return self._apply_migrations(cursor, target, progress)
+        applied = self.run_unchecked(lambda cur: self._apply_migrations(cur, target, progress), write=True)
+        if target == self.dialect.schema_version:
+            self._schema_checked = True
         return applied
 
     def ensure_schema(self, cursor: Any = None) -> None:

@@ -1,11 +1,12 @@
 """errands' tables in a Django project's database.
 
-``manage.py migrate`` creates them: this app's migration runs errands' own migrations on the
-connection Django is migrating, inside Django's migration transaction where the database has
-transactional DDL (SQLite, PostgreSQL), so it works on a test database and on an in-memory
-one as well.  errands records its schema version in its own table, so running it again
-applies only what is missing; a future errands schema version ships as one more Django
-migration calling :func:`migrate_connection` again.
+``manage.py migrate`` creates them: each of this app's migrations runs errands' own migrations up
+to its ``SCHEMA_VERSION`` on the connection Django is migrating, inside Django's migration
+transaction where the database has transactional DDL (SQLite, PostgreSQL), so it works on a test
+database and on an in-memory one as well.  errands records its schema versions in its own table, so
+a version already there (``errands_migrate`` ran first) is not run again.  A new errands schema
+version ships with one more Django migration calling :func:`migrate_connection` with ``to=`` that
+version; a test holds the last one's ``SCHEMA_VERSION`` to the code's.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def errands_backends() -> list[Any]:
     return found
 
 
-def migrate_connection(connection: Any) -> list[int]:
+def migrate_connection(connection: Any, *, to: int | None = None) -> list[int]:
     """Create or upgrade the tables of every errands backend that lives in ``connection``'s
-    database, on that connection (and in its transaction, if one is open).  Returns the
-    schema versions applied."""
+    database, on that connection (and in its transaction, if one is open), up to version ``to``
+    (default: the version this errands needs).  Returns the schema versions applied."""
     applied: list[int] = []
     prefixes = {b.config.table_prefix for b in errands_backends() if b.config.database == connection.alias}
     for prefix in sorted(prefixes):
@@ -48,7 +49,7 @@ def migrate_connection(connection: Any) -> list[int]:
         with connection.cursor() as cursor:
             # errands' own migration routine on the caller's cursor: the same steps, locks and
             # version records as `errands migrate`, in the transaction Django opened.
-            applied += store.migrate(cursor=cursor.cursor)
+            applied += store.migrate(to=to, cursor=cursor.cursor)
     return applied
 
 

@@ -72,6 +72,32 @@ class Step(NamedTuple):
 
 
 Migrations = list[tuple[int, list[str | Step]]]
+"""Each version with its statements for one dialect (:meth:`Dialect.migrations`)."""
+
+
+class Migration(NamedTuple):
+    """One schema version of one dialect: its number, what it brings, and its statements.
+
+    ``steps(dialect)`` returns the version's statements in the order they run, table names
+    filled in by the dialect's :meth:`~Dialect.q` (so one list serves every table prefix).
+    A version that has shipped is never edited: a database records the versions it ran and
+    never runs one again, so a change goes in a new version at the end of the list.
+    """
+
+    version: int
+    why: str
+    """What the version brings, in a few words (the steps' comments say why each is so)."""
+    steps: Callable[[Dialect], list[str | Step]]
+
+
+def in_version_order(*migrations: Migration) -> tuple[Migration, ...]:
+    """A dialect's migrations, checked as they are listed (at import): versions 1, 2, ... N, in
+    that order, with none missing.  The version a dialect's code needs is derived from the list
+    (:attr:`Dialect.schema_version`), so adding a version is appending one migration."""
+    versions = [m.version for m in migrations]
+    if not versions or versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"migrations must be versions 1 to N in order, with none missing; got {versions}")
+    return migrations
 
 
 class Listener(ABC):
@@ -204,7 +230,9 @@ class Dialect(ABC):
     lock_rows = " FOR UPDATE"
     #: Like ``lock_rows`` but skipping rows another transaction holds.
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
-    schema_version = 9
+    #: Override: the schema, version by version: ``MIGRATIONS`` of the module beside the dialect's
+    #: (``sqlite_migrations`` for ``sqlite``), built with :func:`in_version_order`.
+    MIGRATIONS: tuple[Migration, ...] = ()
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).
@@ -346,10 +374,16 @@ class Dialect(ABC):
         """Convert an aware datetime into the stored representation."""
 
     # ------------------------------------------------------------------ schema (override)
-    @abstractmethod
+    @property
+    def schema_version(self) -> int:
+        """The version this code brings a database to: the last of :attr:`MIGRATIONS`, never
+        written by hand."""
+        return self.MIGRATIONS[-1].version
+
     def migrations(self) -> Migrations:
-        """Numbered DDL steps.  A version applies in one transaction where the server has
-        transactional DDL (SQLite, PostgreSQL); elsewhere its steps are guarded (``Step``)."""
+        """Each version's statements, in version order.  A version applies in one transaction where
+        the server has transactional DDL (SQLite, PostgreSQL); elsewhere its steps are guarded (``Step``)."""
+        return [(m.version, m.steps(self)) for m in self.MIGRATIONS]
 
     @contextmanager
     def migration_lock(self, conn: Connection) -> Iterator[None]:

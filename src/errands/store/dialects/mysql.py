@@ -34,6 +34,7 @@ from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST, NewJob
 from ..driver import Connection, Cursor, fetch_row, fetch_rows, scalar
+from . import mysql_migrations
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -45,9 +46,7 @@ from .base import (
     Dialect,
     InsertShape,
     Listener,
-    Migrations,
     PollingListener,
-    Step,
     due_now,
     int_or_none,
     shape_of,
@@ -242,195 +241,8 @@ class MySQLDialect(Dialect):
         return value.astimezone(timezone.utc).replace(tzinfo=None)
 
     # ------------------------------------------------------------------ schema
-    def migrations(self) -> Migrations:
-        table = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        return [(1, self._version_1(table)), (2, self._version_2(table)), (3, self._version_3(table)),
-                (4, self._version_4(table)), (5, self._version_5(table)), (6, self._version_6()),
-                (7, self._version_7()), (8, self._version_8(table)),
-                (9, self._version_9(table))]
-
-    def _version_1(self, table: str) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE IF NOT EXISTS {jobs} ("
-            " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-            " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload MEDIUMTEXT NOT NULL,"
-            " priority INT NOT NULL DEFAULT 0, attempts INT NOT NULL DEFAULT 0,"
-            " max_attempts INT NOT NULL, timeout DOUBLE NULL,"
-            " available_at DATETIME(6) NOT NULL, created_at DATETIME(6) NOT NULL,"
-            " reserved_by VARCHAR(120) NULL, reserved_at DATETIME(6) NULL, reserved_until DATETIME(6) NULL,"
-            " last_error TEXT NULL,"
-            # Matches the claim's WHERE (queue, reserved_by IS NULL) and ORDER BY (priority DESC, id).
-            " KEY {jobs}_claim (queue, reserved_by, priority DESC, id),"
-            " KEY {jobs}_lease (reserved_until))" + table,
-            "CREATE TABLE IF NOT EXISTS {failed} ("
-            " id BIGINT NOT NULL PRIMARY KEY, queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL,"
-            " payload MEDIUMTEXT NOT NULL, priority INT NOT NULL, attempts INT NOT NULL, max_attempts INT NOT NULL,"
-            " timeout DOUBLE NULL, created_at DATETIME(6) NOT NULL, failed_at DATETIME(6) NOT NULL,"
-            " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL,"
-            " KEY {failed}_queue (queue, failed_at))" + table,
-            "CREATE TABLE IF NOT EXISTS {workers} ("
-            " id VARCHAR(120) NOT NULL PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INT NOT NULL,"
-            " queues TEXT NOT NULL, concurrency INT NOT NULL, started_at DATETIME(6) NOT NULL,"
-            " heartbeat_at DATETIME(6) NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)" + table,
-        )]
-
-    def _version_3(self, table: str) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE IF NOT EXISTS {users} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-            " username VARCHAR(100) NOT NULL, password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL,"
-            " disabled INT NOT NULL DEFAULT 0, theme VARCHAR(10) NOT NULL DEFAULT 'auto',"
-            " created_at DATETIME(6) NOT NULL, last_login_at DATETIME(6) NULL, UNIQUE KEY {users}_name (username))"
-            + table,
-            "CREATE TABLE IF NOT EXISTS {sessions} (token_hash VARCHAR(64) NOT NULL PRIMARY KEY,"
-            " user_id BIGINT NOT NULL, csrf VARCHAR(64) NOT NULL, created_at DATETIME(6) NOT NULL,"
-            " expires_at DATETIME(6) NOT NULL,"
-            " KEY {sessions}_user (user_id))" + table,
-            "CREATE TABLE IF NOT EXISTS {remember} (selector VARCHAR(32) NOT NULL PRIMARY KEY,"
-            " validator_hash VARCHAR(64) NOT NULL, user_id BIGINT NOT NULL, expires_at DATETIME(6) NOT NULL)" + table,
-            "CREATE TABLE IF NOT EXISTS {login_attempts} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-            " username VARCHAR(100) NOT NULL, ip VARCHAR(64) NOT NULL, at DATETIME(6) NOT NULL, ok INT NOT NULL,"
-            " KEY {login_attempts}_user (username, at), KEY {login_attempts}_ip (ip, at))" + table,
-            "CREATE TABLE IF NOT EXISTS {audit} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-            " at DATETIME(6) NOT NULL, actor VARCHAR(100) NOT NULL, action VARCHAR(50) NOT NULL,"
-            " target VARCHAR(255) NOT NULL,"
-            " detail TEXT NULL)" + table,
-            "CREATE TABLE IF NOT EXISTS {stats} (minute DATETIME(6) NOT NULL, queue VARCHAR(60) NOT NULL,"
-            " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))" + table,
-        )]
-
-    def _add_column(self, tbl: str, spec: str) -> Step:
-        """``ALTER TABLE ... ADD COLUMN``, skipped when the column is there (MySQL 8 has no IF NOT EXISTS)."""
-        return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
-                    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                    f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
-
-    def _version_8(self, table: str) -> list[str | Step]:
-        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
-        return [self.q("CREATE TABLE IF NOT EXISTS {queue_limits} (name VARCHAR(60) NOT NULL PRIMARY KEY,"
-                       " concurrency INT NULL, rate_count INT NULL, rate_period DOUBLE NULL,"
-                       " changed_at DATETIME(6) NOT NULL)" + table)]
-
-    def _version_6(self) -> list[str | Step]:
-        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
-        # MariaDB 10.3+ and MySQL 8 add a column with a constant default in place (no table copy).
-        return [self._add_column("jobs", "snoozes INT NOT NULL DEFAULT 0")]
-
-    def _version_7(self) -> list[str | Step]:
-        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
-        # of an errands that did not record them, judged by the reader's lease as before).
-        return [self._add_column("workers", "lease DOUBLE NULL"),
-                self._add_column("workers", "heartbeat_every DOUBLE NULL")]
-
-    def _version_9(self, table: str) -> list[str | Step]:
-        """The alerts table (whether each alert threshold is crossed, changed by conditional UPDATEs: one
-        deliverer), and the due time at the end of the claim index.  With it, the index alone tells a
-        waiting job ready from delayed: the overview's per-queue sample, the counts of ready and delayed
-        jobs and the claim's own filter no longer fetch each row by primary key (a random read each: six
-        samples of 5,001 took 1.4 s with the jobs table bigger than the buffer pool).  The claim's order
-        (priority, id) is unchanged; InnoDB rebuilds the index in place (its default for a secondary
-        index), writes go on."""
-        has_due = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
-                   f"AND TABLE_NAME = '{self.t_jobs}' AND INDEX_NAME = '{self.t_jobs}_claim' "
-                   "AND COLUMN_NAME = 'available_at'")
-        return [
-            self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind VARCHAR(20) NOT NULL, subject VARCHAR(60) NOT NULL,"
-                   " crossed INT NOT NULL DEFAULT 0, value DOUBLE NULL, threshold DOUBLE NULL,"
-                   " changed_at DATETIME(6) NULL, checked_at DATETIME(6) NULL, PRIMARY KEY (kind, subject))" + table),
-            Step(self.q("ALTER TABLE {jobs} DROP KEY {jobs}_claim, ADD KEY {jobs}_claim "
-                        "(queue, reserved_by, blocked_by, priority DESC, id, available_at)"), has_due),
-        ]
-
-    def _version_4(self, table: str) -> list[str | Step]:
-        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
-        and a new side table; each ALTER guarded (MySQL's DDL commits on its own)."""
-        def column(tbl: str, spec: str) -> Step:
-            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
-                        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
-
-        return [
-            column("jobs", "label VARCHAR(255) NULL"), column("jobs", "cost INT NULL"),
-            column("failed", "label VARCHAR(255) NULL"), column("failed", "cost INT NULL"),
-            column("results", "label VARCHAR(255) NULL"),
-            column("unique_keys", "period DOUBLE NULL"), column("unique_keys", "expires_at DATETIME(6) NULL"),
-            column("rate_starts", "units INT NULL"),
-            # One row per failed attempt, keyed by job id: a plain successful job writes none.
-            self.q("CREATE TABLE IF NOT EXISTS {job_errors} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-                   " job_id BIGINT NOT NULL, attempt INT NOT NULL, failed_at DATETIME(6) NOT NULL,"
-                   " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL, traceback MEDIUMTEXT NULL,"
-                   " KEY {job_errors}_job (job_id, id))" + table),
-        ]
-
-    def _version_5(self, table: str) -> list[str | Step]:
-        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
-        row waited for one), and a workflow's steps keep their graph and result inputs.  Each
-        ALTER is guarded (MySQL commits DDL on its own); the UPDATE may run twice harmlessly."""
-        return [
-            self.q("UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL"),
-            *(self._add_column("batches", c) for c in ("name VARCHAR(255) NULL", "policy VARCHAR(10) NULL",
-                                                       "result_ttl DOUBLE NULL")),
-            self.q("CREATE TABLE IF NOT EXISTS {steps} (job_id BIGINT NOT NULL PRIMARY KEY, batch_id BIGINT NOT NULL,"
-                   " position INT NOT NULL, label VARCHAR(255) NOT NULL, parents MEDIUMTEXT NOT NULL,"
-                   " inputs MEDIUMTEXT NULL, KEY {steps}_batch (batch_id, position))" + table),
-        ]
-
-    def _version_2(self, table: str) -> list[str | Step]:
-        """MySQL commits each DDL statement on its own, so a step that ran before a crash must be
-        skippable: every ALTER is guarded by a look at information_schema (MySQL 8 has no
-        ``ADD COLUMN IF NOT EXISTS``)."""
-        column = self._add_column
-
-        def index(tbl: str, name: str, spec: str) -> Step:
-            return Step(self.q(f"ALTER TABLE {{{tbl}}} ADD {spec}"),
-                        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
-                        f"AND TABLE_NAME = '{self.q('{' + tbl + '}')}' AND INDEX_NAME = '{self.q(name)}'")
-
-        jobs_claim_has_blocked = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "
-                                  f"DATABASE() AND TABLE_NAME = '{self.t_jobs}' AND INDEX_NAME = "
-                                  f"'{self.t_jobs}_claim' AND COLUMN_NAME = 'blocked_by'")
-        return [
-            *(column("jobs", c) for c in (
-                "unique_key VARCHAR(255) NULL", "blocked_by BIGINT NULL", "batch_id BIGINT NULL",
-                "concurrency_key VARCHAR(255) NULL", "flags INT NOT NULL DEFAULT 0",
-                "cancel_requested_at DATETIME(6) NULL", "admitted_at DATETIME(6) NULL", "progress DOUBLE NULL",
-                "progress_message VARCHAR(255) NULL")),
-            *(column("failed", c) for c in (
-                "unique_key VARCHAR(255) NULL", "batch_id BIGINT NULL", "concurrency_key VARCHAR(255) NULL",
-                "flags INT NOT NULL DEFAULT 0")),
-            # No partial indexes: blocked jobs are kept out of the claim's range by an equality
-            # on blocked_by IS NULL, ahead of the ORDER BY columns.
-            Step(self.q("ALTER TABLE {jobs} DROP KEY {jobs}_claim, ADD KEY {jobs}_claim "
-                        "(queue, reserved_by, blocked_by, priority DESC, id)"), jobs_claim_has_blocked),
-            # Side tables instead of indexes on the jobs table: InnoDB would keep an entry for every
-            # NULL, and a plain job's insert and delete would pay for four more indexes.
-            index("failed", "{failed}_failed_at", "KEY {failed}_failed_at (failed_at)"),
-            *(self.q(s) for s in (
-                "CREATE TABLE IF NOT EXISTS {results} (id BIGINT NOT NULL PRIMARY KEY, queue VARCHAR(60) NOT NULL,"
-                " name VARCHAR(255) NOT NULL, state VARCHAR(20) NOT NULL, result MEDIUMTEXT NULL, message TEXT NULL,"
-                " attempts INT NOT NULL, batch_id BIGINT NULL, finished_at DATETIME(6) NOT NULL,"
-                " expires_at DATETIME(6) NOT NULL, KEY {results}_expiry (expires_at),"
-                " KEY {results}_batch (batch_id))" + table,
-                "CREATE TABLE IF NOT EXISTS {batches} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-                " kind VARCHAR(10) NOT NULL, total INT NOT NULL, done INT NOT NULL DEFAULT 0,"
-                " failed INT NOT NULL DEFAULT 0, on_complete MEDIUMTEXT NULL, on_failure MEDIUMTEXT NULL,"
-                " created_at DATETIME(6) NOT NULL, completed_at DATETIME(6) NULL,"
-                " failure_fired_at DATETIME(6) NULL)" + table,
-                "CREATE TABLE IF NOT EXISTS {locks} (name VARCHAR(255) NOT NULL PRIMARY KEY)" + table,
-                "CREATE TABLE IF NOT EXISTS {unique_keys} (name VARCHAR(255) NOT NULL PRIMARY KEY,"
-                " job_id BIGINT NOT NULL)" + table,
-                "CREATE TABLE IF NOT EXISTS {dependencies} (parent_id BIGINT NOT NULL, child_id BIGINT NOT NULL,"
-                " PRIMARY KEY (parent_id, child_id))" + table,
-                "CREATE TABLE IF NOT EXISTS {group_runs} (job_id BIGINT NOT NULL PRIMARY KEY,"
-                " name VARCHAR(255) NOT NULL, KEY {group_runs}_name (name))" + table,
-                "CREATE TABLE IF NOT EXISTS {rate_starts} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-                " name VARCHAR(255) NOT NULL, started_at DATETIME(6) NOT NULL,"
-                " KEY {rate_starts}_window (name, started_at))" + table,
-                "CREATE TABLE IF NOT EXISTS {periodic} (name VARCHAR(255) NOT NULL PRIMARY KEY,"
-                " last_slot DATETIME(6) NULL, updated_at DATETIME(6) NOT NULL)" + table,
-                "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) NOT NULL PRIMARY KEY,"
-                " paused INT NOT NULL DEFAULT 0, changed_at DATETIME(6) NOT NULL)" + table,
-            )),
-        ]
+    #: The schema, version by version: mysql_migrations.py.
+    MIGRATIONS = mysql_migrations.MIGRATIONS
 
     def after_schema_check(self, cur: Cursor) -> None:
         # Before MySQL 8 (and MariaDB 10.2.4) InnoDB resets AUTO_INCREMENT to MAX(id)+1 on restart,

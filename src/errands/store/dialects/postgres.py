@@ -28,6 +28,7 @@ from ...core.extras import MissingExtra
 from ...core.rows import FAR_FUTURE, FAR_PAST, NewJob
 from ..driver import Connection, Cursor, fetch_row, fetch_rows, scalar
 from ..pool import POOL_OPTIONS, connection_label
+from . import postgres_migrations
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -38,8 +39,6 @@ from .base import (
     Dialect,
     InsertShape,
     Listener,
-    Migrations,
-    Step,
     claim_order,
     int_or_none,
     shape_of,
@@ -391,154 +390,8 @@ class PostgresDialect(Dialect):
         _pg(conn).execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.t_schema,))
         yield
 
-    def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
-                (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7()), (8, self._version_8()),
-                (9, self._version_9())]
-
-    def _version_1(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE IF NOT EXISTS {jobs} ("
-            " id BIGSERIAL PRIMARY KEY,"
-            " queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL,"
-            " priority INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
-            " max_attempts INTEGER NOT NULL, timeout DOUBLE PRECISION,"
-            " available_at TIMESTAMPTZ NOT NULL, created_at TIMESTAMPTZ NOT NULL,"
-            " reserved_by VARCHAR(120), reserved_at TIMESTAMPTZ, reserved_until TIMESTAMPTZ, last_error TEXT)"
-            # A queue table churns: every job is inserted, updated and deleted.  Dead row versions
-            # left in the claim index make every claim walk them, so vacuum this small hot table
-            # early and unthrottled instead of waiting for 20 % of it to be dead (the default).
-            " WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,"
-            " autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0)",
-            "CREATE INDEX IF NOT EXISTS {jobs}_claim ON {jobs} (queue, priority DESC, id) "
-            "WHERE reserved_by IS NULL",
-            "CREATE INDEX IF NOT EXISTS {jobs}_lease ON {jobs} (reserved_until) WHERE reserved_by IS NOT NULL",
-            "CREATE TABLE IF NOT EXISTS {failed} ("
-            " id BIGINT PRIMARY KEY, queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL, payload TEXT NOT NULL,"
-            " priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,"
-            " timeout DOUBLE PRECISION, created_at TIMESTAMPTZ NOT NULL, failed_at TIMESTAMPTZ NOT NULL,"
-            " error_type VARCHAR(255) NOT NULL, error_message TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {failed}_queue ON {failed} (queue, failed_at)",
-            "CREATE TABLE IF NOT EXISTS {workers} ("
-            " id VARCHAR(120) PRIMARY KEY, hostname VARCHAR(255) NOT NULL, pid INTEGER NOT NULL,"
-            " queues TEXT NOT NULL, concurrency INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL,"
-            " heartbeat_at TIMESTAMPTZ NOT NULL, jobs_done BIGINT NOT NULL DEFAULT 0)",
-        )]
-
-    def _version_6(self) -> list[str | Step]:
-        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
-        # A constant default: PostgreSQL 11+ adds the column without rewriting the table.
-        return [self.q("ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS snoozes INTEGER NOT NULL DEFAULT 0")]
-
-    def _version_7(self) -> list[str | Step]:
-        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
-        # of an errands that did not record them, judged by the reader's lease as before).
-        return [self.q("ALTER TABLE {workers} ADD COLUMN IF NOT EXISTS lease DOUBLE PRECISION, "
-                       "ADD COLUMN IF NOT EXISTS heartbeat_every DOUBLE PRECISION")]
-
-    def _version_8(self) -> list[str | Step]:
-        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
-        return [self.q("CREATE TABLE IF NOT EXISTS {queue_limits} (name VARCHAR(60) PRIMARY KEY, concurrency INTEGER,"
-                       " rate_count INTEGER, rate_period DOUBLE PRECISION, changed_at TIMESTAMPTZ NOT NULL)")]
-
-    def _version_9(self) -> list[str | Step]:
-        # Alert thresholds: whether each alert is crossed, changed by conditional UPDATEs (one deliverer).
-        return [self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind VARCHAR(20) NOT NULL, subject VARCHAR(60) NOT NULL,"
-                       " crossed INTEGER NOT NULL DEFAULT 0, value DOUBLE PRECISION, threshold DOUBLE PRECISION,"
-                       " changed_at TIMESTAMPTZ, checked_at TIMESTAMPTZ, PRIMARY KEY (kind, subject))")]
-
-    def _version_2(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "ALTER TABLE {jobs} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in (
-                "unique_key VARCHAR(255)", "blocked_by BIGINT", "batch_id BIGINT", "concurrency_key VARCHAR(255)",
-                "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at TIMESTAMPTZ", "admitted_at TIMESTAMPTZ",
-                "progress DOUBLE PRECISION", "progress_message VARCHAR(255)")),
-            "ALTER TABLE {failed} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in (
-                "unique_key VARCHAR(255)", "batch_id BIGINT", "concurrency_key VARCHAR(255)",
-                "flags INTEGER NOT NULL DEFAULT 0")),
-            # Blocked jobs leave the claim index, so a long chain never slows claims down.
-            "DROP INDEX IF EXISTS {jobs}_claim",
-            "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
-            "WHERE reserved_by IS NULL AND blocked_by IS NULL",
-            # Side tables instead of indexes on the jobs table: a plain job writes no row in them.
-            "CREATE TABLE IF NOT EXISTS {unique_keys} (name VARCHAR(255) PRIMARY KEY, job_id BIGINT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS {dependencies} (parent_id BIGINT NOT NULL, child_id BIGINT NOT NULL,"
-            " PRIMARY KEY (parent_id, child_id))",
-            "CREATE TABLE IF NOT EXISTS {group_runs} (job_id BIGINT PRIMARY KEY, name VARCHAR(255) NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {group_runs}_name ON {group_runs} (name)",
-            "CREATE TABLE IF NOT EXISTS {results} (id BIGINT PRIMARY KEY, queue VARCHAR(60) NOT NULL,"
-            " name VARCHAR(255) NOT NULL, state VARCHAR(20) NOT NULL, result TEXT, message TEXT,"
-            " attempts INTEGER NOT NULL, batch_id BIGINT, finished_at TIMESTAMPTZ NOT NULL,"
-            " expires_at TIMESTAMPTZ NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {results}_expiry ON {results} (expires_at)",
-            "CREATE INDEX IF NOT EXISTS {results}_batch ON {results} (batch_id) WHERE batch_id IS NOT NULL",
-            "CREATE TABLE IF NOT EXISTS {batches} (id BIGSERIAL PRIMARY KEY, kind VARCHAR(10) NOT NULL,"
-            " total INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,"
-            " on_complete TEXT, on_failure TEXT, created_at TIMESTAMPTZ NOT NULL, completed_at TIMESTAMPTZ,"
-            " failure_fired_at TIMESTAMPTZ)",
-            "CREATE TABLE IF NOT EXISTS {locks} (name VARCHAR(255) PRIMARY KEY)",
-            "CREATE TABLE IF NOT EXISTS {rate_starts} (id BIGSERIAL PRIMARY KEY, name VARCHAR(255) NOT NULL,"
-            " started_at TIMESTAMPTZ NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {rate_starts}_window ON {rate_starts} (name, started_at)",
-            "CREATE TABLE IF NOT EXISTS {periodic} (name VARCHAR(255) PRIMARY KEY, last_slot TIMESTAMPTZ,"
-            " updated_at TIMESTAMPTZ NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS {queues} (name VARCHAR(60) PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
-            " changed_at TIMESTAMPTZ NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {failed}_failed_at ON {failed} (failed_at)",
-        )]
-
-    def _version_3(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE IF NOT EXISTS {users} (id BIGSERIAL PRIMARY KEY, username VARCHAR(100) NOT NULL UNIQUE,"
-            " password_hash VARCHAR(255) NOT NULL, role VARCHAR(20) NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
-            " theme VARCHAR(10) NOT NULL DEFAULT 'auto', created_at TIMESTAMPTZ NOT NULL, last_login_at TIMESTAMPTZ)",
-            "CREATE TABLE IF NOT EXISTS {sessions} (token_hash VARCHAR(64) PRIMARY KEY, user_id BIGINT NOT NULL,"
-            " csrf VARCHAR(64) NOT NULL, created_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {sessions}_user ON {sessions} (user_id)",
-            "CREATE TABLE IF NOT EXISTS {remember} (selector VARCHAR(32) PRIMARY KEY,"
-            " validator_hash VARCHAR(64) NOT NULL, user_id BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS {login_attempts} (id BIGSERIAL PRIMARY KEY, username VARCHAR(100) NOT NULL,"
-            " ip VARCHAR(64) NOT NULL, at TIMESTAMPTZ NOT NULL, ok INTEGER NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {login_attempts}_user ON {login_attempts} (username, at)",
-            "CREATE INDEX IF NOT EXISTS {login_attempts}_ip ON {login_attempts} (ip, at)",
-            "CREATE TABLE IF NOT EXISTS {audit} (id BIGSERIAL PRIMARY KEY, at TIMESTAMPTZ NOT NULL,"
-            " actor VARCHAR(100) NOT NULL, action VARCHAR(50) NOT NULL, target VARCHAR(255) NOT NULL, detail TEXT)",
-            # The dashboard lists blocked jobs by id; partial, so plain jobs never touch it.
-            "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
-            "CREATE TABLE IF NOT EXISTS {stats} (minute TIMESTAMPTZ NOT NULL, queue VARCHAR(60) NOT NULL,"
-            " succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, PRIMARY KEY (minute, queue))",
-        )]
-
-    def _version_4(self) -> list[str | Step]:
-        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
-        (no table rewrite) and a new side table."""
-        return [self.q(s) for s in (
-            "ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS label VARCHAR(255), ADD COLUMN IF NOT EXISTS cost INTEGER",
-            "ALTER TABLE {failed} ADD COLUMN IF NOT EXISTS label VARCHAR(255), "
-            "ADD COLUMN IF NOT EXISTS cost INTEGER",
-            "ALTER TABLE {results} ADD COLUMN IF NOT EXISTS label VARCHAR(255)",
-            "ALTER TABLE {unique_keys} ADD COLUMN IF NOT EXISTS period DOUBLE PRECISION, "
-            "ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ",
-            "ALTER TABLE {rate_starts} ADD COLUMN IF NOT EXISTS units INTEGER",
-            # One row per failed attempt, keyed by job id: a plain successful job writes none.
-            "CREATE TABLE IF NOT EXISTS {job_errors} (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
-            " attempt INTEGER NOT NULL, failed_at TIMESTAMPTZ NOT NULL, error_type VARCHAR(255) NOT NULL,"
-            " error_message TEXT NOT NULL, traceback TEXT)",
-            "CREATE INDEX IF NOT EXISTS {job_errors}_job ON {job_errors} (job_id, id)",
-        )]
-
-    def _version_5(self) -> list[str | Step]:
-        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
-        row waited for one), and a workflow's steps keep their graph and result inputs."""
-        return [self.q(s) for s in (
-            "UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL",
-            "ALTER TABLE {batches} ADD COLUMN IF NOT EXISTS name VARCHAR(255),"
-            " ADD COLUMN IF NOT EXISTS policy VARCHAR(10), ADD COLUMN IF NOT EXISTS result_ttl DOUBLE PRECISION",
-            "CREATE TABLE IF NOT EXISTS {steps} (job_id BIGINT PRIMARY KEY, batch_id BIGINT NOT NULL,"
-            " position INTEGER NOT NULL, label VARCHAR(255) NOT NULL, parents TEXT NOT NULL, inputs TEXT)",
-            "CREATE INDEX IF NOT EXISTS {steps}_batch ON {steps} (batch_id, position)",
-        )]
+    #: The schema, version by version: postgres_migrations.py.
+    MIGRATIONS = postgres_migrations.MIGRATIONS
 
     # ------------------------------------------------------------------ feature statements
     def insert_one(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:

@@ -23,6 +23,7 @@ from ...core.columns import Kind
 from ...core.errors import ConfigurationError, StoreError
 from ...core.rows import epoch_to_datetime
 from ..driver import Connection, Cursor, scalar
+from . import sqlite_migrations
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -32,10 +33,8 @@ from .base import (
     UNAVAILABLE,
     Dialect,
     Listener,
-    Migrations,
     PollingListener,
     RunFn,
-    Step,
     claim_order,
     int_or_none,
 )
@@ -248,149 +247,8 @@ class SQLiteDialect(Dialect):
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
         return value.timestamp()
 
-    def migrations(self) -> Migrations:
-        return [(1, self._version_1()), (2, self._version_2()), (3, self._version_3()), (4, self._version_4()),
-                (5, self._version_5()),
-                (6, self._version_6()), (7, self._version_7()), (8, self._version_8()),
-                (9, self._version_9())]
-
-    def _version_1(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE IF NOT EXISTS {jobs} ("
-            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
-            " priority INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
-            " max_attempts INTEGER NOT NULL, timeout REAL,"
-            " available_at REAL NOT NULL, created_at REAL NOT NULL,"
-            " reserved_by TEXT, reserved_at REAL, reserved_until REAL, last_error TEXT)",
-            # The claim query: ready jobs of one queue, by priority then age.
-            "CREATE INDEX IF NOT EXISTS {jobs}_claim ON {jobs} (queue, priority DESC, id) "
-            "WHERE reserved_by IS NULL",
-            # Heartbeat and stale recovery look at reserved rows only.
-            "CREATE INDEX IF NOT EXISTS {jobs}_lease ON {jobs} (reserved_until) WHERE reserved_by IS NOT NULL",
-            "CREATE TABLE IF NOT EXISTS {failed} ("
-            " id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
-            " priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,"
-            " timeout REAL, created_at REAL NOT NULL, failed_at REAL NOT NULL,"
-            " error_type TEXT NOT NULL, error_message TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS {failed}_queue ON {failed} (queue, failed_at)",
-            "CREATE TABLE IF NOT EXISTS {workers} ("
-            " id TEXT PRIMARY KEY, hostname TEXT NOT NULL, pid INTEGER NOT NULL, queues TEXT NOT NULL,"
-            " concurrency INTEGER NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,"
-            " jobs_done INTEGER NOT NULL DEFAULT 0)",
-        )]
-
-    def _version_2(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            *(f"ALTER TABLE {{jobs}} ADD COLUMN {c}" for c in (
-                "unique_key TEXT", "blocked_by INTEGER", "batch_id INTEGER", "concurrency_key TEXT",
-                "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at REAL", "admitted_at REAL",
-                "progress REAL", "progress_message TEXT")),
-            *(f"ALTER TABLE {{failed}} ADD COLUMN {c}" for c in (
-                "unique_key TEXT", "batch_id INTEGER", "concurrency_key TEXT", "flags INTEGER NOT NULL DEFAULT 0")),
-            # Blocked jobs leave the claim index, so a long chain never slows claims down.
-            "DROP INDEX IF EXISTS {jobs}_claim",
-            "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
-            "WHERE reserved_by IS NULL AND blocked_by IS NULL",
-            # Side tables instead of indexes on the jobs table: a plain job writes no row in them.
-            "CREATE TABLE {unique_keys} (name TEXT PRIMARY KEY, job_id INTEGER NOT NULL)",
-            "CREATE TABLE {dependencies} (parent_id INTEGER NOT NULL, child_id INTEGER NOT NULL,"
-            " PRIMARY KEY (parent_id, child_id))",
-            "CREATE TABLE {group_runs} (job_id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-            "CREATE INDEX {group_runs}_name ON {group_runs} (name)",
-            "CREATE TABLE {results} (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL,"
-            " state TEXT NOT NULL, result TEXT, message TEXT, attempts INTEGER NOT NULL, batch_id INTEGER,"
-            " finished_at REAL NOT NULL, expires_at REAL NOT NULL)",
-            "CREATE INDEX {results}_expiry ON {results} (expires_at)",
-            "CREATE INDEX {results}_batch ON {results} (batch_id) WHERE batch_id IS NOT NULL",
-            "CREATE TABLE {batches} (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
-            " total INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,"
-            " on_complete TEXT, on_failure TEXT, created_at REAL NOT NULL, completed_at REAL,"
-            " failure_fired_at REAL)",
-            "CREATE TABLE {locks} (name TEXT PRIMARY KEY)",
-            "CREATE TABLE {rate_starts} (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,"
-            " started_at REAL NOT NULL)",
-            "CREATE INDEX {rate_starts}_window ON {rate_starts} (name, started_at)",
-            "CREATE TABLE {periodic} (name TEXT PRIMARY KEY, last_slot REAL, updated_at REAL NOT NULL)",
-            "CREATE TABLE {queues} (name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
-            " changed_at REAL NOT NULL)",
-            "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
-        )]
-
-    def _version_3(self) -> list[str | Step]:
-        return [self.q(s) for s in (
-            "CREATE TABLE {users} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL UNIQUE,"
-            " password_hash TEXT NOT NULL, role TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
-            " theme TEXT NOT NULL DEFAULT 'auto', created_at REAL NOT NULL, last_login_at REAL)",
-            "CREATE TABLE {sessions} (token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL,"
-            " created_at REAL NOT NULL, expires_at REAL NOT NULL)",
-            "CREATE INDEX {sessions}_user ON {sessions} (user_id)",
-            "CREATE TABLE {remember} (selector TEXT PRIMARY KEY, validator_hash TEXT NOT NULL,"
-            " user_id INTEGER NOT NULL, expires_at REAL NOT NULL)",
-            "CREATE TABLE {login_attempts} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL,"
-            " ip TEXT NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL)",
-            "CREATE INDEX {login_attempts}_user ON {login_attempts} (username, at)",
-            "CREATE INDEX {login_attempts}_ip ON {login_attempts} (ip, at)",
-            "CREATE TABLE {audit} (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, actor TEXT NOT NULL,"
-            " action TEXT NOT NULL, target TEXT NOT NULL, detail TEXT)",
-            # The dashboard lists blocked jobs by id; partial, so plain jobs never touch it.
-            "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
-            "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
-            " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
-        )]
-
-    def _version_4(self) -> list[str | Step]:
-        """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
-        and a new side table only, so it runs on a populated database without rewriting a row."""
-        return [self.q(s) for s in (
-            "ALTER TABLE {jobs} ADD COLUMN label TEXT",
-            "ALTER TABLE {jobs} ADD COLUMN cost INTEGER",
-            "ALTER TABLE {failed} ADD COLUMN label TEXT",
-            "ALTER TABLE {failed} ADD COLUMN cost INTEGER",
-            "ALTER TABLE {results} ADD COLUMN label TEXT",
-            "ALTER TABLE {unique_keys} ADD COLUMN period REAL",
-            "ALTER TABLE {unique_keys} ADD COLUMN expires_at REAL",
-            "ALTER TABLE {rate_starts} ADD COLUMN units INTEGER",
-            # One row per failed attempt, keyed by job id: a plain successful job writes none.
-            "CREATE TABLE {job_errors} (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL,"
-            " attempt INTEGER NOT NULL, failed_at REAL NOT NULL, error_type TEXT NOT NULL,"
-            " error_message TEXT NOT NULL, traceback TEXT)",
-            "CREATE INDEX {job_errors}_job ON {job_errors} (job_id, id)",
-        )]
-
-    def _version_8(self) -> list[str | Step]:
-        # Limits per queue that operators set from the dashboard; workers read them every few seconds.
-        return [self.q("CREATE TABLE {queue_limits} (name TEXT PRIMARY KEY, concurrency INTEGER, rate_count INTEGER,"
-                       " rate_period REAL, changed_at REAL NOT NULL)")]
-
-    def _version_6(self) -> list[str | Step]:
-        # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
-        return [self.q("ALTER TABLE {jobs} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")]
-
-    def _version_7(self) -> list[str | Step]:
-        # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
-        # of an errands that did not record them, judged by the reader's lease as before).
-        return [self.q("ALTER TABLE {workers} ADD COLUMN lease REAL"),
-                self.q("ALTER TABLE {workers} ADD COLUMN heartbeat_every REAL")]
-
-    def _version_9(self) -> list[str | Step]:
-        # Alert thresholds: whether each alert is crossed, changed by conditional UPDATEs (one deliverer).
-        return [self.q("CREATE TABLE IF NOT EXISTS {alerts} (kind TEXT NOT NULL, subject TEXT NOT NULL,"
-                       " crossed INTEGER NOT NULL DEFAULT 0, value REAL, threshold REAL, changed_at REAL,"
-                       " checked_at REAL, PRIMARY KEY (kind, subject))")]
-
-    def _version_5(self) -> list[str | Step]:
-        """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
-        row waited for one), and a workflow's steps keep their graph and result inputs."""
-        return [self.q(s) for s in (
-            "UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL",
-            "ALTER TABLE {batches} ADD COLUMN name TEXT",
-            "ALTER TABLE {batches} ADD COLUMN policy TEXT",
-            "ALTER TABLE {batches} ADD COLUMN result_ttl REAL",
-            "CREATE TABLE {steps} (job_id INTEGER PRIMARY KEY, batch_id INTEGER NOT NULL,"
-            " position INTEGER NOT NULL, label TEXT NOT NULL, parents TEXT NOT NULL, inputs TEXT)",
-            "CREATE INDEX {steps}_batch ON {steps} (batch_id, position)",
-        )]
+    #: The schema, version by version: sqlite_migrations.py.
+    MIGRATIONS = sqlite_migrations.MIGRATIONS
 
     def floor_sql(self, expr: str) -> str:
         """SQLite has FLOOR only when built with its math functions (CPython's Windows build is not)."""

@@ -1,0 +1,173 @@
+"""SQLite's schema, version by version: the statements ``errands migrate`` runs (and SQLite runs
+by itself on first use), each version in one ``BEGIN IMMEDIATE`` transaction.
+
+Versions are listed in order at the bottom (:data:`MIGRATIONS`); the dialect's schema version is
+the last of them.  A change to the schema is a new version appended here and, with the same
+number, in ``postgres_migrations`` and ``mysql_migrations``; a version that has shipped is never
+edited, because a database that recorded it never runs it again.
+"""
+
+from __future__ import annotations
+
+from .base import Dialect, Migration, Step, in_version_order
+
+
+def _version_1(d: Dialect) -> list[str | Step]:
+    return [d.q(s) for s in (
+        "CREATE TABLE IF NOT EXISTS {jobs} ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
+        " priority INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+        " max_attempts INTEGER NOT NULL, timeout REAL,"
+        " available_at REAL NOT NULL, created_at REAL NOT NULL,"
+        " reserved_by TEXT, reserved_at REAL, reserved_until REAL, last_error TEXT)",
+        # The claim query: ready jobs of one queue, by priority then age.
+        "CREATE INDEX IF NOT EXISTS {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+        "WHERE reserved_by IS NULL",
+        # Heartbeat and stale recovery look at reserved rows only.
+        "CREATE INDEX IF NOT EXISTS {jobs}_lease ON {jobs} (reserved_until) WHERE reserved_by IS NOT NULL",
+        "CREATE TABLE IF NOT EXISTS {failed} ("
+        " id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL, payload TEXT NOT NULL,"
+        " priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,"
+        " timeout REAL, created_at REAL NOT NULL, failed_at REAL NOT NULL,"
+        " error_type TEXT NOT NULL, error_message TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS {failed}_queue ON {failed} (queue, failed_at)",
+        "CREATE TABLE IF NOT EXISTS {workers} ("
+        " id TEXT PRIMARY KEY, hostname TEXT NOT NULL, pid INTEGER NOT NULL, queues TEXT NOT NULL,"
+        " concurrency INTEGER NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL,"
+        " jobs_done INTEGER NOT NULL DEFAULT 0)",
+    )]
+
+
+def _version_2(d: Dialect) -> list[str | Step]:
+    return [d.q(s) for s in (
+        *(f"ALTER TABLE {{jobs}} ADD COLUMN {c}" for c in (
+            "unique_key TEXT", "blocked_by INTEGER", "batch_id INTEGER", "concurrency_key TEXT",
+            "flags INTEGER NOT NULL DEFAULT 0", "cancel_requested_at REAL", "admitted_at REAL",
+            "progress REAL", "progress_message TEXT")),
+        *(f"ALTER TABLE {{failed}} ADD COLUMN {c}" for c in (
+            "unique_key TEXT", "batch_id INTEGER", "concurrency_key TEXT", "flags INTEGER NOT NULL DEFAULT 0")),
+        # Blocked jobs leave the claim index, so a long chain never slows claims down.
+        "DROP INDEX IF EXISTS {jobs}_claim",
+        "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, id) "
+        "WHERE reserved_by IS NULL AND blocked_by IS NULL",
+        # Side tables instead of indexes on the jobs table: a plain job writes no row in them.
+        "CREATE TABLE {unique_keys} (name TEXT PRIMARY KEY, job_id INTEGER NOT NULL)",
+        "CREATE TABLE {dependencies} (parent_id INTEGER NOT NULL, child_id INTEGER NOT NULL,"
+        " PRIMARY KEY (parent_id, child_id))",
+        "CREATE TABLE {group_runs} (job_id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+        "CREATE INDEX {group_runs}_name ON {group_runs} (name)",
+        "CREATE TABLE {results} (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL,"
+        " state TEXT NOT NULL, result TEXT, message TEXT, attempts INTEGER NOT NULL, batch_id INTEGER,"
+        " finished_at REAL NOT NULL, expires_at REAL NOT NULL)",
+        "CREATE INDEX {results}_expiry ON {results} (expires_at)",
+        "CREATE INDEX {results}_batch ON {results} (batch_id) WHERE batch_id IS NOT NULL",
+        "CREATE TABLE {batches} (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+        " total INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,"
+        " on_complete TEXT, on_failure TEXT, created_at REAL NOT NULL, completed_at REAL,"
+        " failure_fired_at REAL)",
+        "CREATE TABLE {locks} (name TEXT PRIMARY KEY)",
+        "CREATE TABLE {rate_starts} (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,"
+        " started_at REAL NOT NULL)",
+        "CREATE INDEX {rate_starts}_window ON {rate_starts} (name, started_at)",
+        "CREATE TABLE {periodic} (name TEXT PRIMARY KEY, last_slot REAL, updated_at REAL NOT NULL)",
+        "CREATE TABLE {queues} (name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0,"
+        " changed_at REAL NOT NULL)",
+        "CREATE INDEX {failed}_failed_at ON {failed} (failed_at)",
+    )]
+
+
+def _version_3(d: Dialect) -> list[str | Step]:
+    return [d.q(s) for s in (
+        "CREATE TABLE {users} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL UNIQUE,"
+        " password_hash TEXT NOT NULL, role TEXT NOT NULL, disabled INTEGER NOT NULL DEFAULT 0,"
+        " theme TEXT NOT NULL DEFAULT 'auto', created_at REAL NOT NULL, last_login_at REAL)",
+        "CREATE TABLE {sessions} (token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL,"
+        " created_at REAL NOT NULL, expires_at REAL NOT NULL)",
+        "CREATE INDEX {sessions}_user ON {sessions} (user_id)",
+        "CREATE TABLE {remember} (selector TEXT PRIMARY KEY, validator_hash TEXT NOT NULL,"
+        " user_id INTEGER NOT NULL, expires_at REAL NOT NULL)",
+        "CREATE TABLE {login_attempts} (id INTEGER PRIMARY KEY AUTOINCREMENT, username TEXT NOT NULL,"
+        " ip TEXT NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL)",
+        "CREATE INDEX {login_attempts}_user ON {login_attempts} (username, at)",
+        "CREATE INDEX {login_attempts}_ip ON {login_attempts} (ip, at)",
+        "CREATE TABLE {audit} (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, actor TEXT NOT NULL,"
+        " action TEXT NOT NULL, target TEXT NOT NULL, detail TEXT)",
+        # The dashboard lists blocked jobs by id; partial, so plain jobs never touch it.
+        "CREATE INDEX IF NOT EXISTS {jobs}_blocked ON {jobs} (id) WHERE blocked_by IS NOT NULL",
+        "CREATE TABLE {stats} (minute REAL NOT NULL, queue TEXT NOT NULL, succeeded INTEGER NOT NULL,"
+        " failed INTEGER NOT NULL, PRIMARY KEY (minute, queue))",
+    )]
+
+
+def _version_4(d: Dialect) -> list[str | Step]:
+    """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
+    and a new side table only, so it runs on a populated database without rewriting a row."""
+    return [d.q(s) for s in (
+        "ALTER TABLE {jobs} ADD COLUMN label TEXT",
+        "ALTER TABLE {jobs} ADD COLUMN cost INTEGER",
+        "ALTER TABLE {failed} ADD COLUMN label TEXT",
+        "ALTER TABLE {failed} ADD COLUMN cost INTEGER",
+        "ALTER TABLE {results} ADD COLUMN label TEXT",
+        "ALTER TABLE {unique_keys} ADD COLUMN period REAL",
+        "ALTER TABLE {unique_keys} ADD COLUMN expires_at REAL",
+        "ALTER TABLE {rate_starts} ADD COLUMN units INTEGER",
+        # One row per failed attempt, keyed by job id: a plain successful job writes none.
+        "CREATE TABLE {job_errors} (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL,"
+        " attempt INTEGER NOT NULL, failed_at REAL NOT NULL, error_type TEXT NOT NULL,"
+        " error_message TEXT NOT NULL, traceback TEXT)",
+        "CREATE INDEX {job_errors}_job ON {job_errors} (job_id, id)",
+    )]
+
+
+def _version_5(d: Dialect) -> list[str | Step]:
+    """Workflows: a job may wait for several others (``blocked_by`` now counts them; each old
+    row waited for one), and a workflow's steps keep their graph and result inputs."""
+    return [d.q(s) for s in (
+        "UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL",
+        "ALTER TABLE {batches} ADD COLUMN name TEXT",
+        "ALTER TABLE {batches} ADD COLUMN policy TEXT",
+        "ALTER TABLE {batches} ADD COLUMN result_ttl REAL",
+        "CREATE TABLE {steps} (job_id INTEGER PRIMARY KEY, batch_id INTEGER NOT NULL,"
+        " position INTEGER NOT NULL, label TEXT NOT NULL, parents TEXT NOT NULL, inputs TEXT)",
+        "CREATE INDEX {steps}_batch ON {steps} (batch_id, position)",
+    )]
+
+
+def _version_6(d: Dialect) -> list[str | Step]:
+    # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
+    return [d.q("ALTER TABLE {jobs} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0")]
+
+
+def _version_7(d: Dialect) -> list[str | Step]:
+    # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
+    # of an errands that did not record them, judged by the reader's lease as before).
+    return [d.q("ALTER TABLE {workers} ADD COLUMN lease REAL"),
+            d.q("ALTER TABLE {workers} ADD COLUMN heartbeat_every REAL")]
+
+
+def _version_8(d: Dialect) -> list[str | Step]:
+    # Limits per queue that operators set from the dashboard; workers read them every few seconds.
+    return [d.q("CREATE TABLE {queue_limits} (name TEXT PRIMARY KEY, concurrency INTEGER, rate_count INTEGER,"
+                " rate_period REAL, changed_at REAL NOT NULL)")]
+
+
+def _version_9(d: Dialect) -> list[str | Step]:
+    # Alert thresholds: whether each alert is crossed, changed by conditional UPDATEs (one deliverer).
+    return [d.q("CREATE TABLE IF NOT EXISTS {alerts} (kind TEXT NOT NULL, subject TEXT NOT NULL,"
+                " crossed INTEGER NOT NULL DEFAULT 0, value REAL, threshold REAL, changed_at REAL,"
+                " checked_at REAL, PRIMARY KEY (kind, subject))")]
+
+
+MIGRATIONS = in_version_order(
+    Migration(1, "the jobs table with its claim and lease indexes, the dead letter, the workers registry", _version_1),
+    Migration(2, "features: unique keys, dependencies, batches, limits, results, schedules, paused queues", _version_2),
+    Migration(3, "the dashboard's tables (users, sessions, remember-me tokens, login attempts, audit, stats) and the "
+              "blocked jobs' index", _version_3),
+    Migration(4, "labels, rate-limit costs, unique periods, the error history (issue 14)", _version_4),
+    Migration(5, "workflows: dependency counts, batch names and policies, the steps table", _version_5),
+    Migration(6, "how often each job snoozed", _version_6),
+    Migration(7, "each worker's own lease and heartbeat interval", _version_7),
+    Migration(8, "limits per queue, set from the dashboard", _version_8),
+    Migration(9, "the alerts table: whether each alert threshold is crossed", _version_9),
+)
