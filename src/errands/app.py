@@ -141,6 +141,26 @@ class Workflows:
         return self._app.store.workflows.cancel(workflow_id, float(self._app.result_ttl))
 
 
+class JobPolicies:
+    """``app.policies``: how each of an app's jobs ends its attempts, the one place that looks a job's
+    policy up or falls back (the worker, the supervisor and recovery all ask it)."""
+
+    def __init__(self, app: Errands) -> None:
+        self._app = app
+
+    def policy_of(self, name: str) -> JobPolicy:
+        """The job's backoff and retry rules, how long its result and cancellation records stay, and
+        whether its tracebacks are kept.  A name no job of the app has gets the app's fallback (no
+        backoff, every exception retries)."""
+        app = self._app
+        definition = app.registry.get(name)
+        if definition is None:
+            return JobPolicy(None, DEFAULT_POLICY, app.result_ttl, app.result_ttl, app.keep_traceback, known=False)
+        b = definition.behaviour
+        return JobPolicy(definition.backoff, b.policy, b.result_ttl or app.result_ttl, app.result_ttl,
+                         app.keep_traceback if b.keep_traceback is None else b.keep_traceback)
+
+
 class Errands:
     """One application's jobs and the database that holds them.
 
@@ -188,6 +208,8 @@ class Errands:
             raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
         self.keep_results = keep_results
         self.workflows = Workflows(self)
+        self.policies = JobPolicies(self)
+        """How each job ends its attempts (:class:`JobPolicies`)."""
         """Follow and cancel stored workflows: ``app.workflows.status(id)``, ``app.workflows.cancel(id)``."""
         self.keep_traceback = bool(keep_traceback)
         self.result_ttl = float(result_ttl)
@@ -621,22 +643,10 @@ class Errands:
         """End the attempts whose lease expired (their worker died): back in line while attempts are
         left, else the dead letter.  Workers do this on their own every half lease; the ``on_retry``
         and ``on_dead`` hooks of what this call ends run here, in this process."""
-        report = self.store.endings.recover_stale(self)
+        report = self.store.endings.recover_stale(self.policies)
         for row, settlement in report.ended:
             announce(self, row, settlement)
         return report
-
-    def policy_of(self, name: str) -> JobPolicy:
-        """How the job called ``name`` ends its attempts: its backoff and retry rules, how long its
-        result and cancellation records stay, whether its tracebacks are kept.  A name no job of
-        this app has gets the app's fallback (no backoff, every exception retries): the one place
-        that decides it for the worker, the supervisor and recovery."""
-        definition = self.registry.get(name)
-        if definition is None:
-            return JobPolicy(None, DEFAULT_POLICY, self.result_ttl, self.result_ttl, self.keep_traceback, known=False)
-        b = definition.behaviour
-        return JobPolicy(definition.backoff, b.policy, b.result_ttl or self.result_ttl, self.result_ttl,
-                         self.keep_traceback if b.keep_traceback is None else b.keep_traceback)
 
     def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = worker_defaults.CONCURRENCY,
                    burst: bool = False, max_jobs: int | None = None, sleep: float = worker_defaults.SLEEP) -> int:

@@ -80,7 +80,7 @@ def test_a_hard_timeout_counts_as_jobtimeout_for_retry_on(tuned):
     def timed_out(row):  # what the supervisor says of a run it killed over its timeout
         return RunOutcome(row, Result.ERROR, 0.0, "errands.JobTimeout", "too slow", JobTimeout("too slow"))
 
-    tuned.store.endings.end_held("w:1:x", [a.id, b.id], timed_out, tuned)
+    tuned.store.endings.end_held("w:1:x", [a.id, b.id], timed_out, tuned.policies)
     assert a.status() is JobState.FAILED and b.status() is JobState.READY
 
 

@@ -147,7 +147,7 @@ DEFAULT_POLICY = RetryPolicy()
 @dataclass(frozen=True)
 class JobPolicy:
     """Everything that decides how one job's attempts end, resolved once from the job and its app
-    (``Errands.policy_of``): :func:`errands.core.endings.decide` reads nothing else."""
+    (``app.policies``): :func:`errands.core.endings.decide` reads nothing else."""
 
     backoff: DelayFunction | None
     """Seconds before the next attempt after a failed one (None: at once)."""

@@ -132,7 +132,7 @@ class Steps:
 
         def flush() -> None:
             if waiting:
-                got = self.d.insert_jobs(cur, [j for _, j in waiting])
+                got = self.d.inserts.insert_jobs(cur, [j for _, j in waiting])
                 for (position, _), job_id in zip(waiting, got, strict=True):
                     ids[position] = job_id
                 waiting.clear()
@@ -165,7 +165,7 @@ class Steps:
         if j.unique_key is not None:
             job_id = self.insert_unique(cur, j)
         else:
-            [job_id] = self.d.insert_jobs(cur, [j])
+            [job_id] = self.d.inserts.insert_jobs(cur, [j])
         if waits_for:
             cur.executemany(self.d.q(self.d.insert_ignore("{dependencies}", "parent_id, child_id")),
                             [(parent, job_id) for parent in dict.fromkeys(waits_for)])
@@ -221,11 +221,11 @@ class Steps:
                 cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id = {p}"), (holder,))
                 if cur.fetchone() is not None:
                     return holder
-                [job_id] = self.d.insert_jobs(cur, [j])
+                [job_id] = self.d.inserts.insert_jobs(cur, [j])
                 cur.execute(self.d.q("UPDATE {unique_keys} SET job_id = {p}, period = {p}, expires_at = NULL "
                                      "WHERE name = {p}"), (job_id, period, key))
                 return job_id
-            [job_id] = self.d.insert_jobs(cur, [j])
+            [job_id] = self.d.inserts.insert_jobs(cur, [j])
             cur.execute(self.d.q(self.d.insert_ignore("{unique_keys}", "name, job_id, period")), (key, job_id, period))
             if cur.rowcount == 1:
                 return job_id

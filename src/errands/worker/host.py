@@ -17,9 +17,9 @@ from ..core.host import AppHost
 if TYPE_CHECKING:
     from ..core.alerts import AlertThresholds
     from ..core.cron import Cron
+    from ..core.endings import PolicyLookup
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
-    from ..core.retry import JobPolicy
     from ..core.rows import NewJob
     from .ports import WorkerStore
 
@@ -71,9 +71,10 @@ class RunHost(AppHost, Protocol):
     def failed_ttl(self) -> float | None:
         """Seconds dead-letter entries are kept (None: for ever); the heartbeat prunes older ones."""
 
-    def policy_of(self, name: str) -> JobPolicy:
-        """How the job called ``name`` ends its attempts (its backoff, retry rules, record lifetimes);
-        the app's fallback for a name no job of it has."""
+    @property
+    def policies(self) -> PolicyLookup:
+        """How each job ends its attempts (its backoff, retry rules, record lifetimes); the app's
+        fallback for a name no job of it has."""
 
     @property
     def hooks(self) -> Hooks:

@@ -170,7 +170,7 @@ class Maintenance:
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
-        report = self.store.endings.recover_stale(self.app)
+        report = self.store.endings.recover_stale(self.app.policies)
         if report.released or report.buried:
             log.warning("recovered stale jobs: released %s, buried %s", report.released, report.buried)
         for row, settlement in report.ended:  # this process decided them: its hooks hear of them

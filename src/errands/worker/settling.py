@@ -163,7 +163,7 @@ class Settling:
             self._write_completed()
         if not self.unsettled:
             return
-        decided = [(o, decide(o, self.app.policy_of(o.row.name))) for o in self.unsettled]
+        decided = [(o, decide(o, self.app.policies.policy_of(o.row.name))) for o in self.unsettled]
         if any(isinstance(s, Completed) for _, s in decided):
             self._write_successes([(o, s) for o, s in decided if isinstance(s, Completed)])
             decided = [(o, s) for o, s in decided if not isinstance(s, Completed)]

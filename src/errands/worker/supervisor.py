@@ -234,7 +234,7 @@ class Supervisor:
 
         for attempt in range(5):
             try:
-                for row, settlement in store.endings.end_held(owner, charged, outcome_of, self.app):
+                for row, settlement in store.endings.end_held(owner, charged, outcome_of, self.app.policies):
                     if isinstance(settlement, Buried):
                         log.warning("job %d moved to the dead letter: %s: %s", row.id, error_type,
                                     settlement.error_message)

@@ -14,13 +14,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from operator import itemgetter
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ...core.columns import CLAIMED, FAILED, INSERTED, JOBS, PLAIN_INSERTED, Column, Fill, Kind, claimed_index, names
-from ...core.rows import NewJob, WorkerRow, as_float, as_int
+from ...core.columns import CLAIMED, FAILED, JOBS, Column, Kind, claimed_index, names
+from ...core.rows import WorkerRow, as_float, as_int
 from ..driver import Connection, Cursor, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
+from .inserts import INSERT_CHUNK, JobInserts
 
 T = TypeVar("T")
 
@@ -31,7 +31,6 @@ FAILED_COLUMNS = names(FAILED)
 CLAIM_COLUMNS = names(CLAIMED)
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
 WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, heartbeat_every"
-INSERT_CHUNK = 500
 BACKLOG_CAP = 10_000
 """How many claimable jobs the autoscaling queries look at, at most (docs/autoscaling.md)."""
 BACKLOG_AGE_SAMPLE = 1_000
@@ -168,50 +167,9 @@ def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
     return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]), lease, every)
 
 
-class InsertShape:
-    """The job columns one INSERT writes, in statement order, and how each job's values are read.
-
-    Made from :mod:`errands.core.columns`: the columns filled from a NewJob field come first (read
-    with one ``itemgetter``, in C), then those the statement computes (0, the clock, the due time,
-    whose two parameters come last).  A batch of plain jobs writes ``PLAIN``, the columns every job
-    has; a batch with any feature writes ``FULL``.  Every dialect's insert variants (one row,
-    multi-row, ``unnest``, ``COPY``, MySQL's bulk form) take their columns from a shape, so a new
-    column is written by all of them or by none."""
-
-    def __init__(self, key: str, columns: tuple[Column, ...]) -> None:
-        self.key = key
-        self.fields = tuple(c for c in columns if c.fill is Fill.FIELD)
-        self.computed = tuple(c for c in columns if c.fill is not Fill.FIELD)
-        self.columns = self.fields + self.computed
-        self.names = names(self.columns)
-        self.values: Callable[[NewJob], tuple[Any, ...]] = itemgetter(*(NewJob._fields.index(c.name)
-                                                                        for c in self.fields))
-        """The job's values for ``fields``, in order."""
-
-    def index(self, name: str) -> int:
-        """The position of field column ``name`` in :attr:`values`."""
-        return next(i for i, c in enumerate(self.fields) if c.name == name)
-
-
-PLAIN = InsertShape("plain", PLAIN_INSERTED)
-FULL = InsertShape("full", INSERTED)
-
-
-def shape_of(jobs: Sequence[NewJob]) -> InsertShape:
-    """The columns a batch's insert writes: only the plain ones unless some job uses a feature."""
-    for j in jobs:
-        if not j.is_plain:
-            return FULL
-    return PLAIN
-
-
 def int_or_none(value: Any) -> int | None:
     """A number the database returned as an int (None stays None)."""
     return None if value is None else int(value)
-
-
-def due_now(j: NewJob) -> bool:
-    return j.run_at is None and not j.delay
 
 
 class Dialect(ABC):
@@ -313,6 +271,8 @@ class Dialect(ABC):
         self.claim_index_name = self.q("{jobs}_claim")
         #: The shared pool's bound and wait (``?pool_size=``, ``?pool_timeout=``, ERRANDS_POOL_*).
         self.pool_size, self.pool_timeout = pool_setting(url)
+        #: The one insert path of job rows (:mod:`.inserts`), made from the job shape.
+        self.inserts = self.inserts_class(self)
 
     # ------------------------------------------------------------------ templates
     def q(self, template: str) -> str:
@@ -424,78 +384,8 @@ class Dialect(ABC):
         """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""
 
     # ------------------------------------------------------------------ inserts
-    def insert_head(self, shape: InsertShape) -> str:
-        """``INSERT INTO jobs (columns) VALUES `` for a shape (its rows follow)."""
-        return self.q("INSERT INTO {jobs} (" + shape.names + ") VALUES ")
-
-    def insert_row(self, shape: InsertShape, *, now: bool = False) -> str:
-        """One row of a shape's VALUES: a placeholder per field column, then the computed ones.  ``now``:
-        the job is due now, which the clock alone says (its due time takes no parameters then)."""
-        return self.q("(" + ", ".join(["{p}"] * len(shape.fields) + [self.fill_sql(c.fill, now=now)
-                                                                      for c in shape.computed]) + ")")
-
-    def fill_sql(self, fill: Fill | None, *, now: bool = False) -> str:
-        """The SQL template of a computed column's value at enqueue."""
-        if fill is Fill.ZERO:
-            return "0"
-        if fill is Fill.NOW or (fill is Fill.DUE and now):
-            return "{now}"
-        if fill is Fill.DUE:
-            return "COALESCE({p}, {now_plus})"
-        raise ValueError(f"no SQL fills a column with {fill!r}")
-
-    def due_params(self, j: NewJob) -> tuple[Any, float]:
-        """The due time's parameters: ``run_at`` as stored (None: not given) and ``delay``."""
-        return None if j.run_at is None else self.from_datetime(j.run_at), float(j.delay)
-
-    def _cached(self, key: str, make: Callable[[], str]) -> str:
-        sql = self._sql_cache.get(key)
-        if sql is None:
-            sql = self._sql_cache[key] = make()
-        return sql
-
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
-        """Insert job rows, ids in input order: the one insert path of this dialect.
-
-        Writes the columns of :func:`shape_of` (the jobs' features, dependencies and side tables
-        are the caller's: :meth:`errands.store.steps.Steps.insert_rich`).  One job takes
-        :meth:`insert_job`; more take multi-row INSERTs of at most INSERT_CHUNK rows (a driver
-        takes at most 65,535 parameters), a trailing row alone the single-row path.  A dialect
-        overrides this where the database has a faster bulk form, from the same shape."""
-        shape = shape_of(jobs)
-        if len(jobs) == 1:
-            return [self.insert_job(cur, jobs[0], shape)]
-        ids: list[int] = []
-        for start in range(0, len(jobs), INSERT_CHUNK):
-            chunk = jobs[start:start + INSERT_CHUNK]
-            if len(chunk) == 1:
-                ids.append(self.insert_job(cur, chunk[0], shape))
-                continue
-            key = f"insert:{shape.key}:{len(chunk)}"
-            sql = self._sql_cache.get(key) or self._sql_cache.setdefault(
-                key, self.insert_head(shape) + ", ".join([self.insert_row(shape)] * len(chunk)))
-            values, due = shape.values, self.due_params
-            params = [v for j in chunk for v in (*values(j), *due(j))]
-            ids += self.insert_returning_ids(cur, sql, params, len(chunk))
-        return ids
-
-    def insert_job(self, cur: Cursor, j: NewJob, shape: InsertShape) -> int:
-        """The single enqueue, a web request's: one fixed statement per shape, and the driver's
-        last-insert id (this connection's own, so exact) where RETURNING would cost SQLite a second
-        pass.  A job due now says so with the clock alone: on SQLite the row's expressions are a
-        measurable part of the 25 µs the statement takes."""
-        if due_now(j):
-            cur.execute(self._cached(f"insert1:{shape.key}:now", lambda: self.insert_head(shape)
-                                     + self.insert_row(shape, now=True)), shape.values(j))
-        else:
-            cur.execute(self._cached(f"insert1:{shape.key}", lambda: self.insert_head(shape)
-                                     + self.insert_row(shape)), (*shape.values(j), *self.due_params(j)))
-        return last_row_id(cur)
-
-    def insert_returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
-        """Run a multi-row INSERT and return the new ids, ascending."""
-        cur.execute(sql + " RETURNING id", params)
-        return sorted(int(r["id"]) for r in fetch_rows(cur))
+    #: The class of :attr:`inserts`, this dialect's one insert path for job rows.
+    inserts_class: type[JobInserts] = JobInserts
 
     def insert_one(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
         """Insert one row and return its id (the driver's last-insert id; PostgreSQL: RETURNING)."""

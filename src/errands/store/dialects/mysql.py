@@ -40,17 +40,14 @@ from .base import (
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
-    INSERT_CHUNK,
     RETRY,
     UNAVAILABLE,
     Dialect,
-    InsertShape,
     Listener,
     PollingListener,
-    due_now,
     int_or_none,
-    shape_of,
 )
+from .inserts import INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
 
 try:
     import pymysql
@@ -117,9 +114,78 @@ class _NewRowsListener(PollingListener):
         self.conn.close()
 
 
+class MySQLInserts(JobInserts):
+    """MySQL's bulk form of the one insert path: rows rendered once per distinct rest of a row,
+    only payloads sent as parameters; ids by ``RETURNING`` where the server has it (MariaDB)."""
+
+    d: MySQLDialect
+
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+        """Multi-row INSERTs with one parameter a row, its payload; the rest of a row is escaped once.
+
+        PyMySQL escapes parameters in Python, one call per value: eight a row made escaping the
+        largest cost of a bulk enqueue after the server's own work (22 µs a job on MariaDB, against
+        5 µs for a bare four-column INSERT).  The rows of a batch mostly differ only in their
+        payload, so the rest of a row (every other column of the shape, and the due time) is
+        rendered by the driver's own ``mogrify`` once per distinct combination and written into
+        the statement, and only the payloads go as parameters.  Another driver's cursor (a
+        caller's own, e.g. Django's) and single rows take the portable path.
+        """
+        if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
+            return super().insert_jobs(cur, jobs)
+        shape = shape_of(jobs)
+        head = self.head(shape)
+        rest_of = _rest_getter(shape)
+        rows_of: dict[tuple[Any, ...], str] = {}
+        """Per distinct rest of a row: the row's text, its payload a placeholder."""
+        ids: list[int] = []
+        for start in range(0, len(jobs), INSERT_CHUNK):
+            chunk = jobs[start:start + INSERT_CHUNK]
+            rows: list[str] = []
+            for j in chunk:
+                key = rest_of(j)
+                row = rows_of.get(key)
+                if row is None:
+                    row = rows_of[key] = self._row_text(cur, shape, j)
+                rows.append(row)
+            ids += self.returning_ids(cur, head + ", ".join(rows), [j.payload for j in chunk], len(chunk))
+        return ids
+
+    def _row_text(self, cur: PyMySQLCursor, shape: InsertShape, j: NewJob) -> str:
+        """One row of a shape rendered by the driver, its payload left a placeholder.  A job due now
+        says so with the clock alone: the server parses every row's expressions, and the due time's
+        is a third of a row's."""
+        values, at = shape.values(j), shape.index("payload")
+        now = due_now(j)
+        computed = "".join(", " + self.fill_sql(c.fill, now=now) for c in shape.computed)
+        before: str = cur.mogrify("(" + "%s, " * at, values[:at])
+        after: str = cur.mogrify(self.d.q("".join(", {p}" for _ in values[at + 1:]) + computed + ")"),
+                            values[at + 1:] + (() if now else self.due_params(j)))
+        # (a % in a value must stay one when the payloads are formatted in)
+        return before.replace("%", "%%") + "%s" + after.replace("%", "%%")
+
+    def returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
+        if self.d.returning is not False:
+            try:
+                ids = super().returning_ids(cur, sql, params, count)
+                self.d.returning = True
+                return ids
+            except ProgrammingError as exc:
+                if exc.args[0] != _SYNTAX_ERROR or self.d.returning:
+                    raise
+                self.d.returning = False  # MySQL: no INSERT ... RETURNING
+        cur.execute(sql, params)
+        # A multi-row INSERT gets consecutive ids; LAST_INSERT_ID() is the first of them.
+        cur.execute("SELECT LAST_INSERT_ID() AS first, @@auto_increment_increment AS step")
+        row = fetch_row(cur)
+        assert row is not None  # a SELECT without FROM returns one row
+        return [int(row["first"]) + i * int(row["step"]) for i in range(count)]
+
+
 class MySQLDialect(Dialect):
     name = "mysql"
     column_types = COLUMN_TYPES
+    inserts_class = MySQLInserts
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
@@ -256,67 +322,6 @@ class MySQLDialect(Dialect):
         counter = scalar(cur)
         if counter is not None and int(counter) <= int(highest):
             cur.execute(self.q("ALTER TABLE {jobs} AUTO_INCREMENT = ") + str(int(highest) + 1))
-
-    # ------------------------------------------------------------------ insert
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
-        """Multi-row INSERTs with one parameter a row, its payload; the rest of a row is escaped once.
-
-        PyMySQL escapes parameters in Python, one call per value: eight a row made escaping the
-        largest cost of a bulk enqueue after the server's own work (22 µs a job on MariaDB, against
-        5 µs for a bare four-column INSERT).  The rows of a batch mostly differ only in their
-        payload, so the rest of a row (every other column of the shape, and the due time) is
-        rendered by the driver's own ``mogrify`` once per distinct combination and written into
-        the statement, and only the payloads go as parameters.  Another driver's cursor (a
-        caller's own, e.g. Django's) and single rows take the portable path.
-        """
-        if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
-            return super().insert_jobs(cur, jobs)
-        shape = shape_of(jobs)
-        head = self.insert_head(shape)
-        rest_of = _rest_getter(shape)
-        rows_of: dict[tuple[Any, ...], str] = {}
-        """Per distinct rest of a row: the row's text, its payload a placeholder."""
-        ids: list[int] = []
-        for start in range(0, len(jobs), INSERT_CHUNK):
-            chunk = jobs[start:start + INSERT_CHUNK]
-            rows: list[str] = []
-            for j in chunk:
-                key = rest_of(j)
-                row = rows_of.get(key)
-                if row is None:
-                    row = rows_of[key] = self._row_text(cur, shape, j)
-                rows.append(row)
-            ids += self.insert_returning_ids(cur, head + ", ".join(rows), [j.payload for j in chunk], len(chunk))
-        return ids
-
-    def _row_text(self, cur: PyMySQLCursor, shape: InsertShape, j: NewJob) -> str:
-        """One row of a shape rendered by the driver, its payload left a placeholder.  A job due now
-        says so with the clock alone: the server parses every row's expressions, and the due time's
-        is a third of a row's."""
-        values, at = shape.values(j), shape.index("payload")
-        now = due_now(j)
-        computed = "".join(", " + self.fill_sql(c.fill, now=now) for c in shape.computed)
-        before: str = cur.mogrify("(" + "%s, " * at, values[:at])
-        after: str = cur.mogrify(self.q("".join(", {p}" for _ in values[at + 1:]) + computed + ")"),
-                            values[at + 1:] + (() if now else self.due_params(j)))
-        # (a % in a value must stay one when the payloads are formatted in)
-        return before.replace("%", "%%") + "%s" + after.replace("%", "%%")
-
-    def insert_returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
-        if self.returning is not False:
-            try:
-                ids = super().insert_returning_ids(cur, sql, params, count)
-                self.returning = True
-                return ids
-            except ProgrammingError as exc:
-                if exc.args[0] != _SYNTAX_ERROR or self.returning:
-                    raise
-                self.returning = False  # MySQL: no INSERT ... RETURNING
-        cur.execute(sql, params)
-        # A multi-row INSERT gets consecutive ids; LAST_INSERT_ID() is the first of them.
-        cur.execute("SELECT LAST_INSERT_ID(), @@auto_increment_increment")
-        first, step = cur.fetchone()
-        return [int(first) + i * int(step) for i in range(count)]
 
     # ------------------------------------------------------------------ feature statements
     like_escape = " ESCAPE '\\\\'"  # MySQL reads backslashes in string literals as escapes

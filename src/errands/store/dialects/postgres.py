@@ -37,12 +37,11 @@ from .base import (
     RETRY,
     UNAVAILABLE,
     Dialect,
-    InsertShape,
     Listener,
     claim_order,
     int_or_none,
-    shape_of,
 )
+from .inserts import InsertShape, JobInserts, shape_of
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -172,9 +171,126 @@ class _NotifyListener(Listener):
         self.conn.close()
 
 
+class PostgresInserts(JobInserts):
+    """PostgreSQL's bulk forms of the one insert path: ``unnest`` of arrays, and binary ``COPY``."""
+
+    d: PostgresDialect
+
+    def __init__(self, d: PostgresDialect) -> None:
+        super().__init__(d)
+        self._id_sequence: str | None = None
+        """The jobs table's id sequence, looked up once (for COPY's reserved ids)."""
+
+    def fill_sql(self, fill: Fill | None, *, now: bool = False) -> str:
+        # A NULL run_at is typed by the cast: a prepared statement then takes a datetime later.
+        if fill is Fill.DUE and not now:
+            return "COALESCE({p}::timestamptz, {now_plus})"
+        return super().fill_sql(fill, now=now)
+
+    def due_params(self, j: NewJob) -> tuple[Any, float]:
+        return j.run_at, float(j.delay)  # psycopg sends an aware datetime as timestamptz
+
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+        """One fixed statement per shape whatever the batch size: columns travel as arrays and
+        ``unnest`` turns them back into rows, so the statement is parsed and planned once (psycopg
+        prepares it after a few uses) instead of once per batch size; from COPY_FROM jobs, COPY.
+
+        Waking idle workers costs nothing extra: each statement returns ``pg_notify`` per row, and
+        PostgreSQL folds identical notifications of one transaction into one, delivered only if the
+        enqueue commits.
+        """
+        # A caller's own cursor may come from another driver (psycopg2 under Django or SQLAlchemy):
+        # then no prepared statements and no COPY, only what every DB-API cursor does.
+        ours = isinstance(cur, psycopg.Cursor)
+        shape = shape_of(jobs)
+        if len(jobs) == 1:
+            j = jobs[0]
+            sql = self._cached(f"pg1:{shape.key}", lambda: self.head(shape) + self.row(shape)
+                               + self._returning)
+            params = (*shape.values(j), *self.due_params(j))
+            if ours and self.d.prepares:
+                cast(Any, cur).execute(sql, params, prepare=True)
+            else:
+                cur.execute(sql, params)
+            return [int(scalar(cur))]
+        if len(jobs) >= COPY_FROM and ours:
+            return self._copy_jobs(cur, jobs, shape)
+        sql = self._cached(f"pg-unnest:{shape.key}", lambda: self._unnest_sql(shape))
+        ids: list[int] = []
+        for start in range(0, len(jobs), BULK_CHUNK):
+            chunk = jobs[start:start + BULK_CHUNK]
+            columns = [list(c) for c in zip(*map(shape.values, chunk), strict=True)]
+            cur.execute(sql, (*columns, [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
+            ids += sorted(int(r["id"]) for r in fetch_rows(cur))  # (with pg_notify's empty column)
+        return ids
+
+    @property
+    def _returning(self) -> str:
+        return f" RETURNING id, pg_notify('{self.d.channel}', queue)"
+
+    def _unnest_sql(self, shape: InsertShape) -> str:
+        """``INSERT ... SELECT FROM unnest(arrays) WITH ORDINALITY``: a shape's field columns as arrays,
+        then the due time's run_at and delay; rows in input order, so ids ascend with it."""
+        aliases = [f"c{i}" for i in range(len(shape.fields))]
+        arrays = [f"%s::{_ARRAY_TYPES.get(c.kind, 'text[]')}" for c in shape.fields]
+        computed = [_UNNEST_FILLS[c.fill] for c in shape.computed if c.fill is not None]
+        return self.d.q("INSERT INTO {jobs} (" + shape.names + ") SELECT " + ", ".join(aliases + computed)
+                      + " FROM unnest(" + ", ".join(arrays + ["%s::timestamptz[]", "%s::float8[]"])
+                      + ") WITH ORDINALITY AS u(" + ", ".join(aliases) + ", ra, d, ord) ORDER BY ord"
+                      + self._returning)
+
+    def _copy_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape) -> list[int]:
+        """Large batches: reserve ids from the sequence, then COPY the rows (the fastest way in).
+
+        ``available_at`` is the server's ``now()`` (read in the same statement as the ids)
+        plus each delay, so the database clock still decides when a job is due.  Runs inside
+        the store's write transaction (or the caller's), so the ids, rows and notifications
+        commit together.
+
+        The COPY is binary, and times travel as what binary ``timestamptz`` is on the wire:
+        a 64-bit count of microseconds since 2000-01-01 UTC (``int8`` to psycopg).  Dumping a
+        datetime per row, or having the server parse one as text, cost more than all the
+        other columns together.
+        """
+        if self._id_sequence is None:
+            # Looked up once: pg_get_serial_sequence() inside nextval() runs again for every id
+            # (a thousand catalog lookups cost more than writing the thousand rows).
+            cur.execute("SELECT pg_get_serial_sequence(%s, 'id')", (self.d.t_jobs,))
+            self._id_sequence = scalar(cur)
+        cur.execute("SELECT now() AS now, array_agg(nextval(%s::regclass)) AS ids FROM generate_series(1, %s)",
+                    (self._id_sequence, len(jobs)))
+        reserved = fetch_row(cur)
+        assert reserved is not None  # an aggregate returns one row
+        ids = sorted(reserved["ids"])
+        now_us = _pg_microseconds(reserved["now"])
+        computed = [self._copied(c.fill) for c in shape.computed]
+        types = ["int8"] + [_COPY_TYPES.get(c.kind, "text") for c in shape.columns]
+        values = shape.values
+        with cast(Any, cur).copy(self.d.q("COPY {jobs} (id, " + shape.names + ") FROM STDIN (FORMAT BINARY)")) as copy:
+            copy.set_types(types)
+            write = copy.write_row
+            for job_id, j in zip(ids, jobs, strict=True):
+                write((job_id, *values(j), *(fill(j, now_us) for fill in computed)))
+        self.d.after_insert(cur, {j.queue for j in jobs})
+        return [int(i) for i in ids]
+
+    @staticmethod
+    def _copied(fill: Fill | None) -> Callable[[NewJob, int], Any]:
+        """A computed column's value in a COPY row, from the job and the server's now in microseconds."""
+        if fill is Fill.ZERO:
+            return lambda j, now_us: 0
+        if fill is Fill.NOW:
+            return lambda j, now_us: now_us
+        if fill is Fill.DUE:
+            return lambda j, now_us: (_pg_microseconds(j.run_at) if j.run_at is not None
+                                      else now_us + round(j.delay * 1_000_000) if j.delay else now_us)
+        raise ValueError(f"COPY cannot fill a column with {fill!r}")
+
+
 class PostgresDialect(Dialect):
     name = "postgresql"
     column_types = COLUMN_TYPES
+    inserts_class = PostgresInserts
     now_sql = "now()"
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     minute_sql = "date_trunc('minute', now())"
@@ -186,7 +302,6 @@ class PostgresDialect(Dialect):
                        "GROUP BY application_name")
     max_connections_sql = "SELECT current_setting('max_connections')::int"
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
-    _id_sequence: str | None = None
 
     def __init__(self, url: str, *, prefix: str = "errands_") -> None:
         super().__init__(url, prefix=prefix)
@@ -220,111 +335,6 @@ class PostgresDialect(Dialect):
             return _NotifyListener(lambda: self._open(driver_url(target), listen=True), self.channel)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot LISTEN on {mask_url(target)}: {exc}") from exc
-
-    def fill_sql(self, fill: Fill | None, *, now: bool = False) -> str:
-        # A NULL run_at is typed by the cast: a prepared statement then takes a datetime later.
-        if fill is Fill.DUE and not now:
-            return "COALESCE({p}::timestamptz, {now_plus})"
-        return super().fill_sql(fill, now=now)
-
-    def due_params(self, j: NewJob) -> tuple[Any, float]:
-        return j.run_at, float(j.delay)  # psycopg sends an aware datetime as timestamptz
-
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
-        """One fixed statement per shape whatever the batch size: columns travel as arrays and
-        ``unnest`` turns them back into rows, so the statement is parsed and planned once (psycopg
-        prepares it after a few uses) instead of once per batch size; from COPY_FROM jobs, COPY.
-
-        Waking idle workers costs nothing extra: each statement returns ``pg_notify`` per row, and
-        PostgreSQL folds identical notifications of one transaction into one, delivered only if the
-        enqueue commits.
-        """
-        # A caller's own cursor may come from another driver (psycopg2 under Django or SQLAlchemy):
-        # then no prepared statements and no COPY, only what every DB-API cursor does.
-        ours = isinstance(cur, psycopg.Cursor)
-        shape = shape_of(jobs)
-        if len(jobs) == 1:
-            j = jobs[0]
-            sql = self._cached(f"pg1:{shape.key}", lambda: self.insert_head(shape) + self.insert_row(shape)
-                               + self._returning)
-            params = (*shape.values(j), *self.due_params(j))
-            if ours and self.prepares:
-                cast(Any, cur).execute(sql, params, prepare=True)
-            else:
-                cur.execute(sql, params)
-            return [int(scalar(cur))]
-        if len(jobs) >= COPY_FROM and ours:
-            return self._copy_jobs(cur, jobs, shape)
-        sql = self._cached(f"pg-unnest:{shape.key}", lambda: self._unnest_sql(shape))
-        ids: list[int] = []
-        for start in range(0, len(jobs), BULK_CHUNK):
-            chunk = jobs[start:start + BULK_CHUNK]
-            columns = [list(c) for c in zip(*map(shape.values, chunk), strict=True)]
-            cur.execute(sql, (*columns, [j.run_at for j in chunk], [float(j.delay) for j in chunk]))
-            ids += sorted(int(r["id"]) for r in fetch_rows(cur))  # (with pg_notify's empty column)
-        return ids
-
-    @property
-    def _returning(self) -> str:
-        return f" RETURNING id, pg_notify('{self.channel}', queue)"
-
-    def _unnest_sql(self, shape: InsertShape) -> str:
-        """``INSERT ... SELECT FROM unnest(arrays) WITH ORDINALITY``: a shape's field columns as arrays,
-        then the due time's run_at and delay; rows in input order, so ids ascend with it."""
-        aliases = [f"c{i}" for i in range(len(shape.fields))]
-        arrays = [f"%s::{_ARRAY_TYPES.get(c.kind, 'text[]')}" for c in shape.fields]
-        computed = [_UNNEST_FILLS[c.fill] for c in shape.computed if c.fill is not None]
-        return self.q("INSERT INTO {jobs} (" + shape.names + ") SELECT " + ", ".join(aliases + computed)
-                      + " FROM unnest(" + ", ".join(arrays + ["%s::timestamptz[]", "%s::float8[]"])
-                      + ") WITH ORDINALITY AS u(" + ", ".join(aliases) + ", ra, d, ord) ORDER BY ord"
-                      + self._returning)
-
-    def _copy_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape) -> list[int]:
-        """Large batches: reserve ids from the sequence, then COPY the rows (the fastest way in).
-
-        ``available_at`` is the server's ``now()`` (read in the same statement as the ids)
-        plus each delay, so the database clock still decides when a job is due.  Runs inside
-        the store's write transaction (or the caller's), so the ids, rows and notifications
-        commit together.
-
-        The COPY is binary, and times travel as what binary ``timestamptz`` is on the wire:
-        a 64-bit count of microseconds since 2000-01-01 UTC (``int8`` to psycopg).  Dumping a
-        datetime per row, or having the server parse one as text, cost more than all the
-        other columns together.
-        """
-        if self._id_sequence is None:
-            # Looked up once: pg_get_serial_sequence() inside nextval() runs again for every id
-            # (a thousand catalog lookups cost more than writing the thousand rows).
-            cur.execute("SELECT pg_get_serial_sequence(%s, 'id')", (self.t_jobs,))
-            self._id_sequence = scalar(cur)
-        cur.execute("SELECT now() AS now, array_agg(nextval(%s::regclass)) AS ids FROM generate_series(1, %s)",
-                    (self._id_sequence, len(jobs)))
-        reserved = fetch_row(cur)
-        assert reserved is not None  # an aggregate returns one row
-        ids = sorted(reserved["ids"])
-        now_us = _pg_microseconds(reserved["now"])
-        computed = [self._copied(c.fill) for c in shape.computed]
-        types = ["int8"] + [_COPY_TYPES.get(c.kind, "text") for c in shape.columns]
-        values = shape.values
-        with cast(Any, cur).copy(self.q("COPY {jobs} (id, " + shape.names + ") FROM STDIN (FORMAT BINARY)")) as copy:
-            copy.set_types(types)
-            write = copy.write_row
-            for job_id, j in zip(ids, jobs, strict=True):
-                write((job_id, *values(j), *(fill(j, now_us) for fill in computed)))
-        self.after_insert(cur, {j.queue for j in jobs})
-        return [int(i) for i in ids]
-
-    @staticmethod
-    def _copied(fill: Fill | None) -> Callable[[NewJob, int], Any]:
-        """A computed column's value in a COPY row, from the job and the server's now in microseconds."""
-        if fill is Fill.ZERO:
-            return lambda j, now_us: 0
-        if fill is Fill.NOW:
-            return lambda j, now_us: now_us
-        if fill is Fill.DUE:
-            return lambda j, now_us: (_pg_microseconds(j.run_at) if j.run_at is not None
-                                      else now_us + round(j.delay * 1_000_000) if j.delay else now_us)
-        raise ValueError(f"COPY cannot fill a column with {fill!r}")
 
     def pool(self) -> Any:
         from .postgres_pool import PsycopgPool  # psycopg_pool is imported only by processes that pool
