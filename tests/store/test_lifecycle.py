@@ -9,7 +9,7 @@ import pytest
 from helpers import wait_for
 
 from errands import Errands, JobNotFound, JobState
-from errands.core.endings import Cancelled, Completed, RetryAt, Snoozed
+from errands.core.endings import CancelledRun, Completed, RetryAt, Snoozed
 from errands.core.rows import FLAG_RESULT, NewJob
 from errands.worker.runner import Worker, WorkerSettings
 
@@ -326,7 +326,7 @@ def test_settling_requires_holding_the_lease(app):
     app.store.jobs.claim("me", ["default"], 1, 30)
     endings = app.store.endings
     assert endings.complete("someone-else", [h.id]) == 0
-    assert endings.apply("someone-else", [RetryAt(h.id, 1, 0, "X", "x"), Snoozed(h.id, 0), Cancelled(h.id, "c", 60),
+    assert endings.apply("someone-else", [RetryAt(h.id, 1, 0, "X", "x"), Snoozed(h.id, 0), CancelledRun(h.id, "c", 60),
                                           Completed(h.id, FLAG_RESULT, None, "1", 60)]) == []
     assert not endings.bury("someone-else", h.id, "X", "y")
     assert app.store.jobs.extend_leases("someone-else", [h.id], 30) == 0

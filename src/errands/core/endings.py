@@ -112,7 +112,7 @@ class Buried(NamedTuple):
     traceback: str | None = None
 
 
-class Cancelled(NamedTuple):
+class CancelledRun(NamedTuple):
     """Stopped by a cancellation request: recorded with the results for ``record_ttl`` seconds."""
 
     job_id: int
@@ -120,7 +120,7 @@ class Cancelled(NamedTuple):
     record_ttl: float
 
 
-Settlement = Completed | RetryAt | Snoozed | Buried | Cancelled
+Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun
 
 
 Ended = tuple[ClaimedJob, Settlement]
@@ -157,7 +157,7 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     if result is Result.OK:
         return _completed(row, outcome.value, policy)
     if result is Result.CANCELLED:
-        return Cancelled(row.id, outcome.error_message, policy.record_ttl)
+        return CancelledRun(row.id, outcome.error_message, policy.record_ttl)
     if result is Result.SNOOZED:
         return _snoozed(outcome, policy)
     delay = retry_delay(row.attempts, row.max_attempts, None if result is Result.LOST else policy.backoff,

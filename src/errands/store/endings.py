@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from ..core.columns import CLAIMED, names
 from ..core.endings import (
     Buried,
-    Cancelled,
+    CancelledRun,
     Completed,
     Ended,
     PolicyLookup,
@@ -183,7 +183,7 @@ class EndingStore:
                                                                        [s.job_id, owner])
         return self.steps.bury_locked(cur, where, params, s.error_type, s.error_message, s.traceback) == 1
 
-    def _cancel(self, cur: Cursor, owner: str | None, s: Cancelled) -> bool:
+    def _cancel(self, cur: Cursor, owner: str | None, s: CancelledRun) -> bool:
         """Record a run that stopped because it was cancelled, and delete it."""
         mine, param = self._owned(owner)
         cur.execute(self.d.q("SELECT queue, name, attempts, flags, batch_id, label FROM {jobs} WHERE id = {p}") + mine

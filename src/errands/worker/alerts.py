@@ -32,7 +32,7 @@ from .state import jitter
 
 if TYPE_CHECKING:
     from ..core.hooks import Hooks
-    from .ports import WorkerStore
+    from .ports import StorePort
 
 log = logging.getLogger("errands.alerts")
 
@@ -52,7 +52,7 @@ class AlertHost(Protocol):
     """What evaluating needs of the app (``Errands`` is one)."""
 
     @property
-    def store(self) -> WorkerStore: ...
+    def store(self) -> StorePort: ...
 
     @property
     def lease(self) -> float: ...

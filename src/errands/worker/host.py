@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
     from ..core.rows import NewJob
-    from .ports import WorkerStore
+    from .ports import StorePort
 
 
 class PeriodicJob(Protocol):
@@ -45,7 +45,7 @@ class RunHost(AppHost, Protocol):
     run receive this object as their :class:`~errands.core.host.AppHost`."""
 
     @property
-    def store(self) -> WorkerStore: ...
+    def store(self) -> StorePort: ...
 
     @property
     def registry(self) -> Mapping[str, JobDefinition[Any, Any]]:

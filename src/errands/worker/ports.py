@@ -112,7 +112,7 @@ class Wakeup(Protocol):
     def close(self) -> None: ...
 
 
-class WorkerStore(CoreStore, Protocol):
+class StorePort(CoreStore, Protocol):
     """The store as a worker sees it: its parts, the database clock, and the thread's connection."""
 
     @property
