@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ...core.columns import CLAIMED, FAILED, JOBS, Column, Kind, claimed_index, names
+from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Kind, claimed_index, names
 from ...core.rows import WorkerRow, as_float, as_int
 from ..driver import Connection, Cursor, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
@@ -249,6 +249,19 @@ class Dialect(ABC):
     @abstractmethod
     def column_types(self) -> Mapping[Kind, str]:
         """Each kind of job column as this database's SQL type (migrations add declared columns with it)."""
+
+    def add_job_column(self, name: str) -> list[str | Step]:
+        """A migration's statements adding the job column ``name`` declared in :mod:`errands.core.columns`:
+        to the jobs table, and to the dead letter when it keeps the column.  A new stored job option's
+        migration is this one call in each dialect's migrations module."""
+        column = BY_NAME[name]
+        return [self.added_column(table, self.column_ddl(column)) for table in ("jobs", "failed")[:2 if column.dead
+                                                                                                   else 1]]
+
+    def added_column(self, table: str, ddl: str) -> str | Step:
+        """``ALTER TABLE ... ADD COLUMN ddl`` (a template table name such as ``"jobs"``); MySQL guards it,
+        because its DDL commits on its own and a version may run again after a crash."""
+        return self.q(f"ALTER TABLE {{{table}}} ADD COLUMN {ddl}")
 
     def column_ddl(self, column: Column) -> str:
         """``name TYPE`` of a declared job column, for a migration that adds it (a NOT NULL number

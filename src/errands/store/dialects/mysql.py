@@ -45,6 +45,7 @@ from .base import (
     Dialect,
     Listener,
     PollingListener,
+    Step,
     int_or_none,
 )
 from .inserts import INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
@@ -285,6 +286,12 @@ class MySQLDialect(Dialect):
                 cur.execute(f"SELECT RELEASE_LOCK({name})", (self.t_schema,))
 
     # ------------------------------------------------------------------ time
+    def added_column(self, table: str, ddl: str) -> str | Step:
+        # Skipped when the column is there: MySQL 8 has no ADD COLUMN IF NOT EXISTS.
+        return Step(self.q(f"ALTER TABLE {{{table}}} ADD COLUMN {ddl}"),
+                    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                    f"AND TABLE_NAME = '{self.q('{' + table + '}')}' AND COLUMN_NAME = '{ddl.split()[0]}'")
+
     def highest_id(self, cur: Cursor) -> int | None:
         # The next AUTO_INCREMENT value, minus one.  MySQL 8 caches it in information_schema for a
         # day unless the session says otherwise; MariaDB has no such cache (nor the variable).

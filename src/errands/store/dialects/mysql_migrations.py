@@ -20,13 +20,6 @@ TABLE = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 """Ends every CREATE TABLE: InnoDB, utf8mb4, and its binary collation (text compares byte for byte)."""
 
 
-def _add_column(d: Dialect, tbl: str, spec: str) -> Step:
-    """``ALTER TABLE ... ADD COLUMN``, skipped when the column is there (MySQL 8 has no IF NOT EXISTS)."""
-    return Step(d.q(f"ALTER TABLE {{{tbl}}} ADD COLUMN {spec}"),
-                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                f"AND TABLE_NAME = '{d.q('{' + tbl + '}')}' AND COLUMN_NAME = '{spec.split()[0]}'")
-
-
 def _version_1(d: Dialect) -> list[str | Step]:
     return [d.q(s) for s in (
         "CREATE TABLE IF NOT EXISTS {jobs} ("
@@ -67,12 +60,12 @@ def _version_2(d: Dialect) -> list[str | Step]:
                               f"DATABASE() AND TABLE_NAME = '{d.t_jobs}' AND INDEX_NAME = "
                               f"'{d.t_jobs}_claim' AND COLUMN_NAME = 'blocked_by'")
     return [
-        *(_add_column(d, "jobs", c) for c in (
+        *(d.added_column("jobs", c) for c in (
             "unique_key VARCHAR(255) NULL", "blocked_by BIGINT NULL", "batch_id BIGINT NULL",
             "concurrency_key VARCHAR(255) NULL", "flags INT NOT NULL DEFAULT 0",
             "cancel_requested_at DATETIME(6) NULL", "admitted_at DATETIME(6) NULL", "progress DOUBLE NULL",
             "progress_message VARCHAR(255) NULL")),
-        *(_add_column(d, "failed", c) for c in (
+        *(d.added_column("failed", c) for c in (
             "unique_key VARCHAR(255) NULL", "batch_id BIGINT NULL", "concurrency_key VARCHAR(255) NULL",
             "flags INT NOT NULL DEFAULT 0")),
         # No partial indexes: blocked jobs are kept out of the claim's range by an equality
@@ -140,12 +133,12 @@ def _version_4(d: Dialect) -> list[str | Step]:
     """Issue 14: labels, rate-limit costs, unique periods, the error history.  Nullable columns
     and a new side table; each ALTER guarded (MySQL's DDL commits on its own)."""
     return [
-        _add_column(d, "jobs", "label VARCHAR(255) NULL"), _add_column(d, "jobs", "cost INT NULL"),
-        _add_column(d, "failed", "label VARCHAR(255) NULL"), _add_column(d, "failed", "cost INT NULL"),
-        _add_column(d, "results", "label VARCHAR(255) NULL"),
-        _add_column(d, "unique_keys", "period DOUBLE NULL"),
-        _add_column(d, "unique_keys", "expires_at DATETIME(6) NULL"),
-        _add_column(d, "rate_starts", "units INT NULL"),
+        d.added_column("jobs", "label VARCHAR(255) NULL"), d.added_column("jobs", "cost INT NULL"),
+        d.added_column("failed", "label VARCHAR(255) NULL"), d.added_column("failed", "cost INT NULL"),
+        d.added_column("results", "label VARCHAR(255) NULL"),
+        d.added_column("unique_keys", "period DOUBLE NULL"),
+        d.added_column("unique_keys", "expires_at DATETIME(6) NULL"),
+        d.added_column("rate_starts", "units INT NULL"),
         # One row per failed attempt, keyed by job id: a plain successful job writes none.
         d.q("CREATE TABLE IF NOT EXISTS {job_errors} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
             " job_id BIGINT NOT NULL, attempt INT NOT NULL, failed_at DATETIME(6) NOT NULL,"
@@ -160,7 +153,7 @@ def _version_5(d: Dialect) -> list[str | Step]:
     ALTER is guarded (MySQL commits DDL on its own); the UPDATE may run twice harmlessly."""
     return [
         d.q("UPDATE {jobs} SET blocked_by = 1 WHERE blocked_by IS NOT NULL"),
-        *(_add_column(d, "batches", c) for c in ("name VARCHAR(255) NULL", "policy VARCHAR(10) NULL",
+        *(d.added_column("batches", c) for c in ("name VARCHAR(255) NULL", "policy VARCHAR(10) NULL",
                                                  "result_ttl DOUBLE NULL")),
         d.q("CREATE TABLE IF NOT EXISTS {steps} (job_id BIGINT NOT NULL PRIMARY KEY, batch_id BIGINT NOT NULL,"
             " position INT NOT NULL, label VARCHAR(255) NOT NULL, parents MEDIUMTEXT NOT NULL,"
@@ -171,14 +164,14 @@ def _version_5(d: Dialect) -> list[str | Step]:
 def _version_6(d: Dialect) -> list[str | Step]:
     # How often the job snoozed (raise Snooze): capped by its max_snoozes; never read by a claim.
     # MariaDB 10.3+ and MySQL 8 add a column with a constant default in place (no table copy).
-    return [_add_column(d, "jobs", "snoozes INT NOT NULL DEFAULT 0")]
+    return [d.added_column("jobs", "snoozes INT NOT NULL DEFAULT 0")]
 
 
 def _version_7(d: Dialect) -> list[str | Step]:
     # Each worker's own lease and heartbeat interval: liveness is judged by them (NULL: a worker
     # of an errands that did not record them, judged by the reader's lease as before).
-    return [_add_column(d, "workers", "lease DOUBLE NULL"),
-            _add_column(d, "workers", "heartbeat_every DOUBLE NULL")]
+    return [d.added_column("workers", "lease DOUBLE NULL"),
+            d.added_column("workers", "heartbeat_every DOUBLE NULL")]
 
 
 def _version_8(d: Dialect) -> list[str | Step]:
