@@ -15,7 +15,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -63,6 +63,14 @@ class JobOptions:
     unique_for: float | None = None
     """Seconds the unique key stays taken after the job ended (None: the job's default, else 0)."""
 
+    @property
+    def is_plain(self) -> bool:
+        """Whether every option after ``run_at`` is at its default: those are what a plain job does not
+        store (a unique key, a dependency, a kept result, a label, a cost...).  The one guard of the
+        enqueue's fast path, over the fields themselves, so a new option cannot slip past it and be
+        dropped for plain jobs (:attr:`errands.core.rows.NewJob.is_plain` is the store's twin)."""
+        return all(getattr(self, f.name) == f.default for f in _FEATURE_OPTIONS)
+
     def validated(self) -> JobOptions:
         check_queue_name(self.queue)
         if isinstance(self.priority, bool) or not isinstance(self.priority, int) \
@@ -103,6 +111,10 @@ class JobOptions:
             check_cost(self.cost)
         if self.unique_for is not None:
             check_unique_for(self.unique_for)
+
+
+_FEATURE_OPTIONS = fields(JobOptions)[[f.name for f in fields(JobOptions)].index("run_at") + 1:]
+"""The options a plain job leaves at their defaults (every field after ``run_at``)."""
 
 
 def _shown(value: object) -> str:
@@ -462,9 +474,7 @@ class JobDefinition(Generic[P, R]):
         """Whether neither the definition nor its options change what an enqueue stores beyond the
         payload (no unique key, dependency, result, label, cost, Enum parameter): most jobs, whose
         enqueue then skips every feature's checks (``app.keep_results`` is read per call)."""
-        o = self.options
-        return self._plain and not self.enums and o.unique_key is None and not o.after and not o.keep_result \
-            and o.label is None and o.cost is None
+        return self._plain and not self.enums and self.options.is_plain
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """Validate and encode one call without storing it (for ``app.enqueue_many``)."""
@@ -484,8 +494,7 @@ class JobDefinition(Generic[P, R]):
             payload = encode_payload(self.name, stored, named, self.app.payload_limit)
         else:
             payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
-        if self._plain and o.unique_key is None and not o.after and not o.keep_result \
-                and not self.app.keep_results and o.label is None and o.cost is None:
+        if self._plain and o.is_plain and not self.app.keep_results:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour
         unique_key = o.unique_key
