@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from errands.core.columns import Column, names
 from errands.core.retry import DEFAULT_POLICY, JobPolicy
 from errands.core.rows import ClaimedJob, NewJob
@@ -76,3 +78,11 @@ def within(value: datetime | None, low: datetime, high: datetime, slack: timedel
 
 def near(value: datetime | None, expected: datetime, slack: timedelta = SLACK) -> bool:
     return within(value, expected, expected, slack)
+
+
+def xfail_on(request: pytest.FixtureRequest, backend: str, failing: Sequence[str], reason: str) -> None:
+    """Mark this test ``xfail(strict=True)`` on the ``failing`` backends only: a contract failure written
+    down for the coordinator (the test keeps its full strength everywhere, and turns red on those
+    backends the moment the code is fixed, so the mark is removed with the fix)."""
+    if backend in failing:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))

@@ -159,6 +159,23 @@ def test_apply_returns_the_settlements_that_applied_in_one_call(store: Store) ->
     assert store.jobs.get_job(theirs).reserved_by == OTHER  # type: ignore[union-attr]
 
 
+def test_error_texts_are_made_storable_and_capped_alike(store: Store) -> None:
+    """NUL and lone surrogates become U+FFFD, messages keep 2,000 characters (multi-byte ones too) and
+    error types 255, whatever the database."""
+    message = "\x00nul \ud800 lone " + "\u00e9" * 5000
+    stored = ("\ufffdnul \ufffd lone " + "\u00e9" * 5000)[:2000]
+    retried, buried = enqueue(store, 2, max_attempts=3)
+    claim(store)
+    assert len(store.endings.apply(OWNER, [RetryAt(retried, 1, 0.0, "Retry", message),
+                                           Buried(buried, 1, "Ty\x00pe" + "x" * 300, message)])) == 2
+    assert store.jobs.get_job(retried).last_error == ("Retry: " + stored)[:2000]  # type: ignore[union-attr]
+    entry = store.jobs.get_failed(buried)
+    assert entry is not None and (entry.error_type, entry.error_message) == (("Ty\ufffdpe" + "x" * 300)[:255], stored)
+    for job_id in (retried, buried):
+        [history] = store.jobs.errors(job_id)
+        assert history.error_message == stored and "\x00" not in history.error_type
+
+
 # ---------------------------------------------------------------------------------- bury
 def test_bury_takes_a_held_job_and_with_no_owner_a_waiting_one(store: Store) -> None:
     held, theirs, waiting = enqueue(store, 3)
