@@ -139,6 +139,13 @@ def test_a_buried_batch_member_enqueues_the_failure_callback_once(store: Store) 
     assert batch is not None and (batch.done, batch.failed) == (0, 2)
     assert batch.failure_fired_at is not None and batch.completed_at is not None
     assert sorted(r.name for r in store.jobs.list_jobs()) == ["a-failure", "all-done"]
+    assert store.jobs.retry_failed([members[0]]) == [members[0]]  # pending again; the callbacks stay fired
+    assert store.features.get_batch(batch_id).failed == 1  # type: ignore[union-attr]
+    claim_ids(store, limit=10)
+    _succeed(store, OWNER, [members[0]])
+    batch = store.features.get_batch(batch_id)
+    assert batch is not None and (batch.done, batch.failed) == (1, 1)
+    assert sorted(r.name for r in store.jobs.list_jobs()) == ["a-failure", "all-done"]
 
 
 # ---------------------------------------------------------------------------------- results and prune

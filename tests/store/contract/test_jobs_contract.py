@@ -18,9 +18,12 @@ from .support import OTHER, OWNER, claim, claim_ids, count, enqueue, job, near, 
 
 # ---------------------------------------------------------------------------------- enqueue
 def test_enqueue_returns_ids_in_order_and_stores_each_field(store: Store) -> None:
-    jobs = [job("first", "default", payload='{"args":[1],"kwargs":{}}', priority=3, max_attempts=7, timeout=1.5),
-            job("second", "other", payload='{"args":["\\u00e9\'%\\\\"],"kwargs":{"k":2}}'),
-            job("third")]
+    big = json.dumps({"args": ["\u00e9\U0001f600" * 40_000], "kwargs": {}}, ensure_ascii=False)  # 240 KB in UTF-8
+    jobs = [job("first", "default", payload='{"args":[1],"kwargs":{}}', priority=2**31 - 1, max_attempts=7,
+                timeout=1.5),
+            job("second", "other", payload='{"args":["\u00e9\U0001f600\'%\\\\"],"kwargs":{"k":2}}',
+                priority=-2**31),
+            job("third", payload=big)]
     before = store.now()
     ids = store.jobs.enqueue(jobs)
     after = store.now()
@@ -259,9 +262,11 @@ def test_counts_tell_each_state_by_the_database_clock(store: Store) -> None:
 
 
 def test_highest_job_id_counts_ids_whose_rows_are_gone(store: Store) -> None:
-    [job_id] = enqueue(store)
+    bulk = enqueue(store, 250)
+    assert store.jobs.highest_job_id() >= max(bulk)  # type: ignore[operator]
+    [job_id] = enqueue(store, queue="last")
     assert store.jobs.highest_job_id() == job_id
-    claim(store)
+    claim(store, queues=("last",))
     assert store.endings.complete(OWNER, [job_id]) == 1
     assert store.jobs.get_job(job_id) is None
     assert store.jobs.highest_job_id() == job_id
