@@ -239,6 +239,16 @@ def test_reserved_by_lists_the_jobs_an_owner_holds(store: Store) -> None:
     assert store.jobs.reserved_by("nobody") == []
 
 
+def test_lease_verbs_take_more_than_a_thousand_ids_at_once(store: Store) -> None:
+    ids = enqueue(store, 1200)
+    assert claim_ids(store, limit=1200) == ids
+    assert store.jobs.extend_leases(OWNER, ids, 300.0) == 1200
+    assert store.jobs.release(OWNER, ids[::2]) == 600
+    assert store.jobs.reserved_by(OWNER) == ids[1::2]
+    assert store.endings.complete(OWNER, ids) == 600
+    assert count(store, "jobs") == 600 and claim_ids(store, OTHER, limit=1200) == ids[::2]
+
+
 # ---------------------------------------------------------------------------------- reading
 def test_get_job_and_list_jobs_read_rows_in_id_order(store: Store) -> None:
     ids = enqueue(store, 3, queue="a") + enqueue(store, 2, queue="b")

@@ -4,17 +4,26 @@ shape that ``errands.core.columns`` declares, each column of its kind's type and
 from __future__ import annotations
 
 import re
-from datetime import timezone
+from datetime import timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from helpers import BACKENDS, DIALECT_OF
 
 from errands.core.columns import FAILED, JOBS, Column
-from errands.store import Store, registry
+from errands.store import Store, open_store, registry
 from errands.store.dialects.base import TABLES
 
-from .support import rows
+from .support import enqueue, rows, xfail_on
+
+SESSION_ZONE = ("psycopg loads timestamptz in the session's time zone and PostgresDialect.to_datetime keeps it "
+                "(it only fills in UTC for naive values): on a server or session whose timezone is not UTC, "
+                "now(), get_job() and every listing return +05:30 datetimes (equal instants, but not UTC as the "
+                "dialect contract says; the connection sets no timezone)")
+URL_SPACES = ("postgres.driver_url re-encodes the URL's query with urlencode(), which writes a space as '+'; "
+              "libpq decodes %XX but keeps '+', so ?options=-c%20a%3D1%20-c%20b%3D2 reaches the server as "
+              "'-c a=1+-c b=2' and the connection fails (quote_via=quote would keep %20)")
 
 SHAPES = {"jobs": JOBS, "failed": FAILED}
 
@@ -116,3 +125,50 @@ def test_now_reads_the_databases_clock_in_utc(store: Store) -> None:
     after = store.now()
     assert before.utcoffset() == timezone.utc.utcoffset(None)
     assert before <= store.dialect.to_datetime(read["now"]) <= after
+
+
+def test_times_read_back_in_utc_whatever_the_sessions_time_zone(store: Store, backend: str,
+                                                                request: pytest.FixtureRequest,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose time zone is not UTC still reads aware UTC times (``Dialect.to_datetime``: "an
+    aware UTC datetime").  PostgreSQL: libpq sets the session's zone from PGTZ, as a server's
+    ``timezone`` setting would; MySQL's dialect sets +00:00 itself; SQLite keeps epoch seconds."""
+    xfail_on(request, backend, ["postgres"], SESSION_ZONE)
+    monkeypatch.setenv("PGTZ", "Asia/Kolkata")
+    zoned = open_store(store.url)
+    try:
+        [job_id] = enqueue(zoned, delay=60.0)
+        row = zoned.jobs.get_job(job_id)
+        assert row is not None
+        offsets = {t.utcoffset() for t in (zoned.now(), row.created_at, row.available_at)}
+    finally:
+        zoned.close()
+    assert offsets == {timedelta(0)}
+
+
+def _with_query(url: str, option: str) -> str:
+    return url + ("&" if "?" in url else "?") + option
+
+
+def test_the_urls_driver_settings_reach_the_session_as_written(store: Store, backend: str,
+                                                                request: pytest.FixtureRequest) -> None:
+    """What the URL says about the connection arrives unchanged, spaces included (libpq reads ``+`` as
+    a plus sign, not a space)."""
+    if backend == "postgres":
+        xfail_on(request, backend, ["postgres"], URL_SPACES)
+        schema = rows(store, "SELECT current_schema() AS s")[0]["s"]
+        url = store.url.split("?")[0] + "?options=" + quote(f"-c search_path={schema} -c statement_timeout=4321")
+        read, expected = "SHOW statement_timeout", "4321ms"
+    elif backend == "sqlite":
+        url, read, expected = _with_query(store.url, "busy_timeout=4321"), "PRAGMA busy_timeout", 4321
+    else:
+        url, read, expected = _with_query(store.url, "claim=skip_locked"), "", "skip_locked"
+    configured = open_store(url)
+    try:
+        if read:
+            got = configured.db.run(lambda cur: (cur.execute(read), cur.fetchone()[0])[1])
+        else:
+            got = configured.dialect.claim_setting  # type: ignore[attr-defined]
+    finally:
+        configured.close()
+    assert got == expected
