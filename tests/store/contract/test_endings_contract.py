@@ -3,16 +3,17 @@ on every backend.  Every ending is conditional on the run still being its worker
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
-from helpers import wait_for_db_clock
+from helpers import scaled, wait_for_db_clock
 
 from errands.core.columns import DEAD, JOBS
 from errands.core.endings import Buried, Cancelled, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed
 from errands.core.payload import encode_result
 from errands.core.rows import FLAG_RESULT, ClaimedJob, JobState
-from errands.store import Store
+from errands.store import Store, open_store
 from errands.store.endings import LOST_DEAD_MESSAGE, LOST_MESSAGE
 
 from .support import OTHER, OWNER, Policies, claim, claim_ids, count, enqueue, job, near, raw, within
@@ -255,3 +256,28 @@ def test_attempts_counted_at_claim_bring_a_job_whose_worker_always_dies_to_the_d
     assert store.jobs.get_job(job_id) is None
     assert store.jobs.get_failed(job_id).attempts == 2  # type: ignore[union-attr]
     assert [e.attempt for e in store.jobs.errors(job_id)] == [1, 2]
+
+
+def test_recoveries_running_at_once_end_each_stale_run_once(store: Store) -> None:
+    ids = enqueue(store, 30, max_attempts=1)
+    claim(store, lease=0.05)
+    _expire(store, ids)
+    stores = [open_store(store.url) for _ in range(3)]
+    start = threading.Barrier(len(stores))
+    buried: list[list[int]] = []
+
+    def recover(own: Store) -> None:
+        start.wait(timeout=scaled(10))
+        buried.append(own.endings.recover_stale(Policies()).buried)
+
+    threads = [threading.Thread(target=recover, args=(s,)) for s in stores]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(scaled(60))
+    finally:
+        for s in stores:
+            s.close()
+    assert sorted(job_id for each in buried for job_id in each) == ids  # each once, by one of them
+    assert count(store, "jobs") == 0 and count(store, "failed") == 30 and count(store, "job_errors") == 30

@@ -102,6 +102,33 @@ def test_enqueue_on_the_callers_transaction_commits_and_rolls_back_with_it(store
         conn.close()
 
 
+def test_the_listener_wakes_on_every_insert_path_and_only_then(store: Store, other_store: Store) -> None:
+    """``store.listener()``: an idle wait ends at its timeout; an enqueue by another process (one
+    row, a bulk insert, a job with a feature, an insert on the caller's transaction) wakes it."""
+    def on_cursor() -> None:
+        conn = other_store.dialect.connect()
+        try:
+            other_store.dialect.begin(conn)
+            other_store.jobs.enqueue([job()], cursor=conn.cursor())
+            conn.commit()
+        finally:
+            conn.close()
+
+    paths = {"one row": lambda: enqueue(other_store), "bulk": lambda: enqueue(other_store, 250),
+             "feature": lambda: enqueue(other_store, unique_key="wake"), "caller's transaction": on_cursor}
+    for path, insert in {"nothing": None, **paths}.items():
+        listener = store.listener()  # a fresh one each: no signal left over from the path before
+        assert listener is not None
+        try:
+            if insert is None:
+                assert listener.wait(0.05) is False
+            else:
+                insert()
+                assert listener.wait(scaled(5)) is True, path
+        finally:
+            listener.close()
+
+
 # ---------------------------------------------------------------------------------- claim
 def test_claim_returns_the_claimed_columns_and_reserves_each_row(store: Store) -> None:
     [job_id] = store.jobs.enqueue([job("claimed", priority=2, max_attempts=4, timeout=9.5, concurrency_key="g",
