@@ -2,7 +2,7 @@
 
 The shared fixtures of ``tests/conftest.py`` give each test a database of its own; on MariaDB that
 is a new database with some twenty tables copied into it, about a second a test here, which would
-put this package (some sixty tests a backend) at minutes.  The contract's tests drive store verbs
+put this package (some ninety tests a backend) at minutes.  The contract's tests drive store verbs
 only, so they share one database per dialect (migrated once, by ``store.migrate()`` itself, so the
 schema contract looks at what a migration made) and each test starts from empty tables.  Ids keep
 growing across tests (the tables are emptied, their sequences are not): no test assumes an id.

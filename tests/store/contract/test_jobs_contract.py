@@ -10,7 +10,7 @@ from helpers import scaled, wait_for_db_clock
 
 from errands.core.columns import DEAD, JOBS, Fill
 from errands.core.endings import Buried, RetryAt
-from errands.core.rows import FLAG_RESULT, ClaimedJob, JobState, NewJob, QueueCounts
+from errands.core.rows import FLAG_RESULT, ClaimedJob, JobState, QueueCounts
 from errands.store import Store, open_store
 
 from .support import OTHER, OWNER, claim, claim_ids, count, enqueue, job, near, raw, within
@@ -283,6 +283,7 @@ def test_get_job_and_list_jobs_read_rows_in_id_order(store: Store) -> None:
     assert [r.id for r in store.jobs.list_jobs()] == ids
     assert [r.id for r in store.jobs.list_jobs(queue="b")] == ids[3:]
     assert [r.id for r in store.jobs.list_jobs(limit=2)] == ids[:2]
+    assert list(vars(store.jobs.get_job(ids[0]))) == [c.name for c in JOBS]  # every declared column, by name
 
 
 def test_counts_tell_each_state_by_the_database_clock(store: Store) -> None:
@@ -401,9 +402,3 @@ def test_errors_keep_one_entry_per_failed_attempt_oldest_first(store: Store) -> 
     assert history[0].failed_at <= history[1].failed_at <= history[2].failed_at
     assert store.jobs.errors(job_id + 1000) == []
 
-
-def test_a_job_row_reads_back_as_the_declared_shape(store: Store) -> None:
-    """Every column the declaration lists is read by ``get_job`` under its name (JobRow's fields)."""
-    [job_id] = store.jobs.enqueue([NewJob("shape", "default", "{}", label="x")])
-    row = store.jobs.get_job(job_id)
-    assert row is not None and list(vars(row)) == [c.name for c in JOBS]
