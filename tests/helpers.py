@@ -76,6 +76,17 @@ def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float 
         time.sleep(interval)
 
 
+def wait_for_db_clock(store, moment, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    """Wait until the database's clock (``store.now()``) has passed ``moment`` (an aware datetime read
+    from that clock, e.g. a lease's end); returns the clock's reading.  What a test waits for when a
+    verb judges time by the database (a lapsed lease, a due job, an expiry), instead of sleeping."""
+    def passed():  # type: ignore[no-untyped-def]
+        now = store.now()
+        return now if now > moment else None
+
+    return wait_for(passed, timeout=timeout, interval=0.005, message=f"the database clock to pass {moment}")
+
+
 def free_port() -> int:
     """A local TCP port nothing listens on now, for a server a test starts."""
     with socket.socket() as s:
