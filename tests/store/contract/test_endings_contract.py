@@ -10,7 +10,7 @@ import pytest
 from helpers import scaled, wait_for_db_clock
 
 from errands.core.columns import DEAD, JOBS
-from errands.core.endings import Buried, Cancelled, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed
+from errands.core.endings import Buried, CancelledRun, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed
 from errands.core.payload import encode_result
 from errands.core.rows import FLAG_RESULT, ClaimedJob, JobState
 from errands.store import Store, open_store
@@ -48,7 +48,7 @@ SETTLEMENTS = {
     "retry_at": lambda job_id: RetryAt(job_id, 1, 0.0, "E", "failed"),
     "snoozed": lambda job_id: Snoozed(job_id, 0.0),
     "buried": lambda job_id: Buried(job_id, 1, "E", "dead"),
-    "cancelled": lambda job_id: Cancelled(job_id, "stopped", 60.0),
+    "cancelled": lambda job_id: CancelledRun(job_id, "stopped", 60.0),
 }
 
 
@@ -142,7 +142,7 @@ def test_buried_moves_the_run_to_the_dead_letter_in_one_piece(store: Store) -> N
 def test_cancelled_deletes_the_run_and_records_the_cancellation(store: Store) -> None:
     [job_id] = enqueue(store)
     claim(store)
-    assert store.endings.apply(OWNER, [Cancelled(job_id, "stopped by request", 60.0)])
+    assert store.endings.apply(OWNER, [CancelledRun(job_id, "stopped by request", 60.0)])
     assert store.jobs.get_job(job_id) is None and store.jobs.get_failed(job_id) is None
     result = store.features.get_result(job_id)
     assert result is not None and (result.state, result.message, result.result) == (

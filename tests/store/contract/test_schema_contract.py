@@ -15,15 +15,7 @@ from errands.core.columns import FAILED, JOBS, Column
 from errands.store import Store, open_store, registry
 from errands.store.dialects.base import TABLES
 
-from .support import enqueue, rows, xfail_on
-
-SESSION_ZONE = ("psycopg loads timestamptz in the session's time zone and PostgresDialect.to_datetime keeps it "
-                "(it only fills in UTC for naive values): on a server or session whose timezone is not UTC, "
-                "now(), get_job() and every listing return +05:30 datetimes (equal instants, but not UTC as the "
-                "dialect contract says; the connection sets no timezone)")
-URL_SPACES = ("postgres.driver_url re-encodes the URL's query with urlencode(), which writes a space as '+'; "
-              "libpq decodes %XX but keeps '+', so ?options=-c%20a%3D1%20-c%20b%3D2 reaches the server as "
-              "'-c a=1+-c b=2' and the connection fails (quote_via=quote would keep %20)")
+from .support import enqueue, rows
 
 SHAPES = {"jobs": JOBS, "failed": FAILED}
 
@@ -130,7 +122,6 @@ def test_times_read_back_in_utc_whatever_the_sessions_time_zone(store: Store, ba
     """A session whose time zone is not UTC still reads aware UTC times (``Dialect.to_datetime``: "an
     aware UTC datetime").  PostgreSQL: libpq sets the session's zone from PGTZ, as a server's
     ``timezone`` setting would; MySQL's dialect sets +00:00 itself; SQLite keeps epoch seconds."""
-    xfail_on(request, backend, ["postgres"], SESSION_ZONE)
     monkeypatch.setenv("PGTZ", "Asia/Kolkata")
     zoned = open_store(store.url)
     try:
@@ -152,7 +143,6 @@ def test_the_urls_driver_settings_reach_the_session_as_written(store: Store, bac
     """What the URL says about the connection arrives unchanged, spaces included (libpq reads ``+`` as
     a plus sign, not a space)."""
     if backend == "postgres":
-        xfail_on(request, backend, ["postgres"], URL_SPACES)
         schema = rows(store, "SELECT current_schema() AS s")[0]["s"]
         url = store.url.split("?")[0] + "?options=" + quote(f"-c search_path={schema} -c statement_timeout=4321")
         read, expected = "SHOW statement_timeout", "4321ms"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ...core.columns import Fill, Kind
 from ...core.config import mask_url
@@ -118,7 +118,8 @@ def driver_url(url: str) -> str:
     if not parts.query:
         return urlunsplit(parts)
     kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in URL_OPTIONS]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    # (quote, not quote_plus: libpq reads "+" as a plus sign, so a space must travel as %20)
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote)))
 
 
 def _pg_microseconds(value: datetime) -> int:
@@ -385,9 +386,17 @@ class PostgresDialect(Dialect):
         return int_or_none(scalar(cur))
 
     def to_datetime(self, value: Any) -> datetime:
-        # timestamptz arrives aware (in the session's time zone): comparable as is, no conversion.
+        # timestamptz arrives aware, in the session's time zone (the server's ``timezone`` setting, PGTZ):
+        # the same instant, read as UTC as every dialect's times are.
         moment: datetime = value
-        return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=timezone.utc)
+        if not moment.utcoffset():
+            return moment
+        try:
+            return moment.astimezone(timezone.utc)
+        except OverflowError:  # within hours of Python's first or last date
+            return FAR_PAST if moment.year == 1 else FAR_FUTURE
 
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:
