@@ -144,6 +144,13 @@ class NewJob(NamedTuple):
 _PLAIN_TAIL = NewJob("", "", "")[8:]
 
 
+def all_plain(jobs: Sequence[NewJob]) -> bool:
+    """Whether every job of a batch is plain (:attr:`NewJob.is_plain`), asked once per enqueue:
+    the same comparison, made in a generator rather than through the property (a bulk enqueue
+    asks it of every job)."""
+    return all(j[8:] == _PLAIN_TAIL for j in jobs)
+
+
 class ClaimedJob(NamedTuple):
     """What a claim hands a worker: only the columns needed to run and settle the job.
 

@@ -74,6 +74,12 @@ def last_row_id(cur: Cursor) -> int:
     return int(cast(Any, cur).lastrowid)
 
 
+def first_column(cur: Cursor) -> list[Any]:
+    """The one column of every row of the last result (ids a multi-row INSERT returned): a list
+    built in C, where rows by name would cost a dict each (an enqueue of 500 jobs reads 500 ids)."""
+    return [values[0] for values in cur.fetchall()]
+
+
 def scalar(cur: Cursor) -> Any:
     """The single value of a one-row, one-column result (a count, a maximum, the clock); None if no row."""
     values = cur.fetchone()

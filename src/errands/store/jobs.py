@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.columns import DEAD, Fill, names
-from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, as_int
+from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, all_plain, as_int
 from .database import Database
 from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS
-from .dialects.inserts import INSERT_CHUNK
+from .dialects.inserts import INSERT_CHUNK, PLAIN
 from .driver import Cursor, fetch_rows
 from .steps import Steps
 
@@ -47,10 +47,10 @@ class JobStore:
         """
         if not jobs:
             return []
-        rich = not jobs[0].is_plain if len(jobs) == 1 else any(not j.is_plain for j in jobs)
+        rich = not all_plain(jobs)
 
         def insert(cur: Cursor) -> list[int]:
-            return self.steps.insert_rich(cur, jobs) if rich else self.d.inserts.insert_jobs(cur, jobs)
+            return self.steps.insert_rich(cur, jobs) if rich else self.d.inserts.insert_jobs(cur, jobs, PLAIN)
 
         if cursor is not None:
             return self.db.on_cursor(insert, cursor, "enqueue")

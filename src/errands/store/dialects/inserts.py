@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol
 
 from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, names
-from ...core.rows import NewJob
-from ..driver import Cursor, fetch_rows, last_row_id
+from ...core.rows import NewJob, all_plain
+from ..driver import Cursor, first_column, last_row_id
 
 INSERT_CHUNK = 500
 """Most rows one multi-row INSERT carries (a driver takes at most 65,535 parameters)."""
@@ -46,9 +47,22 @@ class InsertShape:
         self.computed = tuple(c for c in columns if c.fill is not Fill.FIELD)
         self.columns = self.fields + self.computed
         self.names = names(self.columns)
-        self.values: Callable[[NewJob], tuple[Any, ...]] = itemgetter(*(NewJob._fields.index(c.name)
-                                                                        for c in self.fields))
+        at = [NewJob._fields.index(c.name) for c in self.fields]
+        self.values: Callable[[NewJob], tuple[Any, ...]] = itemgetter(*at)
         """The job's values for ``fields``, in order."""
+        self.values_and_due: Callable[[NewJob], tuple[Any, ...]] = itemgetter(
+            *at, NewJob._fields.index("run_at"), NewJob._fields.index("delay"))
+        """The same, then the due time's parameters as the job holds them (run_at, delay)."""
+
+    def params(self, jobs: Sequence[NewJob], store_time: Callable[[datetime], Any]) -> list[Any]:
+        """The parameters of a multi-row INSERT of ``jobs``, row after row: made in C, then each
+        ``run_at`` given (few jobs have one) turned into the dialect's stored form."""
+        out = list(chain.from_iterable(map(self.values_and_due, jobs)))
+        width = len(self.fields) + 2
+        for i in range(len(self.fields), len(out), width):
+            if out[i] is not None:
+                out[i] = store_time(out[i])
+        return out
 
     def index(self, name: str) -> int:
         """The position of field column ``name`` in :attr:`values`."""
@@ -61,10 +75,7 @@ FULL = InsertShape("full", INSERTED)
 
 def shape_of(jobs: Sequence[NewJob]) -> InsertShape:
     """The columns a batch's insert writes: only the plain ones unless some job uses a feature."""
-    for j in jobs:
-        if not j.is_plain:
-            return FULL
-    return PLAIN
+    return PLAIN if all_plain(jobs) else FULL
 
 
 def due_now(j: NewJob) -> bool:
@@ -109,15 +120,16 @@ class JobInserts:
             sql = self._sql[key] = make()
         return sql
 
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape | None = None) -> list[int]:
         """Insert job rows, ids in input order: the one insert path of this dialect.
 
-        Writes the columns of :func:`shape_of` (the jobs' features, dependencies and side tables
-        are the caller's: :meth:`errands.store.steps.Steps.insert_rich`).  One job takes
+        Writes the columns of ``shape`` (by default :func:`shape_of` the jobs; a caller that knows it
+        says so: the enqueue already asked whether the batch is plain), never a feature's side
+        tables (those are :meth:`errands.store.steps.Steps.insert_rich`'s).  One job takes
         :meth:`insert_job`; more take multi-row INSERTs of at most INSERT_CHUNK rows (a driver
         takes at most 65,535 parameters), a trailing row alone the single-row path.  A dialect
         overrides this where the database has a faster bulk form, from the same shape."""
-        shape = shape_of(jobs)
+        shape = shape or shape_of(jobs)
         if len(jobs) == 1:
             return [self.one(cur, jobs[0], shape)]
         ids: list[int] = []
@@ -129,9 +141,7 @@ class JobInserts:
             key = f"insert:{shape.key}:{len(chunk)}"
             sql = self._sql.get(key) or self._sql.setdefault(
                 key, self.head(shape) + ", ".join([self.row(shape)] * len(chunk)))
-            values, due = shape.values, self.due_params
-            params = [v for j in chunk for v in (*values(j), *due(j))]
-            ids += self.returning_ids(cur, sql, params, len(chunk))
+            ids += self.returning_ids(cur, sql, shape.params(chunk, self.d.from_datetime), len(chunk))
         return ids
 
     def one(self, cur: Cursor, j: NewJob, shape: InsertShape) -> int:
@@ -150,4 +160,4 @@ class JobInserts:
     def returning_ids(self, cur: Cursor, sql: str, params: list[Any] | None, count: int) -> list[int]:
         """Run a multi-row INSERT and return the new ids, ascending."""
         cur.execute(sql + " RETURNING id", params)
-        return sorted(int(r["id"]) for r in fetch_rows(cur))
+        return sorted(map(int, first_column(cur)))

@@ -121,7 +121,7 @@ class MySQLInserts(JobInserts):
 
     d: MySQLDialect
 
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape | None = None) -> list[int]:
         """Multi-row INSERTs with one parameter a row, its payload; the rest of a row is escaped once.
 
         PyMySQL escapes parameters in Python, one call per value: eight a row made escaping the
@@ -133,8 +133,8 @@ class MySQLInserts(JobInserts):
         caller's own, e.g. Django's) and single rows take the portable path.
         """
         if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
-            return super().insert_jobs(cur, jobs)
-        shape = shape_of(jobs)
+            return super().insert_jobs(cur, jobs, shape)
+        shape = shape or shape_of(jobs)
         head = self.head(shape)
         rest_of = _rest_getter(shape)
         rows_of: dict[tuple[Any, ...], str] = {}

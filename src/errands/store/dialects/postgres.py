@@ -191,7 +191,7 @@ class PostgresInserts(JobInserts):
     def due_params(self, j: NewJob) -> tuple[Any, float]:
         return j.run_at, float(j.delay)  # psycopg sends an aware datetime as timestamptz
 
-    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_jobs(self, cur: Cursor, jobs: Sequence[NewJob], shape: InsertShape | None = None) -> list[int]:
         """One fixed statement per shape whatever the batch size: columns travel as arrays and
         ``unnest`` turns them back into rows, so the statement is parsed and planned once (psycopg
         prepares it after a few uses) instead of once per batch size; from COPY_FROM jobs, COPY.
@@ -203,7 +203,7 @@ class PostgresInserts(JobInserts):
         # A caller's own cursor may come from another driver (psycopg2 under Django or SQLAlchemy):
         # then no prepared statements and no COPY, only what every DB-API cursor does.
         ours = isinstance(cur, psycopg.Cursor)
-        shape = shape_of(jobs)
+        shape = shape or shape_of(jobs)
         if len(jobs) == 1:
             j = jobs[0]
             sql = self._cached(f"pg1:{shape.key}", lambda: self.head(shape) + self.row(shape)
