@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import ConfigurationError, JobTimeout, SchemaError, StoreError
 from ..core.retry import DEFAULT_POLICY, Backoff, RetryPolicy
 from .runner import Worker
-from .settings import WorkerSettings
+from .settings import PROCESSES, WorkerSettings
 from .slots import SlotTable
 
 if TYPE_CHECKING:
@@ -102,12 +102,10 @@ def _child_main(app: RunHost, settings: WorkerSettings, slots: SlotTable, id_cel
 
 
 class Supervisor:
-    def __init__(self, app: RunHost, settings: WorkerSettings, processes: int = 1) -> None:
-        if processes < 1:
-            raise ValueError("processes must be at least 1")
+    def __init__(self, app: RunHost, settings: WorkerSettings, processes: int = PROCESSES.default) -> None:
         self.app = app
-        self.settings = settings
-        self.processes = processes
+        self.settings = settings  # (checked when it was built)
+        self.processes: int = PROCESSES.check(processes)
         self.children: dict[int, _Child] = {}
         self.signals = 0
         self._handled_signals = 0
