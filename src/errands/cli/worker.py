@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class OptionType(click.ParamType):
     """A worker option's value as click reads it (a flag, its variable, ``[tool.errands.worker]``):
     text read as the option's kind, then checked by the option's own rule, whose message is the
-    refusal.  A queue option's value is the names of one comma list."""
+    refusal."""
 
     def __init__(self, spec: OptionSpec) -> None:
         self.spec = spec
@@ -40,8 +40,6 @@ class OptionType(click.ParamType):
     def _read(self, text: str) -> Any:
         """``text`` as a value of the option's kind; unreadable text is left for the check to refuse."""
         kind = self.spec.kind
-        if kind is str:
-            return tuple(name.strip() for name in text.split(",") if name.strip())
         if kind is bool:
             found = click.types.BoolParamType.str_to_bool(text)
             return text if found is None else found
@@ -53,8 +51,22 @@ class OptionType(click.ParamType):
         return text
 
 
+class QueuesType(OptionType):
+    """The queue option: each value (one comma list) checked name by name, and kept as written;
+    :func:`worker_settings` joins the lists."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        super().convert(split_names(value) if isinstance(value, str) else value, param, ctx)
+        return value
+
+
 class FlagType(OptionType, click.types.BoolParamType):
     """:class:`OptionType` of a boolean option: click treats the option as a boolean flag."""
+
+
+def split_names(text: str) -> list[str]:
+    """The names of a comma list (``-q mails,default``), blanks skipped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def option_name(spec: OptionSpec) -> str:
@@ -68,7 +80,7 @@ def _option(spec: OptionSpec) -> Callable[[F], F]:
         return click.option(*spec.flags, option_name(spec), is_flag=True, default=False, type=FlagType(spec),
                             **common)
     if spec.kind is str:
-        return click.option(*spec.flags, spec.name, multiple=True, type=OptionType(spec), metavar=spec.metavar,
+        return click.option(*spec.flags, spec.name, multiple=True, type=QueuesType(spec), metavar=spec.metavar,
                             **common)
     return click.option(*spec.flags, spec.name, type=OptionType(spec), metavar=spec.metavar, default=spec.default,
                         show_default=spec.default is not None, **common)
@@ -101,7 +113,7 @@ def worker_settings(params: Mapping[str, Any], default_queues: Callable[[], Iter
     for name, spec in OPTIONS.items():
         given = params[option_name(spec)]
         values[name] = not given if spec.negated else given
-    queues = tuple(dict.fromkeys(name for names in values.pop("queues") or () for name in names))
+    queues = tuple(name for text in values.pop("queues") or () for name in split_names(text))  # (deduplicated there)
     if params.get("once"):
         values.update(burst=True, max_jobs=1, prefetch=0)
     return WorkerSettings(queues=queues or tuple(default_queues()), **values)
