@@ -82,15 +82,16 @@ def _option(name: str) -> dict[str, Any]:
 
 def _argument(option: click.Option) -> dict[str, Any]:
     """argparse keywords for one of ``errands worker``'s options, help and limits included."""
-    help = _HELP.get(option.name or "", option.help or "")
+    text = _HELP.get(option.name or "", option.help or "")
+    if option.default is not None and not option.is_flag and not option.multiple:
+        text += f" Default {option.default}."
+    text = text.replace("%", "%%")  # (argparse formats help with %)
     if option.is_flag:
-        return {"dest": option.name, "action": _Flag, "help": help}
+        return {"dest": option.name, "action": _Flag, "help": text}
     if option.multiple:  # the variable is read in handle(): argparse converts no list default
         return {"dest": option.name, "action": "append", "default": [], "type": _converter(option),
-                "metavar": option.metavar, "help": help}
-    if option.default is not None:
-        help += f" Default {option.default}."
-    return {**_option(option.name or ""), "metavar": option.metavar, "help": help}
+                "metavar": option.metavar, "help": text}
+    return {**_option(option.name or ""), "metavar": option.metavar, "help": text}
 
 
 _HELP = {"queues": "Queues to take tasks from, most important first (repeatable or comma list; ERRANDS_QUEUES: "
@@ -100,8 +101,8 @@ _HELP = {"queues": "Queues to take tasks from, most important first (repeatable 
 
 
 class _Flag(argparse.Action):
-    """``store_true`` whose default may come from an ``ERRANDS_*`` variable, read by
-    ``click.BOOL`` as ``errands worker`` reads it (``ERRANDS_BURST=bogus`` is refused, not false)."""
+    """``store_true`` whose default may come from an ``ERRANDS_*`` variable, read by the option's
+    click type as ``errands worker`` reads it (``ERRANDS_BURST=bogus`` is refused, not false)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         option = _OPTIONS[dest]
