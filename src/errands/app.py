@@ -6,7 +6,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .core.alerts import AlertThresholds
 from .core.config import check_queue_name, database_url, mask_url
@@ -31,9 +31,14 @@ from .core.rows import BatchRow, WorkflowRow
 from .core.settings import DEFAULTS, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
-from .worker import settings as worker_defaults
 from .worker.eager import run_inline
 from .worker.runner import Worker
+from .worker.settings import WorkerSettings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .worker.settings import WorkerOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -568,9 +573,14 @@ class Errands:
                     kwargs: dict[str, Any] | None = None) -> JobHandle:
         return run_inline(self, definition, new, self._eager_propagate)
 
-    def run_until_empty(self, queues: Sequence[str] | None = None, *, max_jobs: int | None = None) -> int:
-        """Run ready jobs in this process until none is left; returns how many ran (for tests)."""
-        return self.run_worker(queues, burst=True, max_jobs=max_jobs, sleep=0.05)
+    def run_until_empty(self, queues: Sequence[str] | None = None, **options: Unpack[WorkerOptions]) -> int:
+        """Run ready jobs in this process until none is left; returns how many ran (for tests).
+
+        :meth:`run_worker` in burst mode, polling every 50 ms at most unless ``sleep`` says otherwise."""
+        if not options.setdefault("burst", True):
+            raise ConfigurationError("run_until_empty runs until no job is ready: burst=False is run_worker's")
+        options.setdefault("sleep", 0.05)
+        return self.run_worker(queues, **options)
 
     # ------------------------------------------------------------------ operations
     def job_state(self, job_id: int, name: str | None = None) -> JobState:
@@ -648,16 +658,16 @@ class Errands:
             announce(self, row, settlement)
         return report
 
-    def run_worker(self, queues: Sequence[str] | None = None, *, concurrency: int = worker_defaults.CONCURRENCY,
-                   burst: bool = False, max_jobs: int | None = None, sleep: float = worker_defaults.SLEEP) -> int:
+    def run_worker(self, queues: Sequence[str] | None = None, **options: Unpack[WorkerOptions]) -> int:
         """Process jobs in this process (threads, soft timeouts); returns how many ran.
 
-        ``errands worker`` adds a supervising process that enforces hard timeouts.
+        ``queues``: most important first (default: every queue a registered job names);
+        ``options``: every option of :class:`~errands.worker.settings.WorkerSettings`, with its
+        default there (``concurrency``, ``burst``, ``max_jobs``, ``sleep``, ...), checked before
+        anything runs (a refused one raises ConfigurationError).  ``errands worker`` adds a
+        supervising process that enforces hard timeouts.
         """
-        settings = worker_defaults.WorkerSettings(queues=tuple(queues or self.default_queues()),
-                                                  concurrency=concurrency, burst=burst, max_jobs=max_jobs,
-                                                  sleep=sleep)
-        worker = Worker(self, settings)
+        worker = Worker(self, WorkerSettings.of(queues or self.default_queues(), **options))
         worker.run()
         return worker.jobs_done
 

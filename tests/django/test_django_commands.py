@@ -163,19 +163,21 @@ def test_worker_variables_mean_what_they_mean_to_errands_worker(monkeypatch: pyt
 @pytest.mark.parametrize(("args", "env", "refusal"), [
     ([], {"ERRANDS_LOG_LEVEL": "loud"}, "argument --log-level: 'loud' is not one of"),
     (["--log-level", "verbose"], {}, "argument --log-level: 'verbose' is not one of"),
-    ([], {"ERRANDS_BURST": "bogus"}, "argument --burst: 'bogus' is not a valid boolean"),
+    ([], {"ERRANDS_BURST": "bogus"}, "argument --burst: burst must be a boolean, got 'bogus' (from ERRANDS_BURST)"),
     ([], {"ERRANDS_ONCE": "sometimes"}, "argument --once: 'sometimes' is not a valid boolean"),
-    (["-c", "1001"], {}, "argument -c/--concurrency: 1001 is not in the range 1<=x<=1000"),
-    (["-c", "0"], {}, "argument -c/--concurrency: 0 is not in the range 1<=x<=1000"),
-    (["-p", "257"], {}, "argument -p/--processes: 257 is not in the range 1<=x<=256"),
-    (["--prefetch", "1001"], {}, "argument --prefetch: 1001 is not in the range 0<=x<=1000"),
-    (["--prefetch", "-1"], {}, "argument --prefetch: -1 is not in the range 0<=x<=1000"),
-    (["--sleep", "0.001"], {}, "argument --sleep: 0.001 is not in the range x>=0.01"),
-    (["--lease", "0.5"], {}, "argument --lease: 0.5 is not in the range x>=1"),
-    (["--shutdown-timeout", "-1"], {}, "argument --shutdown-timeout: -1"),
-    (["--max", "0"], {}, "argument --max: 0 is not in the range x>=1"),
-    ([], {"ERRANDS_PREFETCH": "1001"}, "1001 is not in the range 0<=x<=1000. (from ERRANDS_PREFETCH)"),
-    ([], {"ERRANDS_SLEEP": "0"}, "argument --sleep: 0.0 is not in the range x>=0.01. (from ERRANDS_SLEEP)"),
+    (["-c", "1001"], {}, "argument -c/--concurrency: concurrency must be an integer from 1 to 1000, got 1001"),
+    (["-c", "0"], {}, "argument -c/--concurrency: concurrency must be an integer from 1 to 1000, got 0"),
+    (["-p", "257"], {}, "argument -p/--processes: processes must be an integer from 1 to 256, got 257"),
+    (["--prefetch", "1001"], {}, "argument --prefetch: prefetch must be an integer from 0 to 1000, got 1001"),
+    (["--prefetch", "-1"], {}, "argument --prefetch: prefetch must be an integer from 0 to 1000, got -1"),
+    (["--sleep", "0.001"], {}, "argument --sleep: sleep must be a number of seconds of at least 0.01, got 0.001"),
+    (["--lease", "0.5"], {}, "argument --lease: lease must be a number of seconds of at least 1, got 0.5"),
+    (["--shutdown-timeout", "-1"], {},
+     "argument --shutdown-timeout: shutdown_timeout must be a number of seconds of at least 0, got -1"),
+    (["--max", "0"], {}, "argument --max: max_jobs must be an integer of at least 1, got 0"),
+    ([], {"ERRANDS_PREFETCH": "1001"}, "prefetch must be an integer from 0 to 1000, got 1001 (from ERRANDS_PREFETCH)"),
+    ([], {"ERRANDS_SLEEP": "0"},
+     "argument --sleep: sleep must be a number of seconds of at least 0.01, got 0 (from ERRANDS_SLEEP)"),
 ])
 def test_worker_refuses_what_errands_worker_refuses(monkeypatch: pytest.MonkeyPatch, args: list[str],
                                                      env: dict[str, str], refusal: str) -> None:
@@ -203,7 +205,7 @@ def test_worker_reads_variables_as_errands_worker_does(tasks_backend: Any, proje
     assert "queues: emails, default | processes: 1" in run.stderr
     assert [tasks_backend.get_result(r.id).status for r in (mail, plain, other)] == [TaskResultStatus.SUCCESSFUL] * 3
     refused = manage(project_db, "errands_worker", extra_env={"ERRANDS_BURST": "bogus"}, timeout=60)
-    assert refused.returncode != 0 and "'bogus' is not a valid boolean" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and "burst must be a boolean, got 'bogus'" in refused.stderr, refused.stderr
     assert "ERRANDS_BURST" in refused.stderr
 
 

@@ -13,7 +13,14 @@ from errands import Errands
 from errands.cli.worker import worker as cli_worker
 from errands.contrib import inprocess
 from errands.worker import liveness
-from errands.worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SHUTDOWN_TIMEOUT, SLEEP, WorkerSettings
+from errands.worker.settings import (
+    CONCURRENCY,
+    EMBEDDED_SHUTDOWN_TIMEOUT,
+    OPTIONS,
+    SHUTDOWN_TIMEOUT,
+    SLEEP,
+    WorkerSettings,
+)
 
 WORKER_DIR = pathlib.Path(errands.worker.__file__).parent
 
@@ -44,20 +51,20 @@ def test_the_liveness_policy_forgets_a_worker_after_four_leases_and_two_minutes_
     assert liveness.forget_worker_after(30) == 120.0 and liveness.forget_worker_after(60) == 240.0
 
 
-def _default(func: object, name: str) -> object:
-    return inspect.signature(func).parameters[name].default  # type: ignore[arg-type]
-
-
 def test_worker_services_and_embedded_workers_read_their_defaults_from_the_settings() -> None:
     assert (SHUTDOWN_TIMEOUT, EMBEDDED_SHUTDOWN_TIMEOUT, CONCURRENCY, SLEEP) == (30.0, 10.0, 1, 1.0)
     assert WorkerSettings(queues=("q",)).shutdown_timeout == SHUTDOWN_TIMEOUT
     options = {p.name: p.default for p in cli_worker.params}
     assert (options["shutdown_timeout"], options["concurrency"], options["sleep"]) == (
         SHUTDOWN_TIMEOUT, CONCURRENCY, SLEEP)
-    assert (_default(Errands.run_worker, "concurrency"), _default(Errands.run_worker, "sleep")) == (CONCURRENCY, SLEEP)
-    embedded = [inprocess.InProcessWorker, inprocess.start_worker]
+    entry_points: list[object] = [Errands.run_worker, Errands.run_until_empty, inprocess.InProcessWorker,
+                                  inprocess.start_worker]
     asgi = pytest.importorskip("errands.contrib.asgi", exc_type=ImportError)
-    embedded += [asgi.ErrandsLifespan, asgi.errands_lifespan]
-    for func in embedded:
-        assert _default(func, "shutdown_timeout") == EMBEDDED_SHUTDOWN_TIMEOUT, func
-        assert (_default(func, "concurrency"), _default(func, "sleep")) == (CONCURRENCY, SLEEP), func
+    entry_points += [asgi.ErrandsLifespan, asgi.errands_lifespan]
+    for func in entry_points:  # no entry point spells an option (or its default) out: all come from the settings
+        parameters = inspect.signature(func).parameters  # type: ignore[arg-type]
+        assert set(parameters) & set(OPTIONS) <= {"queues"}, func
+        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD, func
+    embedded = inprocess.InProcessWorker(Errands("sqlite:///:memory:")).settings
+    assert embedded == WorkerSettings(queues=(), shutdown_timeout=EMBEDDED_SHUTDOWN_TIMEOUT)
+    assert (embedded.concurrency, embedded.sleep) == (CONCURRENCY, SLEEP)

@@ -37,14 +37,15 @@ from ..core.errors import ConfigurationError, EnqueueError, JobNotFound, StoreUn
 from ..dashboard import AuthSettings, Principal, create_dashboard
 from ..dashboard.security import SecurityHeaders
 from ..services.accounts import ROLES
-from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP
 from .inprocess import InProcessWorker
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.types import Receive, Scope, Send
+    from typing_extensions import Unpack
 
     from ..app import Errands
+    from ..worker.settings import WorkerOptions
 
 __all__ = ["DashboardGate", "ErrandsLifespan", "Principal", "add_exception_handlers", "errands_lifespan",
            "mount_dashboard"]
@@ -166,17 +167,15 @@ class ErrandsLifespan:
 
     Around your own lifespan (``lifespan=``): yours starts first and stops last, so the jobs
     may use what it sets up; its state is passed on unchanged.  ``worker`` is the running
-    worker (None outside the lifespan).
+    worker (None outside the lifespan).  ``options``: the worker's options, as
+    :class:`~errands.contrib.inprocess.InProcessWorker` takes them.
     """
 
-    def __init__(self, errands_app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
-                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
-                 lease: float | None = None,
-                 lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None) -> None:
+    def __init__(self, errands_app: Errands, queues: Sequence[str] | None = None, *,
+                 lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+                 **options: Unpack[WorkerOptions]) -> None:
         self.lifespan = lifespan
-        self._new_worker = functools.partial(InProcessWorker, errands_app, queues, concurrency=concurrency,
-                                             shutdown_timeout=shutdown_timeout, sleep=sleep, scheduler=scheduler,
-                                             lease=lease)
+        self._new_worker = functools.partial(InProcessWorker, errands_app, queues, **options)
         self._new_worker()  # bad options fail here, where the app is built, not at start-up
         self.worker: InProcessWorker | None = None
 
@@ -200,11 +199,8 @@ class ErrandsLifespan:
 
 
 def errands_lifespan(errands_app: Errands, queues: Sequence[str] | None = None, *,
-                     concurrency: int = CONCURRENCY, shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT,
-                     sleep: float = SLEEP, scheduler: bool = True,
-                     lease: float | None = None,
-                     lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None
-                     ) -> ErrandsLifespan:
+                     lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+                     **options: Unpack[WorkerOptions]) -> ErrandsLifespan:
     """``FastAPI(lifespan=errands_lifespan(errands, concurrency=4))``: a worker in the app's process.
 
     On shutdown running jobs get ``shutdown_timeout`` seconds to finish; the rest go back to
@@ -212,8 +208,7 @@ def errands_lifespan(errands_app: Errands, queues: Sequence[str] | None = None, 
     a few seconds to write the releases).  One worker per server process: ``--workers 4``
     means four.
     """
-    return ErrandsLifespan(errands_app, queues, concurrency=concurrency, shutdown_timeout=shutdown_timeout,
-                           sleep=sleep, scheduler=scheduler, lease=lease, lifespan=lifespan)
+    return ErrandsLifespan(errands_app, queues, lifespan=lifespan, **options)
 
 
 def add_exception_handlers(host_app: Starlette) -> None:

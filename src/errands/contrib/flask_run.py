@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.errors import StoreError
-from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP
 from .inprocess import InProcessWorker
 from .inprocess import start_worker as start_in_process
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..app import Errands
+    from ..worker.settings import WorkerOptions
 
 log = logging.getLogger("errands.contrib")
 
@@ -68,13 +70,10 @@ def flask_run_role() -> Role | None:
     return "reloader" if reload else "serving"
 
 
-def start_worker(app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
-                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
-                 lease: float | None = None, stop_at_exit: bool = True) -> InProcessWorker:
+def start_worker(app: Errands, queues: Sequence[str] | None = None, *, stop_at_exit: bool = True,
+                 **options: Unpack[WorkerOptions]) -> InProcessWorker:
     """:func:`errands.contrib.inprocess.start_worker`, aware of ``flask run`` (see the module): in the
     reloader's parent it returns the worker unstarted (``running`` is False)."""
-    options: dict[str, Any] = {"concurrency": concurrency, "shutdown_timeout": shutdown_timeout, "sleep": sleep,
-                               "scheduler": scheduler, "lease": lease}
     role = flask_run_role()
     if role == "reloader":
         worker = InProcessWorker(app, queues, **options)  # bad options still fail here

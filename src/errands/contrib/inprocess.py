@@ -16,16 +16,19 @@ import atexit
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..core.config import check_queue_name
 from ..core.errors import ConfigurationError
 from ..core.logs import ensure_errands_output
 from ..worker.runner import Worker
-from ..worker.settings import CONCURRENCY, EMBEDDED_SHUTDOWN_TIMEOUT, SLEEP, WorkerSettings
+from ..worker.settings import EMBEDDED_SHUTDOWN_TIMEOUT, WorkerSettings
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..app import Errands
+    from ..worker.settings import WorkerOptions
 
 log = logging.getLogger("errands.contrib")
 
@@ -38,26 +41,18 @@ class InProcessWorker:
 
     One per web process: each one registers in the workers table, claims jobs and runs up to
     ``concurrency`` of them at once on threads (async jobs share the worker's own event loop,
-    never the web server's).
+    never the web server's).  It takes every option of
+    :class:`~errands.worker.settings.WorkerSettings` (``shutdown_timeout`` defaults to
+    ``EMBEDDED_SHUTDOWN_TIMEOUT`` here), checked at once: a refused one raises ConfigurationError.
     """
 
-    def __init__(self, app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
-                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
-                 lease: float | None = None) -> None:
-        if concurrency < 1:
-            raise ConfigurationError("concurrency must be at least 1")
-        if shutdown_timeout < 0:
-            raise ConfigurationError("shutdown_timeout must be zero or more seconds")
+    def __init__(self, app: Errands, queues: Sequence[str] | None = None, **options: Unpack[WorkerOptions]) -> None:
+        options.setdefault("shutdown_timeout", EMBEDDED_SHUTDOWN_TIMEOUT)
         self.app = app
-        if isinstance(queues, str):
-            queues = [queues]
-        self.queues = tuple(check_queue_name(q) for q in queues) if queues else None
+        self.settings = WorkerSettings.of(queues, **options)
+        """The options (its queues are filled in at :meth:`start` when none were given)."""
+        self.queues = self.settings.queues or None
         """Most important first; None: every queue a registered job names."""
-        self.concurrency = concurrency
-        self.shutdown_timeout = float(shutdown_timeout)
-        self.sleep = sleep
-        self.scheduler = scheduler
-        self.lease = lease
         self.worker: Worker | None = None
         self.error: BaseException | None = None
         """What ended the worker's thread early, if anything did (it is also logged)."""
@@ -68,22 +63,41 @@ class InProcessWorker:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    # The options as attributes, read from ``settings``, as an InProcessWorker offered them before.
+    @property
+    def concurrency(self) -> int:
+        return self.settings.concurrency
+
+    @property
+    def shutdown_timeout(self) -> float:
+        return self.settings.shutdown_timeout
+
+    @property
+    def sleep(self) -> float:
+        return self.settings.sleep
+
+    @property
+    def scheduler(self) -> bool:
+        return self.settings.scheduler
+
+    @property
+    def lease(self) -> float | None:
+        return self.settings.lease
+
     def start(self) -> InProcessWorker:
         """Check the database, then start the thread; raises at once if the schema is missing or old."""
         with self._lock:
             if self.running:
                 raise ConfigurationError("this in-process worker is already running")
             self.app.store.db.run(lambda cur: None)  # fail at start-up, in the caller, not later in a thread
-            settings = WorkerSettings(queues=self.queues or tuple(self.app.default_queues()),
-                                      concurrency=self.concurrency, shutdown_timeout=self.shutdown_timeout,
-                                      sleep=self.sleep, scheduler=self.scheduler, lease=self.lease)
+            settings = replace(self.settings, queues=self.queues or tuple(self.app.default_queues()))
             self.worker = Worker(self.app, settings)
             self.error = None
             self._thread = threading.Thread(target=self._run, args=(self.worker,), name="errands-in-process",
                                             daemon=True)
             ensure_errands_output()  # under uvicorn or flask run nothing would print errands' INFO lines
             log.info("in-process errands worker %s started: queues %s, concurrency %d", self.worker.id,
-                     ", ".join(settings.queues) or "none", self.concurrency)
+                     ", ".join(settings.queues) or "none", settings.concurrency)
             self._thread.start()
         return self
 
@@ -106,7 +120,7 @@ class InProcessWorker:
         if thread is None or worker is None:
             return True
         worker.request_stop()
-        thread.join(self.shutdown_timeout + STOP_MARGIN if timeout is None else timeout)
+        thread.join(self.settings.shutdown_timeout + STOP_MARGIN if timeout is None else timeout)
         if thread.is_alive():
             log.warning("the in-process errands worker did not stop in time; giving its jobs back now")
             worker.request_stop(immediate=True)
@@ -125,13 +139,11 @@ class InProcessWorker:
         return await asyncio.to_thread(self.stop, timeout)
 
 
-def start_worker(app: Errands, queues: Sequence[str] | None = None, *, concurrency: int = CONCURRENCY,
-                 shutdown_timeout: float = EMBEDDED_SHUTDOWN_TIMEOUT, sleep: float = SLEEP, scheduler: bool = True,
-                 lease: float | None = None, stop_at_exit: bool = True) -> InProcessWorker:
-    """Start an :class:`InProcessWorker`; with ``stop_at_exit`` it is stopped when the interpreter exits
-    (unless :meth:`~InProcessWorker.stop` was called before)."""
-    worker = InProcessWorker(app, queues, concurrency=concurrency, shutdown_timeout=shutdown_timeout, sleep=sleep,
-                             scheduler=scheduler, lease=lease).start()
+def start_worker(app: Errands, queues: Sequence[str] | None = None, *, stop_at_exit: bool = True,
+                 **options: Unpack[WorkerOptions]) -> InProcessWorker:
+    """Start an :class:`InProcessWorker` (``options``: its worker options); with ``stop_at_exit`` it is
+    stopped when the interpreter exits (unless :meth:`~InProcessWorker.stop` was called before)."""
+    worker = InProcessWorker(app, queues, **options).start()
     if stop_at_exit:
         atexit.register(worker.stop)
     return worker

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidQueueName
@@ -36,17 +35,6 @@ def mask_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     userinfo = netloc[0].split(":", 1)[0] + ":***"
     return urlunsplit(parts._replace(netloc=userinfo + "@" + netloc[1]))
-
-
-def split_queues(values: Iterable[str]) -> tuple[str, ...]:
-    """Queue names from repeated flags and comma lists (``-q a,b -q c``), checked, in order, once each."""
-    queues: list[str] = []
-    for value in values:
-        for name in value.split(","):
-            name = name.strip()
-            if name and name not in queues:
-                queues.append(check_queue_name(name))
-    return tuple(queues)
 
 
 def check_queue_name(name: object) -> str:

@@ -5,7 +5,8 @@ lets callers be precise where they care::
 
     ErrandsError
     ├── ConfigurationError        bad URL, old SQLite, app that cannot be loaded
-    │   └── MissingExtra          an errands[extra] is not installed (errands.core.extras; also an ImportError)
+    │   ├── MissingExtra          an errands[extra] is not installed (errands.core.extras; also an ImportError)
+    │   └── InvalidWorkerQueue    a worker was given an invalid queue name (also an InvalidQueueName)
     ├── EnqueueError              the job was NOT stored; nothing was written
     │   ├── UnknownJob            name not registered in this app
     │   ├── InvalidQueueName      not a short identifier
@@ -49,6 +50,11 @@ class UnknownJob(EnqueueError):
 
 class InvalidQueueName(EnqueueError):
     """Queue names are short identifiers: letters, digits, '-', '_' and '.'."""
+
+
+class InvalidWorkerQueue(ConfigurationError, InvalidQueueName):
+    """A worker option names an invalid queue.  A ConfigurationError, as every refused worker option
+    is; also an InvalidQueueName, which the in-process worker raised for it before."""
 
 
 class InvalidOption(EnqueueError):

@@ -48,8 +48,6 @@ class Worker:
 
     def __init__(self, app: RunHost, settings: WorkerSettings, *, slots: SlotTable | None = None,
                  parent_pid: int | None = None) -> None:
-        if settings.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
         self.app = app
         self.store = app.store
         self.settings = settings

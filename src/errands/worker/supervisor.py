@@ -35,7 +35,7 @@ from ..core.endings import Buried, Result, RunOutcome, announce
 from ..core.errors import ConfigurationError, JobTimeout, SchemaError, StoreError
 from ..core.rows import ClaimedJob
 from .runner import Worker
-from .settings import WorkerSettings
+from .settings import PROCESSES, WorkerSettings
 from .slots import SlotTable
 
 if TYPE_CHECKING:
@@ -103,12 +103,10 @@ def _child_main(app: RunHost, settings: WorkerSettings, slots: SlotTable, id_cel
 
 
 class Supervisor:
-    def __init__(self, app: RunHost, settings: WorkerSettings, processes: int = 1) -> None:
-        if processes < 1:
-            raise ValueError("processes must be at least 1")
+    def __init__(self, app: RunHost, settings: WorkerSettings, processes: int = PROCESSES.default) -> None:
         self.app = app
-        self.settings = settings
-        self.processes = processes
+        self.settings = settings  # (checked when it was built)
+        self.processes: int = PROCESSES.check(processes)
         self.children: dict[int, _Child] = {}
         self.signals = 0
         self._handled_signals = 0

@@ -22,6 +22,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from ...core.retry import BackoffSpec, make_backoff
+from ...core.settings import DEFAULTS
 
 DAY = 86400.0
 
@@ -40,7 +41,8 @@ class BackendOptions:
     """Seconds a run may take (the worker kills it after that); None: no limit."""
     result_ttl: float = DAY
     """Seconds results stay readable through ``get_result`` after a task ended."""
-    lease: float = 30.0
+    lease: float = DEFAULTS["lease"]
+    """Seconds a worker's claim stays its own without a heartbeat (the app's lease)."""
     task_modules: tuple[str, ...] = field(default_factory=tuple)
     """Modules that define tasks besides each installed app's ``tasks`` module."""
 

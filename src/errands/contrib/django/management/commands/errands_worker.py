@@ -5,9 +5,10 @@ timeouts, graceful shutdown on SIGTERM); its processes are forks of this one, so
 starts with Django set up and every task module imported.  Django's connections are closed
 before the fork, and each task run opens (and, as after a request, closes) its own.
 
-Its options read the values of ``errands worker``'s: the types, limits, defaults and
-``ERRANDS_*`` variables come from that click command itself, so the two cannot disagree on
-what a value means or which values are refused.
+Its options are ``errands worker``'s: their flags, help, types, limits, defaults and ``ERRANDS_*``
+variables come from that click command itself (which generates them from the one declaration of
+each worker option, :mod:`errands.worker.settings`), so the two cannot disagree on what a value
+means or which values are refused, nor lack an option the other has.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from django.db import connections
 
 from errands.cli import main as cli_main
 from errands.cli.worker import worker as cli_worker
-from errands.core.config import mask_url, split_queues
-from errands.core.errors import ErrandsError, InvalidQueueName, SchemaError, StoreUnavailable
+from errands.cli.worker import worker_settings
+from errands.core.config import mask_url
+from errands.core.errors import ErrandsError, SchemaError, StoreUnavailable
 from errands.core.logs import ensure_errands_output
-from errands.worker.settings import SHUTDOWN_TIMEOUT, WorkerSettings
 from errands.worker.supervisor import Supervisor
 
 from ._common import errands_backend
@@ -79,9 +80,29 @@ def _option(name: str) -> dict[str, Any]:
     return {"dest": name, "type": _converter(option), "default": option.default if default is None else default}
 
 
+def _argument(option: click.Option) -> dict[str, Any]:
+    """argparse keywords for one of ``errands worker``'s options, help and limits included."""
+    text = _HELP.get(option.name or "", option.help or "")
+    if option.default is not None and not option.is_flag and not option.multiple:
+        text += f" Default {option.default}."
+    text = text.replace("%", "%%")  # (argparse formats help with %)
+    if option.is_flag:
+        return {"dest": option.name, "action": _Flag, "help": text}
+    if option.multiple:  # the variable is read in handle(): argparse converts no list default
+        return {"dest": option.name, "action": "append", "default": [], "type": _converter(option),
+                "metavar": option.metavar, "help": text}
+    return {**_option(option.name or ""), "metavar": option.metavar, "help": text}
+
+
+_HELP = {"queues": "Queues to take tasks from, most important first (repeatable or comma list; ERRANDS_QUEUES: "
+                   "names separated by spaces or commas; default: the backend's QUEUES, then any other queue a "
+                   "task names)."}
+"""Where the project's command says more than ``errands worker``'s help."""
+
+
 class _Flag(argparse.Action):
-    """``store_true`` whose default may come from an ``ERRANDS_*`` variable, read by
-    ``click.BOOL`` as ``errands worker`` reads it (``ERRANDS_BURST=bogus`` is refused, not false)."""
+    """``store_true`` whose default may come from an ``ERRANDS_*`` variable, read by the option's
+    click type as ``errands worker`` reads it (``ERRANDS_BURST=bogus`` is refused, not false)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         option = _OPTIONS[dest]
@@ -103,28 +124,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         levels = "{" + ",".join(_OPTIONS["log_level"].type.choices) + "}"  # type: ignore[attr-defined]
         parser.add_argument("--backend", default="default", help="The TASKS alias to work for (default: default).")
-        parser.add_argument("-q", "--queue", dest="queues", action="append", default=[], metavar="NAME[,NAME]",
-                            help="Queues to take tasks from, most important first (repeatable or comma list; "
-                                 "ERRANDS_QUEUES: names separated by spaces or commas; "
-                                 "default: the backend's QUEUES, then any other queue a task names).")
-        parser.add_argument("-c", "--concurrency", **_option("concurrency"), metavar="1-1000",
-                            help="Tasks run at once per worker process (threads; async tasks share one event "
-                                 "loop). Default 1.")
-        parser.add_argument("-p", "--processes", **_option("processes"), metavar="1-256",
-                            help="Worker processes under this supervisor. Default 1.")
-        parser.add_argument("--max", **_option("max_jobs"), metavar="N",
-                            help="Exit after this many tasks (per process).")
-        parser.add_argument("--once", action=_Flag, help="Run at most one task, then exit.")
-        parser.add_argument("--burst", action=_Flag, help="Exit when no task is ready.")
-        parser.add_argument("--sleep", **_option("sleep"), metavar="SECONDS",
-                            help="Longest wait in seconds between polls when idle (at least 0.01). Default 1.")
-        parser.add_argument("--shutdown-timeout", **_option("shutdown_timeout"), metavar="SECONDS",
-                            help=f"Seconds running tasks get to finish after SIGTERM. Default {SHUTDOWN_TIMEOUT:g}.")
-        parser.add_argument("--lease", **_option("lease"), metavar="SECONDS",
-                            help="Seconds a claim is held without a heartbeat, at least 1 "
-                                 "(default: the backend's lease).")
-        parser.add_argument("--prefetch", **_option("prefetch"), metavar="0-1000",
-                            help="Tasks held beyond the running ones (default: adapts to task duration).")
+        for option in cli_worker.params:  # errands worker's options: flags, help, values and refusals
+            if isinstance(option, click.Option) and option.name in _OPTIONS:
+                parser.add_argument(*option.opts, **_argument(option))
         parser.add_argument("--log-level", **_option("log_level"), metavar=levels,
                             help="Level of errands' log lines when Django's LOGGING gives them no handler "
                                  "(any case). Default INFO.")
@@ -134,15 +136,8 @@ class Command(BaseCommand):
         self._logging(options["log_level"], options["verbosity"])
         backend.discover()
         app = backend.errands
-        try:
-            queues = split_queues(options["queues"] or _env_queues()) or tuple(backend.worker_queues())
-        except InvalidQueueName as exc:
-            raise CommandError(str(exc)) from None
-        once = options["once"]
-        settings = WorkerSettings(queues=queues, concurrency=options["concurrency"], burst=options["burst"] or once,
-                                  max_jobs=1 if once else options["max_jobs"], sleep=options["sleep"],
-                                  shutdown_timeout=options["shutdown_timeout"], lease=options["lease"],
-                                  prefetch=0 if once else options["prefetch"], scheduler=False)
+        settings = worker_settings({**options, "queues": options["queues"] or _env_queues()},
+                                   backend.worker_queues)
         try:
             app.store.db.run(lambda cur: None)  # a missing schema or an unreachable database fails here, once
         except SchemaError as exc:
@@ -153,8 +148,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if options["verbosity"] > 0:
             self.stderr.write(f"errands worker for TASKS[{backend.alias!r}]: database {mask_url(app.database_url)}\n"
-                              f"  queues: {', '.join(queues)} | processes: {options['processes']} x concurrency "
-                              f"{options['concurrency']}\n  tasks: {', '.join(sorted(app.registry)) or 'none'}")
+                              f"  queues: {', '.join(settings.queues)} | processes: {options['processes']} x "
+                              f"concurrency {settings.concurrency}\n"
+                              f"  tasks: {', '.join(sorted(app.registry)) or 'none'}")
         connections.close_all()  # nothing of Django's may cross the fork
         try:
             code = Supervisor(app, settings, options["processes"]).run()
@@ -179,9 +175,15 @@ class Command(BaseCommand):
                 logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def _env_queues() -> list[str]:
+def _env_queues() -> list[Any]:
     """``ERRANDS_QUEUES`` as ``errands worker`` reads it: names separated by whitespace (click's
     splitting of a repeatable option's variable), each of which may be a comma list."""
     option = _OPTIONS["queues"]
     text = _env(option.envvar if isinstance(option.envvar, str) else None)
-    return [] if text is None else list(option.type.split_envvar_value(text))
+    if text is None:
+        return []
+    convert = _converter(option)
+    try:
+        return [convert(part) for part in option.type.split_envvar_value(text)]
+    except argparse.ArgumentTypeError as exc:
+        raise CommandError(f"{exc} (from {option.envvar})") from None
