@@ -8,10 +8,12 @@ Runs (per app and per job):
   attempt, with the exception object and its traceback.
 * ``around(ctx)`` returns a context manager entered around the handler (a generator
   function is accepted and wrapped with ``contextlib.contextmanager``), e.g. a span.
-* ``on_retry(job)`` runs in the worker after a failed run was given back for another
-  attempt in ``job.retry_in`` seconds (the retry is committed).
-* ``on_dead(job)`` runs in the worker after a run was moved to the dead letter (seed 004's
-  ``failed()``).
+* ``on_retry(job)`` runs after a failed run was given back for another attempt in
+  ``job.retry_in`` seconds (the retry is committed).
+* ``on_dead(job)`` runs after a run was moved to the dead letter (seed 004's ``failed()``), once
+  per dead job whichever path buried it.  Both run in the process that decided the ending
+  (:func:`errands.core.endings.announce`): the worker for its runs, the supervisor for a run it
+  killed or lost, the process that recovered an expired lease.
 
   ``job`` is the failed job's record, a :class:`~errands.core.rows.FailedJob` (id, name, queue,
   arguments, error type and message, attempts).  Hooks written for the older calls,
