@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from ...core.columns import CLAIMED, FAILED, INSERTED, JOBS, PLAIN_INSERTED, Column, Fill, Kind, claimed_index, names
-from ...core.rows import NewJob, WorkerRow, as_float, as_int
+from ...core.rows import NewJob
 from ..driver import Connection, Cursor
 from ..pool import BoundedPool, Pool, pool_setting
 
@@ -131,12 +131,6 @@ def claim_order(rows: list[Any]) -> list[Any]:
     else:
         rows.sort(key=lambda r: (-r[_PRIORITY], r[_ID]))
     return rows
-
-
-def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
-    n = as_int
-    lease, every = (None if v is None else as_float(v) for v in (r[8], r[9]))
-    return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]), lease, every)
 
 
 class InsertShape:
