@@ -9,13 +9,16 @@ number of dashboard processes share sessions, rate limits and the audit trail.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .database import Database
+from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
 
 USER_COLUMNS = "id, username, password_hash, role, disabled, theme, created_at, last_login_at"
+_JOINED_USER = ", ".join(f"u.{c} AS {c}" for c in USER_COLUMNS.split(", "))
+"""``USER_COLUMNS`` of the users table joined as ``u``, each named as it is in the table (a
+qualified column without ``AS`` has no name SQLite promises)."""
 
 
 class UserRow(NamedTuple):
@@ -72,13 +75,16 @@ class AccountStore:
         self.db = db
         self.d = db.dialect
 
-    def _user(self, r: Sequence[Any]) -> UserRow:
+    def _user(self, r: Row) -> UserRow:
+        """A row holding ``USER_COLUMNS`` (alone, or joined with another table's) as a :class:`UserRow`."""
         t = self.d.to_datetime
-        return UserRow(int(r[0]), r[1], r[2], r[3], bool(r[4]), r[5], t(r[6]), None if r[7] is None else t(r[7]))
+        last = r["last_login_at"]
+        return UserRow(int(r["id"]), r["username"], r["password_hash"], r["role"], bool(r["disabled"]), r["theme"],
+                       t(r["created_at"]), None if last is None else t(last))
 
     # ------------------------------------------------------------------ users
     def create_user(self, username: str, password_hash: str, role: str) -> int:
-        def insert(cur: Any) -> int:
+        def insert(cur: Cursor) -> int:
             return self.d.insert_one(cur, self.d.q("INSERT INTO {users} (username, password_hash, role, disabled, "
                                                    "theme, created_at) VALUES ({p}, {p}, {p}, 0, 'auto', {now})"),
                                     [username, password_hash, role])
@@ -86,20 +92,20 @@ class AccountStore:
         return self.db.run(insert, write=True)
 
     def get_user(self, username: str) -> UserRow | None:
-        def read(cur: Any) -> UserRow | None:
+        def read(cur: Cursor) -> UserRow | None:
             cur.execute(self.d.q("SELECT " + USER_COLUMNS + " FROM {users} WHERE username = {p}"), (username,))
-            r = cur.fetchone()
+            r = fetch_row(cur)
             return None if r is None else self._user(r)
 
         return self.db.run(read)
 
     def list_users(self, search: str | None = None, limit: int = 200) -> list[UserRow]:
-        def read(cur: Any) -> list[UserRow]:
+        def read(cur: Cursor) -> list[UserRow]:
             where, params = ("", []) if not search else (" WHERE username LIKE {p}" + self.d.like_escape,
                                                         [f"%{like_pattern(search)}%"])
             cur.execute(self.d.q("SELECT " + USER_COLUMNS + " FROM {users}" + where + " ORDER BY username LIMIT {p}"),
                         [*params, int(limit)])
-            return [self._user(r) for r in cur.fetchall()]
+            return [self._user(r) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -110,13 +116,13 @@ class AccountStore:
         if not changes:
             return False
 
-        def update(cur: Any) -> bool:
+        def update(cur: Cursor) -> bool:
             sets = ", ".join(f"{k} = {{p}}" for k in changes)
             cur.execute(self.d.q("UPDATE {users} SET " + sets + " WHERE username = {p}"), [*changes.values(), username])
             found = cur.rowcount == 1
             if not found:  # MySQL counts changed rows, not matched ones: setting a value it already has is 0
                 cur.execute(self.d.q("SELECT 1 FROM {users} WHERE username = {p}"), (username,))
-                found = cur.fetchone() is not None
+                found = fetch_row(cur) is not None
             if found and (password_hash is not None or disabled):
                 # A new password or a disabled account ends every session and remember-me token.
                 for table in ("{sessions}", "{remember}"):
@@ -127,15 +133,15 @@ class AccountStore:
         return self.db.run(update, write=True)
 
     def count_users(self) -> int:
-        def read(cur: Any) -> int:
-            cur.execute(self.d.q("SELECT COUNT(*) FROM {users}"))
-            return int(cur.fetchone()[0])
+        def read(cur: Cursor) -> int:
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM {users}"))
+            return int(scalar(cur))
 
         return self.db.run(read)
 
     # ------------------------------------------------------------------ sessions
     def create_session(self, token_hash: str, user_id: int, csrf: str, ttl: float) -> None:
-        def insert(cur: Any) -> None:
+        def insert(cur: Cursor) -> None:
             cur.execute(self.d.q("INSERT INTO {sessions} (token_hash, user_id, csrf, created_at, expires_at) VALUES "
                                "({p}, {p}, {p}, {now}, {now_plus})"), (token_hash, user_id, csrf, float(ttl)))
             cur.execute(self.d.q("UPDATE {users} SET last_login_at = {now} WHERE id = {p}"), (user_id,))
@@ -143,12 +149,12 @@ class AccountStore:
         self.db.run(insert, write=True)
 
     def get_session(self, token_hash: str) -> SessionRow | None:
-        def read(cur: Any) -> SessionRow | None:
-            cur.execute(self.d.q("SELECT " + ", ".join("u." + c.strip() for c in USER_COLUMNS.split(",")) +
-                               ", s.csrf, s.expires_at FROM {sessions} s JOIN {users} u ON u.id = s.user_id "
-                               "WHERE s.token_hash = {p} AND s.expires_at > {now} AND u.disabled = 0"), (token_hash,))
-            r = cur.fetchone()
-            return None if r is None else SessionRow(self._user(r[:8]), r[8], self.d.to_datetime(r[9]))
+        def read(cur: Cursor) -> SessionRow | None:
+            cur.execute(self.d.q("SELECT " + _JOINED_USER + ", s.csrf AS csrf, s.expires_at AS expires_at "
+                                 "FROM {sessions} s JOIN {users} u ON u.id = s.user_id "
+                                 "WHERE s.token_hash = {p} AND s.expires_at > {now} AND u.disabled = 0"), (token_hash,))
+            r = fetch_row(cur)
+            return None if r is None else SessionRow(self._user(r), r["csrf"], self.d.to_datetime(r["expires_at"]))
 
         return self.db.run(read)
 
@@ -171,20 +177,21 @@ class AccountStore:
         takes the first of them), and the time of use in ``expires_at`` (use + ``keep_for``):
         no schema change.  ``recently_used`` says the token was used less than ``grace`` seconds ago."""
 
-        def use(cur: Any) -> RememberRow | None:
-            columns = ", ".join("u." + c.strip() for c in USER_COLUMNS.split(","))
-            cur.execute(self.d.q("SELECT r.validator_hash, CASE WHEN r.expires_at > {now_plus} THEN 1 ELSE 0 END, "
-                               + columns + " FROM {remember} r JOIN {users} u ON u.id = r.user_id "
-                               "WHERE r.selector = {p} AND r.expires_at > {now} AND u.disabled = 0") + self.d.lock_rows,
-                        (float(keep_for) - float(grace), selector))
-            r = cur.fetchone()
+        def use(cur: Cursor) -> RememberRow | None:
+            cur.execute(self.d.q("SELECT r.validator_hash AS validator_hash, "
+                                 "CASE WHEN r.expires_at > {now_plus} THEN 1 ELSE 0 END AS in_grace, "
+                                 + _JOINED_USER + " FROM {remember} r JOIN {users} u ON u.id = r.user_id "
+                                 "WHERE r.selector = {p} AND r.expires_at > {now} AND u.disabled = 0")
+                        + self.d.lock_rows, (float(keep_for) - float(grace), selector))
+            r = fetch_row(cur)
             if r is None:
                 return None
-            used = str(r[0]).startswith(USED)
+            validator_hash = r["validator_hash"]
+            used = str(validator_hash).startswith(USED)
             if not used:
                 cur.execute(self.d.q("UPDATE {remember} SET validator_hash = {p}, expires_at = {now_plus} "
-                                   "WHERE selector = {p}"), (used_mark(r[0]), float(keep_for), selector))
-            return RememberRow(r[0], self._user(r[2:]), used, used and bool(r[1]))
+                                   "WHERE selector = {p}"), (used_mark(validator_hash), float(keep_for), selector))
+            return RememberRow(validator_hash, self._user(r), used, used and bool(r["in_grace"]))
 
         return self.db.run(use, write=True)
 
@@ -196,7 +203,7 @@ class AccountStore:
     def end_everything_of(self, user_id: int) -> None:
         """End every session and remember-me token of an account (a stolen token was seen)."""
 
-        def delete(cur: Any) -> None:
+        def delete(cur: Cursor) -> None:
             cur.execute(self.d.q("DELETE FROM {sessions} WHERE user_id = {p}"), (user_id,))
             cur.execute(self.d.q("DELETE FROM {remember} WHERE user_id = {p}"), (user_id,))
 
@@ -214,11 +221,11 @@ class AccountStore:
     def failed_logins(self, *, username: str | None = None, ip: str | None = None, window: float) -> int:
         """Failed attempts for an account or from an address within the last ``window`` seconds."""
 
-        def read(cur: Any) -> int:
+        def read(cur: Cursor) -> int:
             column, value = ("username", username) if username is not None else ("ip", ip)
-            cur.execute(self.d.q(f"SELECT COUNT(*) FROM {{login_attempts}} WHERE {column} = {{p}} AND ok = 0 "
+            cur.execute(self.d.q(f"SELECT COUNT(*) AS n FROM {{login_attempts}} WHERE {column} = {{p}} AND ok = 0 "
                                "AND at > {now_plus}"), (value, -float(window)))
-            return int(cur.fetchone()[0])
+            return int(scalar(cur))
 
         return self.db.run(read)
 
@@ -229,18 +236,20 @@ class AccountStore:
             (actor[:100], action[:50], target[:255], None if detail is None else detail[:2000])))
 
     def audit_log(self, limit: int = 100, before_id: int | None = None) -> list[AuditRow]:
-        def read(cur: Any) -> list[AuditRow]:
+        def read(cur: Cursor) -> list[AuditRow]:
             where, params = ("", []) if before_id is None else (" WHERE id < {p}", [before_id])
             cur.execute(self.d.q("SELECT id, at, actor, action, target, detail FROM {audit}" + where +
                                " ORDER BY id DESC LIMIT {p}"), [*params, int(limit)])
-            return [AuditRow(int(r[0]), self.d.to_datetime(r[1]), r[2], r[3], r[4], r[5]) for r in cur.fetchall()]
+            t = self.d.to_datetime
+            return [AuditRow(int(r["id"]), t(r["at"]), r["actor"], r["action"], r["target"], r["detail"])
+                    for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
     def prune(self) -> None:
         """Forget expired sessions and tokens, and login attempts older than a day."""
 
-        def delete(cur: Any) -> None:
+        def delete(cur: Cursor) -> None:
             cur.execute(self.d.q("DELETE FROM {sessions} WHERE expires_at < {now}"))
             cur.execute(self.d.q("DELETE FROM {remember} WHERE expires_at < {now}"))
             cur.execute(self.d.q("DELETE FROM {login_attempts} WHERE at < {now_plus}"), (-86400.0,))

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from ..core.rows import AlertState
 from .database import Database
+from .driver import Cursor, fetch_row, fetch_rows, scalar
+from .insights import first_ready
 
 EVALUATION = "evaluation"
 """The row whose ``checked_at`` says when the fleet last evaluated (its turn)."""
@@ -30,13 +31,15 @@ class AlertStore:
     # ------------------------------------------------------------------ state
     def states(self) -> list[AlertState]:
         """Every alert's row (the evaluation's own row left out)."""
-        def read(cur: Any) -> list[AlertState]:
+        def read(cur: Cursor) -> list[AlertState]:
             cur.execute(self.d.q("SELECT kind, subject, crossed, value, threshold, changed_at, checked_at "
                                  "FROM {alerts} WHERE kind <> {p} ORDER BY kind, subject"), (EVALUATION,))
             t = self.d.to_datetime
-            return [AlertState(r[0], r[1], bool(r[2]), None if r[3] is None else float(r[3]),
-                               None if r[4] is None else float(r[4]), None if r[5] is None else t(r[5]),
-                               None if r[6] is None else t(r[6])) for r in cur.fetchall()]
+            return [AlertState(r["kind"], r["subject"], bool(r["crossed"]),
+                               None if r["value"] is None else float(r["value"]),
+                               None if r["threshold"] is None else float(r["threshold"]),
+                               None if r["changed_at"] is None else t(r["changed_at"]),
+                               None if r["checked_at"] is None else t(r["checked_at"])) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -47,14 +50,14 @@ class AlertStore:
     def take_turn(self, every: float) -> bool:
         """Whether this process evaluates now: True for exactly one caller per ``every`` seconds
         (90 % of it, so that evaluators whose timers drift do not skip a round), fleet-wide."""
-        def take(cur: Any) -> int:
+        def take(cur: Cursor) -> int:
             cur.execute(self.d.q("UPDATE {alerts} SET checked_at = {now} WHERE kind = {p} AND subject = '' "
                                  "AND (checked_at IS NULL OR checked_at <= {now_plus})"),
                         (EVALUATION, -0.9 * float(every)))
             won = int(cur.rowcount)
             if won == 0:
                 cur.execute(self.d.q("SELECT 1 FROM {alerts} WHERE kind = {p} AND subject = ''"), (EVALUATION,))
-                if cur.fetchone() is None:  # the first evaluation ever: its row, taken by whoever inserts it
+                if fetch_row(cur) is None:  # the first evaluation ever: its row, taken by whoever inserts it
                     cur.execute(self.d.q(self.d.insert_ignore("{alerts}", "kind, subject, crossed, checked_at")),
                                 (EVALUATION, "", 0, self.d.from_datetime(self.db.now_in(cur))))
                     won = int(cur.rowcount)
@@ -64,7 +67,7 @@ class AlertStore:
 
     def cross(self, kind: str, subject: str, value: float, threshold: float, at: datetime) -> bool:
         """Mark an alert crossed; True only for the caller whose ``UPDATE`` changed the row."""
-        def change(cur: Any) -> int:
+        def change(cur: Cursor) -> int:
             cur.execute(self.d.q(self.d.insert_ignore("{alerts}", "kind, subject, crossed")), (kind, subject, 0))
             cur.execute(self.d.q("UPDATE {alerts} SET crossed = 1, value = {p}, threshold = {p}, changed_at = {p}, "
                                  "checked_at = {p} WHERE kind = {p} AND subject = {p} AND crossed = 0"),
@@ -76,7 +79,7 @@ class AlertStore:
 
     def clear(self, kind: str, subject: str, value: float | None, at: datetime) -> bool:
         """Mark an alert cleared; True only for the caller whose ``UPDATE`` changed the row."""
-        def change(cur: Any) -> int:
+        def change(cur: Cursor) -> int:
             cur.execute(self.d.q("UPDATE {alerts} SET crossed = 0, value = {p}, changed_at = {p}, checked_at = {p} "
                                  "WHERE kind = {p} AND subject = {p} AND crossed = 1"),
                         (None if value is None else float(value), self.d.from_datetime(at), self.d.from_datetime(at),
@@ -91,7 +94,7 @@ class AlertStore:
         if not rows:
             return
 
-        def change(cur: Any) -> None:
+        def change(cur: Cursor) -> None:
             sql = self.d.q("UPDATE {alerts} SET value = {p}, threshold = {p}, checked_at = {p} "
                            "WHERE kind = {p} AND subject = {p} AND crossed = 1")
             for kind, subject, value, threshold in rows:
@@ -102,20 +105,21 @@ class AlertStore:
     # ------------------------------------------------------------------ measurements
     def dead_letter_count(self, cap: int) -> int:
         """Entries in the dead letter, counted up to ``cap + 1`` (bounded however long it is)."""
-        def read(cur: Any) -> int:
-            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed} LIMIT {p}) capped"), (int(cap) + 1,))
-            return int(cur.fetchone()[0])
+        def read(cur: Cursor) -> int:
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {failed} LIMIT {p}) capped"),
+                        (int(cap) + 1,))
+            return int(scalar(cur))
 
         return self.db.run(read)
 
     def heartbeat_ages(self) -> list[tuple[float, float | None]]:
         """Every registered worker's seconds since its last heartbeat (by the database's clock) and its
         own lease (None: it recorded none); liveness is judged from them (``worker.liveness``)."""
-        def read(cur: Any) -> list[tuple[float, float | None]]:
+        def read(cur: Cursor) -> list[tuple[float, float | None]]:
             now = self.db.now_in(cur)
             cur.execute(self.d.q("SELECT heartbeat_at, lease FROM {workers}"))
-            return [((now - self.d.to_datetime(at)).total_seconds(), None if lease is None else float(lease))
-                    for at, lease in cur.fetchall()]
+            return [((now - self.d.to_datetime(r["heartbeat_at"])).total_seconds(),
+                     None if r["lease"] is None else float(r["lease"])) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -123,19 +127,12 @@ class AlertStore:
         """The database's time and, per queue (None: every queue that holds jobs) that is not paused
         (its jobs wait on purpose), when its oldest ready job became due, judged as the overview
         judges it (its first 1,000 ready jobs by id: nothing scans the whole table)."""
-        def read(cur: Any) -> tuple[datetime, dict[str, datetime]]:
+        def read(cur: Cursor) -> tuple[datetime, dict[str, datetime]]:
             now = self.db.now_in(cur)
             names = sorted(self.d.queues_in_use(cur)) if queues is None else list(queues)
             cur.execute(self.d.q("SELECT name FROM {queues} WHERE paused = 1"))
-            paused = {r[0] for r in cur.fetchall()}
-            names = [n for n in names if n not in paused]
-            out = {}
-            for queue in names:
-                cur.execute(self.d.q(self.d.first_ready_sql), (queue,))
-                row = cur.fetchone()
-                if row and row[0] is not None:
-                    out[queue] = self.d.to_datetime(row[0])
-            return now, out
+            paused = {r["name"] for r in fetch_rows(cur)}
+            return now, first_ready(self.d, cur, [n for n in names if n not in paused])
 
         return self.db.run(read)
 

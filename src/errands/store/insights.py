@@ -9,14 +9,15 @@ where its page starts, so a table of a million jobs is never scanned to draw one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..core.rows import FailedJobRow, JobRow
 from .accounts import like_pattern
 from .database import Database
-from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS
+from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS, Dialect
+from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
 
 COUNT_CAP = 10_000
 SEARCH_WINDOW = 100_000
@@ -28,6 +29,8 @@ DEAD_SEARCH_WINDOW = 50_000
 GROUPED_NEWEST = 10_000
 """How many of the newest dead-letter entries the grouped view looks at."""
 STATES = ("ready", "delayed", "blocked", "running", "stale")
+_NONE_WAITING: Row = {"seen": 0, "due": 0, "first_due": None}
+"""What :meth:`InsightStore.capped_counts` reads of a queue's waiting sample when the aggregate gives no row."""
 
 
 class StateCounts(NamedTuple):
@@ -83,11 +86,11 @@ class InsightStore:
             return None
         sessions, limit = d.connections_sql, d.max_connections_sql
 
-        def read(cur: Any) -> ConnectionCount:
+        def read(cur: Cursor) -> ConnectionCount:
             cur.execute(sessions)
-            by_name = {str(name or ""): int(n) for name, n in cur.fetchall()}
+            by_name = {str(r["name"] or ""): int(r["n"]) for r in fetch_rows(cur)}
             cur.execute(limit)
-            return ConnectionCount(by_name, sum(by_name.values()), int(cur.fetchone()[0]))
+            return ConnectionCount(by_name, sum(by_name.values()), int(scalar(cur)))
 
         return self.db.run(read)
 
@@ -100,7 +103,7 @@ class InsightStore:
         if not per_queue:
             return
 
-        def add(cur: Any) -> None:
+        def add(cur: Cursor) -> None:
             sql = self.d.q(self.d.stats_upsert())
             for queue, (ok, bad) in sorted(per_queue.items()):
                 cur.execute(sql, (queue, ok, bad))
@@ -112,12 +115,12 @@ class InsightStore:
         ``start + n * seconds_per_bucket`` onwards, summed in the database: a week is 60,480 rows
         for six queues, and carrying them to Python cost more than the rest of the overview."""
 
-        def read(cur: Any) -> list[tuple[int, int, int]]:
+        def read(cur: Cursor) -> list[tuple[int, int, int]]:
             cur.execute(self.d.q("SELECT " + self.d.floor_sql("(" + self.d.epoch_sql("minute") + " - {p}) / {p}")
-                               + " AS bucket, "
-                               "SUM(succeeded), SUM(failed) FROM {stats} WHERE minute >= {p} GROUP BY bucket"),
+                               + " AS bucket, SUM(succeeded) AS n_succeeded, SUM(failed) AS n_failed "
+                               "FROM {stats} WHERE minute >= {p} GROUP BY bucket"),
                         (start.timestamp(), int(seconds_per_bucket), self.d.from_datetime(start)))
-            return [(int(r[0]), int(r[1]), int(r[2])) for r in cur.fetchall()]
+            return [(int(r["bucket"]), int(r["n_succeeded"]), int(r["n_failed"])) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -127,14 +130,14 @@ class InsightStore:
         :meth:`throughput_buckets`: a range of the stats table's key (minute, queue), summed in the
         database, at most one row per queue and bucket."""
 
-        def read(cur: Any) -> list[tuple[str, int, int, int]]:
+        def read(cur: Cursor) -> list[tuple[str, int, int, int]]:
             one = " AND queue = {p}" if queue is not None else ""
             cur.execute(self.d.q("SELECT queue, " + self.d.floor_sql("(" + self.d.epoch_sql("minute") + " - {p}) / {p}")
-                                 + " AS bucket, SUM(succeeded), SUM(failed) FROM {stats} WHERE minute >= {p}" + one
-                                 + " GROUP BY queue, bucket"),
+                                 + " AS bucket, SUM(succeeded) AS n_succeeded, SUM(failed) AS n_failed "
+                                 "FROM {stats} WHERE minute >= {p}" + one + " GROUP BY queue, bucket"),
                         (start.timestamp(), int(seconds_per_bucket), self.d.from_datetime(start),
                          *(() if queue is None else (queue,))))
-            return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+            return [(r["queue"], int(r["bucket"]), int(r["n_succeeded"]), int(r["n_failed"])) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -153,7 +156,7 @@ class InsightStore:
 
         ``edge_id`` (from :meth:`scan_edge`) ends the window a search may look at: ids from it
         upwards when newest first, up to it when oldest first."""
-        def read(cur: Any) -> list[JobRow]:
+        def read(cur: Cursor) -> list[JobRow]:
             where, params = self._job_filter(queue, state, name, text)
             where, params = _keyset(where, params, before_id, after_id, edge_id, oldest_first)
             order = "id" if oldest_first else "id DESC"
@@ -169,14 +172,14 @@ class InsightStore:
         """How many jobs match, counting at most ``cap + 1`` rows (shown as "10,000+"); with
         ``edge_id``, only within that search window (see :meth:`search_jobs`)."""
 
-        def count(cur: Any, queue: str | None, limit: int) -> int:
+        def count(cur: Cursor, queue: str | None, limit: int) -> int:
             where, params = self._job_filter(queue, state, name, text)
             where, params = _keyset(where, params, before_id, after_id, edge_id, oldest_first)
-            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " LIMIT {p}) capped"),
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {jobs}" + where + " LIMIT {p}) capped"),
                         [*params, limit])
-            return int(cur.fetchone()[0])
+            return int(scalar(cur))
 
-        def read(cur: Any) -> int:
+        def read(cur: Cursor) -> int:
             if queue or not self.d.count_waiting_per_queue or state not in ("ready", "delayed", "blocked"):
                 return count(cur, queue, int(cap) + 1)
             # MySQL: the claim index leads with the queue and no skip scan jumps over it, so a waiting
@@ -208,7 +211,7 @@ class InsightStore:
         if table not in tables or rows < 1:
             raise ValueError(f"no search window over {table!r} of {rows} rows")
 
-        def read(cur: Any) -> int | None:
+        def read(cur: Cursor) -> int | None:
             if after_id is not None:
                 where, order, params = " WHERE id > {p}", "id", [after_id]
             elif oldest_first:
@@ -219,8 +222,8 @@ class InsightStore:
                 where, order, params = "", "id DESC", []
             cur.execute(self.d.q("SELECT id FROM " + tables[table] + where + f" ORDER BY {order} LIMIT 1 OFFSET {{p}}"),
                         [*params, int(rows) - 1])
-            row = cur.fetchone()
-            return None if row is None else int(row[0])
+            edge = scalar(cur)
+            return None if edge is None else int(edge)
 
         return self.db.run(read)
 
@@ -231,16 +234,7 @@ class InsightStore:
         Meant for queues with many waiting jobs (the overview has the exact answer for the
         others from :meth:`capped_counts`): read in id order, the first 1,000 come quickly."""
 
-        def read(cur: Any) -> dict[str, datetime]:
-            out = {}
-            for queue in queues:
-                cur.execute(self.d.q(self.d.first_ready_sql), (queue,))
-                row = cur.fetchone()
-                if row and row[0] is not None:
-                    out[queue] = self.d.to_datetime(row[0])
-            return out
-
-        return self.db.run(read)
+        return self.db.run(lambda cur: first_ready(self.d, cur, queues))
 
     def backlog(self, queues: Sequence[str]) -> dict[str, Backlog]:
         """Per queue, what an autoscaler reads: its claimable jobs (ready, queue not paused; up to
@@ -249,13 +243,13 @@ class InsightStore:
         The dialect's two statements, which docs/autoscaling.md hands to KEDA's SQL scalers with
         the queue written in: the ``/metrics`` gauges and those scalers read the same numbers."""
 
-        def read(cur: Any) -> dict[str, Backlog]:
-            out = {}
+        def read(cur: Cursor) -> dict[str, Backlog]:
+            out: dict[str, Backlog] = {}
             for queue in queues:
                 cur.execute(self.d.q(self.d.backlog_jobs_sql), (queue, queue))
-                jobs = int(cur.fetchone()[0] or 0)
+                jobs = int(scalar(cur) or 0)
                 cur.execute(self.d.q(self.d.backlog_age_sql), (queue, queue))
-                out[queue] = Backlog(jobs, int(cur.fetchone()[0] or 0))
+                out[queue] = Backlog(jobs, int(scalar(cur) or 0))
             return out
 
         return self.db.run(read)
@@ -284,25 +278,25 @@ class InsightStore:
         }
         limit = int(cap) + 1
 
-        def read(cur: Any) -> dict[str, StateCounts]:
+        def read(cur: Cursor) -> dict[str, StateCounts]:
             out: dict[str, StateCounts] = {}
             for queue in queues:
-                cur.execute(self.d.q("SELECT COUNT(*), SUM(CASE WHEN available_at <= {now} THEN 1 ELSE 0 END), "
-                                   "MIN(CASE WHEN available_at <= {now} THEN available_at END) FROM "
-                                   "(SELECT available_at FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
+                cur.execute(self.d.q("SELECT COUNT(*) AS seen, SUM(CASE WHEN available_at <= {now} THEN 1 ELSE 0 END) "
+                                   "AS due, MIN(CASE WHEN available_at <= {now} THEN available_at END) AS first_due "
+                                   "FROM (SELECT available_at FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
                                    "AND blocked_by IS NULL LIMIT {p}) waiting"), (queue, int(sample) + 1))
-                seen, due, first_due = cur.fetchone()
-                seen, due = int(seen), int(due or 0)
+                sampled = fetch_row(cur) or _NONE_WAITING
+                seen, due, first_due = int(sampled["seen"]), int(sampled["due"] or 0), sampled["first_due"]
                 oldest_due = self.d.to_datetime(first_due) if first_due is not None and seen <= sample else None
                 counts = {"ready": due, "delayed": seen - due}
                 at_least = {"ready", "delayed"} if seen > sample else set()
                 for state, condition in where.items():
-                    cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = {p} AND " + condition
-                                       + " LIMIT {p}) capped"), (queue, limit))
-                    counts[state] = int(cur.fetchone()[0])
-                cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed} WHERE queue = {p} "
+                    cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {jobs} WHERE queue = {p} AND "
+                                         + condition + " LIMIT {p}) capped"), (queue, limit))
+                    counts[state] = int(scalar(cur))
+                cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {failed} WHERE queue = {p} "
                                      "LIMIT {p}) capped"), (queue, limit))
-                counts["failed"] = int(cur.fetchone()[0])
+                counts["failed"] = int(scalar(cur))
                 at_least |= {k for k, v in counts.items() if v > cap}
                 out[queue] = StateCounts(counts, frozenset(at_least), oldest_due)
             return out
@@ -318,12 +312,12 @@ class InsightStore:
         Every reserved row has a lease end, so ``reserved_until IS NOT NULL`` is a range of the
         lease index everywhere."""
 
-        def read(cur: Any) -> dict[str, list[int]]:
+        def read(cur: Cursor) -> dict[str, list[int]]:
             cur.execute(self.d.q("SELECT reserved_by, id FROM {jobs} WHERE reserved_until IS NOT NULL "
                                "AND reserved_by IS NOT NULL ORDER BY reserved_until LIMIT {p}"), (int(limit),))
             out: dict[str, list[int]] = {}
-            for owner, job_id in cur.fetchall():
-                out.setdefault(owner, []).append(int(job_id))
+            for r in fetch_rows(cur):
+                out.setdefault(r["reserved_by"], []).append(int(r["id"]))
             return {owner: sorted(ids) for owner, ids in out.items()}
 
         return self.db.run(read)
@@ -332,13 +326,14 @@ class InsightStore:
         """``(owner, id, name, queue, reserved_at, reserved_until, progress)`` of the jobs workers hold
         (running or stale), at most ``limit``, read through the lease index as :meth:`held_jobs`."""
 
-        def read(cur: Any) -> list[tuple[Any, ...]]:
+        def read(cur: Cursor) -> list[tuple[Any, ...]]:
             cur.execute(self.d.q("SELECT reserved_by, id, name, queue, reserved_at, reserved_until, progress "
                                  "FROM {jobs} WHERE reserved_until IS NOT NULL AND reserved_by IS NOT NULL "
                                  "ORDER BY reserved_until LIMIT {p}"), (int(limit),))
             t = self.d.to_datetime
-            return [(r[0], int(r[1]), r[2], r[3], None if r[4] is None else t(r[4]), t(r[5]), r[6])
-                    for r in cur.fetchall()]
+            return [(r["reserved_by"], int(r["id"]), r["name"], r["queue"],
+                     None if r["reserved_at"] is None else t(r["reserved_at"]), t(r["reserved_until"]), r["progress"])
+                    for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -347,16 +342,18 @@ class InsightStore:
         ``(job_id, attempt, failed_at, error_type, error_message, name, queue)``, newest first; the
         name and queue from wherever the job is now (None once it is gone)."""
 
-        def read(cur: Any) -> list[tuple[Any, ...]]:
+        def read(cur: Cursor) -> list[tuple[Any, ...]]:
             cur.execute(self.d.q(
-                "SELECT x.job_id, x.attempt, x.failed_at, x.error_type, " + _prefix_sql("x.error_message", 300)
-                + ", COALESCE(j.name, f.name, r.name), COALESCE(j.queue, f.queue, r.queue) FROM "
+                "SELECT x.job_id AS job_id, x.attempt AS attempt, x.failed_at AS failed_at, "
+                "x.error_type AS error_type, " + _prefix_sql("x.error_message", 300) + " AS error_message, "
+                "COALESCE(j.name, f.name, r.name) AS name, COALESCE(j.queue, f.queue, r.queue) AS queue FROM "
                 "(SELECT id, job_id, attempt, failed_at, error_type, error_message FROM {job_errors} "
                 "ORDER BY id DESC LIMIT {p}) x LEFT JOIN {jobs} j ON j.id = x.job_id "
                 "LEFT JOIN {failed} f ON f.id = x.job_id LEFT JOIN {results} r ON r.id = x.job_id ORDER BY x.id DESC"),
                 (int(limit),))
             t = self.d.to_datetime
-            return [(int(r[0]), int(r[1]), t(r[2]), r[3], r[4], r[5], r[6]) for r in cur.fetchall()]
+            return [(int(r["job_id"]), int(r["attempt"]), t(r["failed_at"]), r["error_type"], r["error_message"],
+                     r["name"], r["queue"]) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -364,11 +361,12 @@ class InsightStore:
         """The newest kept outcomes (results rows: jobs that keep their result, cancelled jobs,
         workflow steps): ``(id, name, queue, state, finished_at, message)``, by id, newest first."""
 
-        def read(cur: Any) -> list[tuple[Any, ...]]:
+        def read(cur: Cursor) -> list[tuple[Any, ...]]:
             cur.execute(self.d.q("SELECT id, name, queue, state, finished_at, " + _prefix_sql("message", 300)
-                                 + " FROM {results} ORDER BY id DESC LIMIT {p}"), (int(limit),))
+                                 + " AS message FROM {results} ORDER BY id DESC LIMIT {p}"), (int(limit),))
             t = self.d.to_datetime
-            return [(int(r[0]), r[1], r[2], r[3], t(r[4]), r[5]) for r in cur.fetchall()]
+            return [(int(r["id"]), r["name"], r["queue"], r["state"], t(r["finished_at"]), r["message"])
+                    for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -377,11 +375,11 @@ class InsightStore:
         in the queues table: a queue filled with ``using(queue=...)`` that no worker serves is exactly
         the pile-up an operator must see."""
 
-        def read(cur: Any) -> list[str]:
+        def read(cur: Cursor) -> list[str]:
             cur.execute(self.d.q("SELECT DISTINCT queue FROM {stats} WHERE minute >= {now_plus}"), (-7 * 86400.0,))
-            found = {r[0] for r in cur.fetchall()}
+            found: set[str] = {r["queue"] for r in fetch_rows(cur)}
             cur.execute(self.d.q("SELECT name FROM {queues}"))
-            found.update(r[0] for r in cur.fetchall())
+            found.update(r["name"] for r in fetch_rows(cur))
             return sorted(found | self.d.queues_in_use(cur))
 
         return self.db.run(read)
@@ -407,7 +405,7 @@ class InsightStore:
                       before_id: int | None = None, limit: int = 50, edge_id: int | None = None
                       ) -> list[FailedJobRow]:
         """One keyset page of the dead letter, newest first; ``edge_id`` as in :meth:`search_jobs`."""
-        def read(cur: Any) -> list[FailedJobRow]:
+        def read(cur: Cursor) -> list[FailedJobRow]:
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, before_id, None, edge_id, False)
             cur.execute(self.d.q("SELECT " + FAILED_COLUMNS + " FROM {failed}" + where + " ORDER BY id DESC LIMIT {p}"),
@@ -418,15 +416,15 @@ class InsightStore:
 
     def count_failed(self, *, queue: str | None = None, name: str | None = None, text: str | None = None,
                      cap: int | None = COUNT_CAP, before_id: int | None = None, edge_id: int | None = None) -> int:
-        def read(cur: Any) -> int:
+        def read(cur: Cursor) -> int:
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, before_id, None, edge_id, False)
             if cap is None:
-                cur.execute(self.d.q("SELECT COUNT(*) FROM {failed}" + where), params)
+                cur.execute(self.d.q("SELECT COUNT(*) AS n FROM {failed}" + where), params)
             else:
-                cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {failed}" + where + " LIMIT {p}) capped"),
-                            [*params, int(cap) + 1])
-            return int(cur.fetchone()[0])
+                cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {failed}" + where
+                                     + " LIMIT {p}) capped"), [*params, int(cap) + 1])
+            return int(scalar(cur))
 
         return self.db.run(read)
 
@@ -434,10 +432,10 @@ class InsightStore:
                    limit: int = 100_000) -> list[int]:
         """Ids of the dead-letter entries a filter matches (for bulk retry and forget)."""
 
-        def read(cur: Any) -> list[int]:
+        def read(cur: Cursor) -> list[int]:
             where, params = self._failed_where(queue, name, text)
             cur.execute(self.d.q("SELECT id FROM {failed}" + where + " ORDER BY id LIMIT {p}"), [*params, int(limit)])
-            return [int(r[0]) for r in cur.fetchall()]
+            return [int(r["id"]) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -448,16 +446,18 @@ class InsightStore:
         of the message): bounded work however long the dead letter is (a text search: within
         the window that ``edge_id`` ends)."""
 
-        def read(cur: Any) -> list[FailureGroup]:
+        def read(cur: Cursor) -> list[FailureGroup]:
             where, params = self._failed_where(queue, name, text)
             where, params = _keyset(where, params, None, None, edge_id, False)
             msg = _prefix_sql("error_message", 200)
-            cur.execute(self.d.q(f"SELECT name, error_type, {msg} AS msg, COUNT(*), MAX(failed_at), MAX(id) "
+            cur.execute(self.d.q(f"SELECT name, error_type, {msg} AS msg, COUNT(*) AS entries, "
+                               "MAX(failed_at) AS last_failed_at, MAX(id) AS example_id "
                                "FROM (SELECT id, name, error_type, error_message, failed_at FROM {failed}" + where +
                                " ORDER BY id DESC LIMIT {p}) newest" + f" GROUP BY name, error_type, {msg} "
                                "ORDER BY COUNT(*) DESC, MAX(id) DESC LIMIT {p}"), [*params, int(newest), int(limit)])
-            return [FailureGroup(r[0], r[1], r[2], int(r[3]), self.d.to_datetime(r[4]), int(r[5]))
-                    for r in cur.fetchall()]
+            return [FailureGroup(r["name"], r["error_type"], r["msg"], int(r["entries"]),
+                                 self.d.to_datetime(r["last_failed_at"]), int(r["example_id"]))
+                    for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -466,22 +466,20 @@ class InsightStore:
         """The jobs a blocked job still waits for, and where each is: "jobs", "failed",
         "cancelled" or "gone" (finished: the next sweep counts it off)."""
 
-        def read(cur: Any) -> list[tuple[str, int]]:
+        def read(cur: Cursor) -> list[tuple[str, int]]:
             cur.execute(self.d.q("SELECT parent_id FROM {dependencies} WHERE child_id = {p} ORDER BY parent_id "
                                  "LIMIT {p}"), (job_id, int(limit)))
-            out = []
-            for (parent,) in cur.fetchall():
-                parent = int(parent)
+            out: list[tuple[str, int]] = []
+            for parent in [int(r["parent_id"]) for r in fetch_rows(cur)]:
                 where = "gone"
                 for table in ("jobs", "failed"):
                     cur.execute(self.d.q(f"SELECT 1 FROM {{{table}}} WHERE id = {{p}}"), (parent,))
-                    if cur.fetchone():
+                    if fetch_row(cur) is not None:
                         where = table
                         break
                 else:
                     cur.execute(self.d.q("SELECT state FROM {results} WHERE id = {p}"), (parent,))
-                    r = cur.fetchone()
-                    where = "cancelled" if r and r[0] == "cancelled" else "gone"
+                    where = "cancelled" if scalar(cur) == "cancelled" else "gone"
                 out.append((where, parent))
             return out
 
@@ -490,19 +488,19 @@ class InsightStore:
     def group_running(self, group: str) -> int:
         """Admitted runs of a concurrency group whose lease is alive."""
 
-        def read(cur: Any) -> int:
-            cur.execute(self.d.q("SELECT COUNT(*) FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id WHERE "
+        def read(cur: Cursor) -> int:
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM {group_runs} g JOIN {jobs} j ON j.id = g.job_id WHERE "
                                "g.name = {p} AND j.reserved_by IS NOT NULL AND j.reserved_until >= {now} "
                                "AND j.admitted_at >= j.reserved_at"), (group,))
-            return int(cur.fetchone()[0])
+            return int(scalar(cur))
 
         return self.db.run(read)
 
     def rate_starts(self, name: str, period: float) -> int:
-        def read(cur: Any) -> int:
-            cur.execute(self.d.q("SELECT COUNT(*) FROM {rate_starts} WHERE name = {p} AND started_at > {now_plus}"),
-                        (name, -float(period)))
-            return int(cur.fetchone()[0])
+        def read(cur: Cursor) -> int:
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM {rate_starts} WHERE name = {p} "
+                                 "AND started_at > {now_plus}"), (name, -float(period)))
+            return int(scalar(cur))
 
         return self.db.run(read)
 
@@ -510,7 +508,7 @@ class InsightStore:
         if not ids:
             return []
 
-        def read(cur: Any) -> list[JobRow]:
+        def read(cur: Cursor) -> list[JobRow]:
             cur.execute(self.d.q("SELECT " + JOB_COLUMNS + " FROM {jobs} WHERE id IN (") + self.d.marks(ids) + ")",
                         list(ids))
             return [JobRow.from_row(r, self.d.to_datetime) for r in cur.fetchall()]
@@ -518,7 +516,19 @@ class InsightStore:
         return self.db.run(read)
 
 
-def job_filter_sql(d: Any, queue: str | None, state: str | None, name: str | None, text: str | None
+def first_ready(d: Dialect, cur: Cursor, queues: Iterable[str]) -> dict[str, datetime]:
+    """Per queue, when its oldest ready job became due (``Dialect.first_ready_sql``: its first 1,000
+    ready jobs by id); a queue with none is left out.  The overview and the alerts both ask this."""
+    out: dict[str, datetime] = {}
+    for queue in queues:
+        cur.execute(d.q(d.first_ready_sql), (queue,))
+        due = scalar(cur)
+        if due is not None:
+            out[queue] = d.to_datetime(due)
+    return out
+
+
+def job_filter_sql(d: Dialect, queue: str | None, state: str | None, name: str | None, text: str | None
                    ) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) of the jobs lists' filter: queue, state, job name, text
     (arguments, last error or label); empty when nothing filters."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.rows import FLAG_BATCH, FLAG_UNIQUE_PERIOD, FLAG_WORKFLOW, JobState
 from .database import Database
+from .driver import Cursor, Row, fetch_rows, scalar
 from .insights import job_filter_sql
 from .steps import MESSAGE_CAP, RESULT_COLUMNS, Steps
 
@@ -46,11 +47,12 @@ class OperationStore:
         """How many waiting jobs with an id from ``since_id`` up to ``upto_id`` match ``flt``
         (``queue``, ``state``, ``name``, ``text``), counting at most ``cap + 1`` rows."""
 
-        def read(cur: Any) -> int:
+        def read(cur: Cursor) -> int:
             where, params = self._where(flt)
-            cur.execute(self.d.q("SELECT COUNT(*) FROM (SELECT 1 FROM {jobs}" + where + " AND id >= {p} AND id <= {p} "
-                                 "LIMIT {p}) capped"), [*params, int(since_id), int(upto_id), int(cap) + 1])
-            return int(cur.fetchone()[0])
+            cur.execute(self.d.q("SELECT COUNT(*) AS n FROM (SELECT 1 FROM {jobs}" + where + " AND id >= {p} "
+                                 "AND id <= {p} LIMIT {p}) capped"),
+                        [*params, int(since_id), int(upto_id), int(cap) + 1])
+            return int(scalar(cur))
 
         return self.db.run(read)
 
@@ -58,27 +60,26 @@ class OperationStore:
         """The last id of the next window: ``rows`` ids above ``after_id`` (up to ``upto_id``), read
         from the primary key alone; ``upto_id`` when fewer are left, None when none are."""
 
-        def read(cur: Any) -> int | None:
+        def read(cur: Cursor) -> int | None:
             cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id > {p} AND id <= {p} ORDER BY id LIMIT 1 OFFSET {p}"),
                         (int(after_id), int(upto_id), int(rows) - 1))
-            row = cur.fetchone()
-            if row is not None:
-                return int(row[0])
-            cur.execute(self.d.q("SELECT MIN(id) FROM {jobs} WHERE id > {p} AND id <= {p}"),
+            edge = scalar(cur)
+            if edge is not None:
+                return int(edge)
+            cur.execute(self.d.q("SELECT MIN(id) AS first_id FROM {jobs} WHERE id > {p} AND id <= {p}"),
                         (int(after_id), int(upto_id)))
-            row = cur.fetchone()
-            return None if row is None or row[0] is None else int(upto_id)
+            return None if scalar(cur) is None else int(upto_id)
 
         return self.db.run(read)
 
     def waiting_ids(self, flt: dict[str, Any], after_id: int, edge_id: int) -> list[int]:
         """Ids of the waiting jobs matching ``flt`` in ``(after_id, edge_id]``, ascending (no lock)."""
 
-        def read(cur: Any) -> list[int]:
+        def read(cur: Cursor) -> list[int]:
             where, params = self._where(flt)
             cur.execute(self.d.q("SELECT id FROM {jobs}" + where + " AND id > {p} AND id <= {p} ORDER BY id"),
                         [*params, int(after_id), int(edge_id)])
-            return [int(r[0]) for r in cur.fetchall()]
+            return [int(r["id"]) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -94,15 +95,15 @@ class OperationStore:
         if not ids:
             return 0
 
-        def change(cur: Any) -> int:
+        def change(cur: Cursor) -> int:
             where, params = self._where(flt)
             match, id_params = self.d.ids_match(list(ids))
             cur.execute(self.d.q("SELECT id, queue, name, attempts, flags, batch_id, label FROM {jobs}" + where
                                  + " AND ") + match + self.d.lock_rows_skip, [*params, *id_params])
-            rows = cur.fetchall()
+            rows = fetch_rows(cur)
             if not rows:
                 return 0
-            locked = [int(r[0]) for r in rows]
+            locked = [int(r["id"]) for r in rows]
             if action == "cancel":
                 self._cancel(cur, rows, record_ttl, message)
             else:
@@ -116,27 +117,27 @@ class OperationStore:
 
         return self.db.run(change, write=True)
 
-    def _cancel(self, cur: Any, rows: Sequence[Sequence[Any]], ttl: float, message: str) -> None:
+    def _cancel(self, cur: Cursor, rows: Sequence[Row], ttl: float, message: str) -> None:
         """End locked waiting rows as cancelled: plain jobs a few statements for all of them, jobs of
         a batch, a workflow or a unique period one at a time (their batch, graph and key are kept right)."""
         special = FLAG_BATCH | FLAG_WORKFLOW | FLAG_UNIQUE_PERIOD
-        plain = [r for r in rows if not int(r[4]) & special]
-        for job_id, queue, name, attempts, flags, batch_id, label in rows:
-            if int(flags) & special:
-                self.steps.end_cancelled(cur, int(job_id), queue, name, int(attempts), int(flags), batch_id, ttl,
-                                         message, label)
+        plain = [r for r in rows if not int(r["flags"]) & special]
+        for r in rows:
+            if int(r["flags"]) & special:
+                self.steps.end_cancelled(cur, int(r["id"]), r["queue"], r["name"], int(r["attempts"]), int(r["flags"]),
+                                         r["batch_id"], ttl, message, r["label"])
         if not plain:
             return
-        ids = [int(r[0]) for r in plain]
+        ids = [int(r["id"]) for r in plain]
         match, id_params = self.d.ids_match(ids)
         cur.execute(self.d.q("DELETE FROM {results} WHERE ") + match, id_params)
         row_sql = self.d.q("({p}, {p}, {p}, {p}, NULL, {p}, {p}, {now}, {now_plus}, {p}, {p})")
         text = message[:MESSAGE_CAP]
         insert = self.d.q("INSERT INTO {results} (" + RESULT_COLUMNS + ") VALUES ")
         cur.execute(insert + ", ".join([row_sql] * len(plain)),
-                    [v for job_id, queue, name, attempts, _, batch_id, label in plain
-                     for v in (int(job_id), queue, name, JobState.CANCELLED.value, int(attempts), batch_id,
-                               float(ttl), text, label)])
+                    [v for r in plain
+                     for v in (int(r["id"]), r["queue"], r["name"], JobState.CANCELLED.value, int(r["attempts"]),
+                               r["batch_id"], float(ttl), text, r["label"])])
         cur.execute(self.d.q("DELETE FROM {jobs} WHERE ") + match, id_params)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
-from ..core.rows import WorkerRow
+from ..core.rows import WorkerRow, as_float, as_int
 from .database import Database
-from .dialects.base import WORKER_COLUMNS, worker_row
+from .dialects.base import WORKER_COLUMNS
+from .driver import Cursor, Row, fetch_rows
 
 
 class WorkerStore:
@@ -21,7 +23,7 @@ class WorkerStore:
                  concurrency: int, lease: float | None = None, heartbeat_every: float | None = None) -> None:
         """Enter a worker with its own ``lease`` and heartbeat interval: readers judge whether it
         is alive by them, not by their own settings (None: judged by the reader's lease)."""
-        def insert(cur: Any) -> None:
+        def insert(cur: Cursor) -> None:
             cur.execute(self.d.q("INSERT INTO {workers} (" + WORKER_COLUMNS + ") VALUES "
                                "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0, {p}, {p})"),
                         (worker_id, hostname, pid, ",".join(queues), concurrency, lease, heartbeat_every))
@@ -29,7 +31,7 @@ class WorkerStore:
         self.db.run(insert)
 
     def heartbeat(self, worker_id: str, jobs_done: int) -> None:
-        def update(cur: Any) -> None:
+        def update(cur: Cursor) -> None:
             cur.execute(self.d.q("UPDATE {workers} SET heartbeat_at = {now}, jobs_done = {p} WHERE id = {p}"),
                         (jobs_done, worker_id))
 
@@ -39,9 +41,9 @@ class WorkerStore:
         self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {workers} WHERE id = {p}"), (worker_id,)))
 
     def list_workers(self) -> list[WorkerRow]:
-        def read(cur: Any) -> list[WorkerRow]:
+        def read(cur: Cursor) -> list[WorkerRow]:
             cur.execute(self.d.q("SELECT " + WORKER_COLUMNS + " FROM {workers} ORDER BY started_at, id"))
-            return [worker_row(self.d.to_datetime, r) for r in cur.fetchall()]
+            return [worker_row(self.d.to_datetime, r) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 
@@ -59,8 +61,18 @@ class WorkerStore:
                    "{now_plus}) OR heartbeat_at < " + own + ")")
             params = (-float(at_least), -float(older_than), -float(per_lease))
 
-        def delete(cur: Any) -> int:
+        def delete(cur: Cursor) -> int:
             cur.execute(self.d.q(sql), params)
             return int(cur.rowcount)
 
         return self.db.run(delete)
+
+
+def worker_row(t: Callable[[Any], datetime], r: Row) -> WorkerRow:
+    """A registry row (``WORKER_COLUMNS``) by column name; ``t`` reads the dialect's times.
+
+    Numbers go through ``as_int``/``as_float``: SQLite keeps any value in any column, and a
+    listing should show a malformed row rather than fail on it."""
+    return WorkerRow(r["id"], r["hostname"], as_int(r["pid"]), r["queues"], as_int(r["concurrency"]),
+                     t(r["started_at"]), t(r["heartbeat_at"]), as_int(r["jobs_done"]), as_float(r["lease"]),
+                     as_float(r["heartbeat_every"]))

@@ -15,11 +15,13 @@ from typing import Any
 
 from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int, state_in_table
 from .database import Database
-from .driver import fetch_row, fetch_rows
+from .driver import Cursor, fetch_row, fetch_rows
 from .features import BATCH_COLUMNS, batch_row
 from .steps import Steps
 
 CANCELLED_BY_USER = "cancelled with its workflow"
+Graph = list[tuple[int, int, str, tuple[int, ...]]]
+"""A workflow's steps before their states: ``(job_id, position, label, parents)`` each."""
 
 
 class WorkflowStore:
@@ -31,7 +33,7 @@ class WorkflowStore:
         self.steps = steps
 
     def get(self, batch_id: int) -> WorkflowRow | None:
-        def read(cur: Any) -> WorkflowRow | None:
+        def read(cur: Cursor) -> WorkflowRow | None:
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (batch_id,))
             r = fetch_row(cur)
             if r is None:
@@ -39,8 +41,8 @@ class WorkflowStore:
             batch = batch_row(self.d.to_datetime, r)
             cur.execute(self.d.q("SELECT job_id, position, label, parents FROM {steps} WHERE batch_id = {p} "
                                  "ORDER BY position, job_id"), (batch_id,))
-            graph = [(as_int(job_id), as_int(position), label, _ids(parents))
-                     for job_id, position, label, parents in cur.fetchall()]
+            graph: Graph = [(as_int(r["job_id"]), as_int(r["position"]), r["label"], _ids(r["parents"]))
+                            for r in fetch_rows(cur)]
             if not graph:  # a batch or chain stored without steps: its members in id order
                 graph = self._members(cur, batch_id, batch.kind)
             states = self._states(cur, [g[0] for g in graph])
@@ -54,7 +56,7 @@ class WorkflowStore:
         """Batches, chains and workflows, newest first (a keyset page below ``before_id``): their
         rows only, for lists (a workflow's steps are one :meth:`get` away)."""
 
-        def read(cur: Any) -> list[BatchRow]:
+        def read(cur: Cursor) -> list[BatchRow]:
             where, params = ("", []) if before_id is None else (" WHERE id < {p}", [before_id])
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches}" + where + " ORDER BY id DESC LIMIT {p}"),
                         [*params, int(limit)])
@@ -69,10 +71,10 @@ class WorkflowStore:
             return set()
         ids = list(batch_ids)
 
-        def read(cur: Any) -> set[int]:
+        def read(cur: Cursor) -> set[int]:
             cur.execute(self.d.q("SELECT DISTINCT batch_id FROM {failed} WHERE batch_id IN (") + self.d.marks(ids)
                         + ")", ids)
-            return {as_int(r[0]) for r in cur.fetchall()}
+            return {as_int(r["batch_id"]) for r in fetch_rows(cur)}
 
         return self.db.run(read)
 
@@ -80,11 +82,11 @@ class WorkflowStore:
         """The batch (chain, workflow) job ``job_id`` belongs to, wherever the job is now (waiting
         or running, in the dead letter, or ended with a kept result); None when it belongs to none."""
 
-        def read(cur: Any) -> BatchRow | None:
+        def read(cur: Cursor) -> BatchRow | None:
             cur.execute(self.d.q("SELECT batch_id FROM {jobs} WHERE id = {p} UNION ALL "
                                  "SELECT batch_id FROM {failed} WHERE id = {p} UNION ALL "
                                  "SELECT batch_id FROM {results} WHERE id = {p}"), (job_id, job_id, job_id))
-            found = next((as_int(r[0]) for r in cur.fetchall() if r[0] is not None), None)
+            found = next((as_int(r["batch_id"]) for r in fetch_rows(cur) if r["batch_id"] is not None), None)
             if found is None:
                 return None
             cur.execute(self.d.q("SELECT " + BATCH_COLUMNS + " FROM {batches} WHERE id = {p}"), (found,))
@@ -93,17 +95,19 @@ class WorkflowStore:
 
         return self.db.run(read)
 
-    def _members(self, cur: Any, batch_id: int, kind: str) -> list[tuple[int, int, str, tuple[int, ...]]]:
+    def _members(self, cur: Cursor, batch_id: int, kind: str) -> Graph:
+        """The graph of a batch or chain stored without steps: its members in id order, a chain's
+        each after the one before."""
         rows: dict[int, str] = {}
         for table in ("{jobs}", "{failed}", "{results}"):
             cur.execute(self.d.q(f"SELECT id, name FROM {table} WHERE batch_id = {{p}}"), (batch_id,))
-            rows.update({as_int(i): n for i, n in cur.fetchall()})
+            rows.update({as_int(r["id"]): r["name"] for r in fetch_rows(cur)})
         ordered = sorted(rows)
         return [(job_id, position, rows[job_id], (ordered[position - 1],) if kind == "chain" and position else ())
                 for position, job_id in enumerate(ordered)]
 
-    def _states(self, cur: Any, ids: Sequence[int]) -> dict[int, tuple[JobState, str | None]]:
-        now = self.d.to_datetime(self._now(cur))
+    def _states(self, cur: Cursor, ids: Sequence[int]) -> dict[int, tuple[JobState, str | None]]:
+        now = self.db.now_in(cur)
         out: dict[int, tuple[JobState, str | None]] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start:start + 500])
@@ -111,39 +115,36 @@ class WorkflowStore:
             cur.execute(self.d.q("SELECT id, reserved_by, blocked_by, available_at, reserved_until, last_error "
                                  "FROM {jobs} WHERE id IN (") + marks + ")", chunk)
             t = self.d.to_datetime
-            for job_id, reserved_by, blocked_by, available_at, until, last_error in cur.fetchall():
-                state = state_in_table(reserved_by, blocked_by, t(available_at), None if until is None else t(until),
-                                       now)
-                out[as_int(job_id)] = (state, last_error)
+            for r in fetch_rows(cur):
+                until = r["reserved_until"]
+                state = state_in_table(r["reserved_by"], r["blocked_by"], t(r["available_at"]),
+                                       None if until is None else t(until), now)
+                out[as_int(r["id"])] = (state, r["last_error"])
             cur.execute(self.d.q("SELECT id, error_type, error_message FROM {failed} WHERE id IN (") + marks + ")",
                         chunk)
-            for job_id, error_type, message in cur.fetchall():
-                out[as_int(job_id)] = (JobState.FAILED, f"{error_type}: {message}")
+            for r in fetch_rows(cur):
+                out[as_int(r["id"])] = (JobState.FAILED, f"{r['error_type']}: {r['error_message']}")
             cur.execute(self.d.q("SELECT id, state, message FROM {results} WHERE id IN (") + marks + ")", chunk)
-            for job_id, state, message in cur.fetchall():
-                if as_int(job_id) not in out:
-                    cancelled = state == JobState.CANCELLED.value
-                    out[as_int(job_id)] = (JobState.CANCELLED if cancelled else JobState.SUCCEEDED,
-                                           message if cancelled else None)
+            for r in fetch_rows(cur):
+                if as_int(r["id"]) not in out:
+                    cancelled = r["state"] == JobState.CANCELLED.value
+                    out[as_int(r["id"])] = (JobState.CANCELLED if cancelled else JobState.SUCCEEDED,
+                                            r["message"] if cancelled else None)
         return out
-
-    def _now(self, cur: Any) -> Any:
-        cur.execute(self.d.q("SELECT {now}"))
-        return cur.fetchone()[0]
 
     def cancel(self, batch_id: int, record_ttl: float) -> int:
         """Cancel every step of the workflow that has not started (waiting or blocked); running
         steps finish.  Returns how many were cancelled; the workflow then ends when its running
         steps do."""
 
-        def cancel(cur: Any) -> int:
+        def cancel(cur: Cursor) -> int:
             cur.execute(self.d.q("SELECT id, queue, name, attempts, flags FROM {jobs} WHERE batch_id = {p} "
                                  "AND reserved_by IS NULL ORDER BY id") + self.d.lock_rows, (batch_id,))
-            rows = cur.fetchall()
-            for job_id, queue, name, attempts, flags in rows:
-                cur.execute(self.d.q("DELETE FROM {dependencies} WHERE child_id = {p}"), (job_id,))
-                self.steps.end_cancelled(cur, int(job_id), queue, name, int(attempts), int(flags), batch_id,
-                                         record_ttl, CANCELLED_BY_USER)
+            rows = fetch_rows(cur)
+            for r in rows:
+                cur.execute(self.d.q("DELETE FROM {dependencies} WHERE child_id = {p}"), (r["id"],))
+                self.steps.end_cancelled(cur, int(r["id"]), r["queue"], r["name"], int(r["attempts"]), int(r["flags"]),
+                                         batch_id, record_ttl, CANCELLED_BY_USER)
             return len(rows)
 
         return self.db.run(cancel, write=True)

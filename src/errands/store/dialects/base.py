@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Kind, claimed_index, names
-from ...core.rows import WorkerRow, as_float, as_int
 from ..driver import Connection, Cursor, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
 from .inserts import INSERT_CHUNK, JobInserts
@@ -161,10 +160,6 @@ def claim_order(rows: list[Any]) -> list[Any]:
     return rows
 
 
-def worker_row(t: Callable[[Any], datetime], r: Sequence[Any]) -> WorkerRow:
-    n = as_int
-    lease, every = (None if v is None else as_float(v) for v in (r[8], r[9]))
-    return WorkerRow(r[0], r[1], n(r[2]), r[3], n(r[4]), t(r[5]), t(r[6]), n(r[7]), lease, every)
 
 
 def int_or_none(value: Any) -> int | None:
@@ -215,7 +210,8 @@ class Dialect(ABC):
     #: Count jobs in a waiting state (ready, delayed, blocked) over every queue one queue at a time: for
     #: an index that leads with the queue and a server with no skip scan (MySQL's claim index).
     count_waiting_per_queue = False
-    #: Rows (client name, connections) of the server's sessions on this database; None: not countable.
+    #: Rows (``name``: the client's, ``n``: its connections) of the server's sessions on this database;
+    #: None: not countable.
     connections_sql: str | None = None
     #: One row, one column: how many connections the server accepts at most.
     max_connections_sql: str | None = None

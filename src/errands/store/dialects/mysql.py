@@ -194,7 +194,7 @@ class MySQLDialect(Dialect):
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     # MySQL tells no client name: every session on this database counts under one empty name.
-    connections_sql = "SELECT '', count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+    connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     count_waiting_per_queue = True

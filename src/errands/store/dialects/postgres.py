@@ -299,8 +299,8 @@ class PostgresDialect(Dialect):
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     transaction_from = COPY_FROM
-    connections_sql = ("SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "GROUP BY application_name")
+    connections_sql = ("SELECT application_name AS name, count(*) AS n FROM pg_stat_activity "
+                       "WHERE datname = current_database() GROUP BY application_name")
     max_connections_sql = "SELECT current_setting('max_connections')::int"
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
 
