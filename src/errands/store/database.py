@@ -19,12 +19,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..core.config import mask_url
 from ..core.errors import SchemaError, StoreError, StoreUnavailable
 from ..core.payload import safe_text
 from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
 
 T = TypeVar("T")
@@ -80,16 +81,17 @@ class Database:
         """The shared pool's bound (``?pool_size=``, ERRANDS_POOL_SIZE)."""
         return self.dialect.pool_size
 
-    def connection(self) -> Any:
+    def connection(self) -> Connection:
         """The connection of this call: the one borrowed for it from the pool, else this thread's
         own, opened on first use and never shared across a fork."""
         local = self._local
+        conn: Connection | None
         if getattr(local, "lending", False):
             conn = local.borrowed
             if conn is None:  # the borrowed one broke mid-call (a failed rollback, say): borrow another
                 conn = local.borrowed = self._borrow(self._shared_pool())
             return conn
-        conn = getattr(local, "conn", None)
+        conn = cast("Connection | None", getattr(local, "conn", None))
         if conn is not None:
             if getattr(local, "forks", None) == _FORKS[0]:
                 if not self._closed_by_server(conn):
@@ -113,7 +115,7 @@ class Database:
             self._open.append((os.getpid(), conn))
         return conn
 
-    def _closed_by_server(self, conn: Any) -> bool:
+    def _closed_by_server(self, conn: Connection) -> bool:
         """Whether an idle connection already has something to read, which can only be the server's
         goodbye (an error message, end of file): no request is outstanding on it.  One poll with no
         timeout, so a thread whose connection died in a restart reconnects instead of failing once."""
@@ -150,7 +152,7 @@ class Database:
                     self._pool_forks = _FORKS[0]
         return pool
 
-    def _borrow(self, pool: Pool) -> Any:
+    def _borrow(self, pool: Pool) -> Connection:
         """An idle pooled connection that the server has not closed meanwhile (one restart can have
         closed them all: each is dropped and the next tried, up to a fresh one)."""
         for _ in range(pool.size + 1):
@@ -270,13 +272,13 @@ class Database:
                 raise StoreError(f"{self.dialect.name}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _rollback(self, conn: Any) -> None:
+    def _rollback(self, conn: Connection) -> None:
         try:
             conn.rollback()
         except Exception:  # rollback of a broken connection; the error that matters is raised by the caller
             self.release_thread_connection()
 
-    def on_cursor(self, fn: Callable[[Any], T], cursor: Any, what: str) -> T:
+    def on_cursor(self, fn: Callable[[Cursor], T], cursor: Cursor, what: str) -> T:
         """Run ``fn`` on the caller's own cursor and transaction (which the caller commits), with
         driver errors mapped as :meth:`run` maps them."""
         try:
@@ -289,10 +291,10 @@ class Database:
             error = StoreUnavailable if kind == UNAVAILABLE else StoreError
             raise error(f"{self.dialect.name}: {what} on the caller's transaction failed: {exc}") from exc
 
-    def now_in(self, cur: Any) -> datetime:
+    def now_in(self, cur: Cursor) -> datetime:
         """The database's clock, read on ``cur``."""
         cur.execute("SELECT " + self.dialect.now_sql)
-        return self.dialect.to_datetime(cur.fetchone()[0])
+        return self.dialect.to_datetime(scalar(cur))
 
     def now(self) -> datetime:
         return self.run(self.now_in)
@@ -309,7 +311,7 @@ class Database:
             out.append(d.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
         return "\n".join(out) + "\n"
 
-    def _read_version(self, cur: Any) -> int | None:
+    def _read_version(self, cur: Cursor) -> int | None:
         """Schema version on ``cur``'s connection; None when errands' tables do not exist."""
         try:
             cur.execute(self.dialect.q("SELECT MAX(version) FROM {schema}"))
@@ -317,13 +319,13 @@ class Database:
             if self.dialect.classify(exc) == FAIL:
                 return None
             raise
-        row = cur.fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        highest = scalar(cur)
+        return 0 if highest is None else int(highest)
 
     def current_version(self) -> int | None:
         return self.run_unchecked(self._read_version)
 
-    def _recorded_versions(self, cur: Any) -> set[int]:
+    def _recorded_versions(self, cur: Cursor) -> set[int]:
         """Every version recorded on ``cur``'s connection (empty when errands' tables do not exist).
         ``migrate()`` applies each version missing here, also one below the highest."""
         try:
@@ -332,9 +334,9 @@ class Database:
             if self.dialect.classify(exc) == FAIL:
                 return set()
             raise
-        return {int(r[0]) for r in cur.fetchall()}
+        return {int(r["version"]) for r in fetch_rows(cur)}
 
-    def _apply_migrations(self, cur: Any, to: int, progress: Callable[[int], None] | None = None) -> list[int]:
+    def _apply_migrations(self, cur: Cursor, to: int, progress: Callable[[int], None] | None = None) -> list[int]:
         d = self.dialect
         applied: list[int] = []
         with d.migration_lock(cur.connection):
@@ -374,7 +376,7 @@ class Database:
                    if version <= target and version not in done)
 
     def migrate(self, progress: Callable[[int], None] | None = None, *, to: int | None = None,
-                cursor: Any = None) -> list[int]:
+                cursor: Cursor | None = None) -> list[int]:
         """Create or upgrade the tables; safe to run again and from many processes at once.
 
         ``progress(n)`` is called after each DDL step (the CLI draws a bar with it).  ``to`` stops
@@ -391,7 +393,7 @@ class Database:
             self._schema_checked = True
         return applied
 
-    def ensure_schema(self, cursor: Any = None) -> None:
+    def ensure_schema(self, cursor: Cursor | None = None) -> None:
         """Check (SQLite: create) the schema once per process; on ``cursor`` when the caller owns the transaction."""
         if self._schema_checked:
             return
@@ -406,7 +408,7 @@ class Database:
                 self.run_unchecked(self.dialect.after_schema_check)
             self._schema_checked = True
 
-    def _upgrade_if_needed(self, version: int | None, cursor: Any) -> None:
+    def _upgrade_if_needed(self, version: int | None, cursor: Cursor | None) -> None:
         code = self.dialect.schema_version
         if version is not None and version > code:
             raise SchemaError(f"errands schema is at version {version}, newer than this code "
@@ -419,8 +421,7 @@ class Database:
             self.migrate(cursor=cursor)  # with a cursor: part of the caller's transaction
 
 
-def _in_place(cur: Any, step: Step) -> bool:
+def _in_place(cur: Cursor, step: Step) -> bool:
     """Whether a guarded step already ran (its ``unless`` query counts something)."""
     cur.execute(step.unless)
-    row = cur.fetchone()
-    return bool(row and row[0])
+    return bool(scalar(cur))

@@ -26,6 +26,11 @@ class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
 
+    @property
+    def connection(self) -> Any:
+        """The connection this cursor belongs to (DB-API's optional extension, which all three
+        drivers have): migrations take a lock on it."""
+
     def execute(self, sql: str, params: Any = ..., /) -> Any: ...
 
     def executemany(self, sql: str, params: Iterable[Any], /) -> Any: ...

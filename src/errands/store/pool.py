@@ -16,10 +16,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from ..core.errors import ConfigurationError
+from .driver import Connection
 
 POOL_SIZE = 4
 """Connections the shared pool opens at most unless ``?pool_size=`` or ERRANDS_POOL_SIZE says otherwise."""
@@ -38,13 +39,13 @@ class Pool(Protocol):
 
     size: int
 
-    def get(self) -> Any:
+    def get(self) -> Connection:
         """A connection for one call; raises :class:`PoolExhausted` after the pool's timeout."""
 
-    def put(self, conn: Any) -> None:
+    def put(self, conn: Connection) -> None:
         """Give ``conn`` back for the next borrower."""
 
-    def discard(self, conn: Any) -> None:
+    def discard(self, conn: Connection) -> None:
         """Close ``conn`` (found broken) and free its place."""
 
     def close(self) -> None:
@@ -90,11 +91,11 @@ class BoundedPool:
     are for the rare paths: opening a connection, and waiting while all ``size`` are lent.
     """
 
-    def __init__(self, connect: Callable[[], Any], size: int, timeout: float) -> None:
+    def __init__(self, connect: Callable[[], Connection], size: int, timeout: float) -> None:
         self.size = size
         self.timeout = timeout
         self._connect = connect
-        self._idle: deque[Any] = deque()
+        self._idle: deque[Connection] = deque()
         self._opened = 0
         """Connections that exist now, idle or lent (changed under the lock)."""
         self._waiting = 0
@@ -102,7 +103,7 @@ class BoundedPool:
         self._freed = threading.Condition(threading.Lock())
         self._closed = False
 
-    def get(self) -> Any:
+    def get(self) -> Connection:
         try:
             return self._idle.pop()
         except IndexError:
@@ -129,7 +130,7 @@ class BoundedPool:
             self._forget_one()
             raise
 
-    def put(self, conn: Any) -> None:
+    def put(self, conn: Connection) -> None:
         """Back to the idle stack (closed instead once the pool is closed)."""
         if self._closed:
             self.discard(conn)
@@ -141,7 +142,7 @@ class BoundedPool:
             with self._freed:
                 self._freed.notify()
 
-    def discard(self, conn: Any) -> None:
+    def discard(self, conn: Connection) -> None:
         try:
             _close(conn)
         finally:
@@ -162,7 +163,7 @@ class BoundedPool:
             self.discard(conn)
 
 
-def _close(conn: Any) -> None:
+def _close(conn: Connection) -> None:
     try:
         conn.close()
     except Exception:  # best effort: a broken connection

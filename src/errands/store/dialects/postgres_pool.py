@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
 from ...core.extras import MissingExtra
+from ..driver import Connection
 from ..pool import PoolExhausted
 
 try:
@@ -58,12 +59,13 @@ class PsycopgPool:
                 self._failed = (time.monotonic(), exc)
             raise
 
-    def get(self) -> Any:
+    def get(self) -> Connection:
         start = time.monotonic()
         deadline = start + self.timeout
         while True:
             try:
-                return self._pool.getconn(timeout=max(0.001, min(_SLICE, deadline - time.monotonic())))
+                conn: Connection = self._pool.getconn(timeout=max(0.001, min(_SLICE, deadline - time.monotonic())))
+                return conn
             except PoolTimeout:
                 failed = self._failed
                 if failed is not None and failed[0] >= start:
@@ -72,15 +74,15 @@ class PsycopgPool:
                     raise PoolExhausted(f"all {self.size} pooled connections stayed busy for "
                                         f"{self.timeout:g}s") from None
 
-    def put(self, conn: Any) -> None:
-        self._pool.putconn(conn)
+    def put(self, conn: Connection) -> None:
+        self._pool.putconn(cast("psycopg.Connection[Any]", conn))
 
-    def discard(self, conn: Any) -> None:
+    def discard(self, conn: Connection) -> None:
         """Closed, then given back: psycopg_pool drops a closed connection and frees its place."""
         try:
             conn.close()
         finally:
-            self._pool.putconn(conn)
+            self._pool.putconn(cast("psycopg.Connection[Any]", conn))
 
     def close(self) -> None:
         self._pool.close(timeout=1.0)
