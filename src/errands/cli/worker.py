@@ -53,7 +53,7 @@ def worker(ctx: Context, queues: tuple[str, ...], concurrency: int, processes: i
     settings = WorkerSettings(queues=names, concurrency=concurrency, burst=burst or once,
                               max_jobs=1 if once else max_jobs, sleep=sleep, shutdown_timeout=shutdown_timeout,
                               lease=lease, prefetch=0 if once else prefetch, scheduler=not no_scheduler)
-    app.store.db.run(lambda cur: None)  # fail fast on a missing schema, before forking
+    app.store.check()  # fail fast on a missing schema, before forking
     jobs = ", ".join(sorted(app.registry)) or "none"
     click.echo(f"errands worker: database {mask_url(app.database_url)}\n"
                f"  queues: {', '.join(names)} | processes: {processes} x concurrency {concurrency} | "

@@ -144,7 +144,7 @@ class Command(BaseCommand):
                                   shutdown_timeout=options["shutdown_timeout"], lease=options["lease"],
                                   prefetch=0 if once else options["prefetch"], scheduler=False)
         try:
-            app.store.db.run(lambda cur: None)  # a missing schema or an unreachable database fails here, once
+            app.store.check()  # a missing schema or an unreachable database fails here, once
         except SchemaError as exc:
             raise CommandError(f"{exc} (with 'errands.contrib.django' in INSTALLED_APPS, manage.py migrate "
                                "creates the tables; or run manage.py errands_migrate, which also creates those "
