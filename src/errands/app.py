@@ -537,14 +537,24 @@ class Errands:
         running (its handler sees ``current_job().cancelled``; async handlers are cancelled at
         their next await), or "gone" when it had already ended.  Cancellations are recorded
         with the results.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.cancel_job(app, actor, job_id)``, as the CLI and dashboard do.
         """
         return self.store.features.cancel(job_id_of(job), self.result_ttl)
 
     def pause_queue(self, queue: str) -> None:
-        """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed."""
+        """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.set_paused(app, actor, queue, True)``."""
         self.store.features.set_paused(check_queue_name(queue), True)
 
     def resume_queue(self, queue: str) -> None:
+        """Workers claim from ``queue`` again.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.set_paused(app, actor, queue, False)``."""
         self.store.features.set_paused(check_queue_name(queue), False)
 
     def paused_queues(self) -> list[str]:
@@ -557,13 +567,21 @@ class Errands:
         return self.store.jobs.list_failed(queue, limit, offset)
 
     def retry_failed(self, job_id: int | None = None, *, queue: str | None = None) -> list[int]:
-        """Move one dead-letter entry (or all, or all of a queue) back to the jobs table."""
+        """Move one dead-letter entry (or all, or all of a queue) back to the jobs table.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.retry_failed(app, actor, ids)`` (the ids of a queue's entries:
+        ``operator.matching_failed(app, operator.JobFilter(queue=...))``)."""
         moved = self.store.jobs.retry_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not moved:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
         return moved
 
     def forget_failed(self, job_id: int | None = None, *, queue: str | None = None) -> int:
+        """Delete one dead-letter entry (or all, or all of a queue); returns how many.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.forget_failed(app, actor, ids)``."""
         count = self.store.jobs.forget_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not count:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")

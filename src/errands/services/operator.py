@@ -3,6 +3,16 @@
 Pages and API endpoints call these functions and nothing else; these call the store's
 verbs and nothing else.  Every action that changes something writes one line to the
 audit log with who did it.
+
+These functions are the audited door, and the only one.  ``Errands.retry_failed``,
+``forget_failed``, ``pause_queue``, ``resume_queue``, ``cancel`` and ``recover_stale`` (and
+``handle.cancel()``, ``app.workflows.cancel()``) are the library API and write no audit line, as
+Oban's ``Oban.cancel_job`` or Sidekiq's ``RetrySet#retry_all`` write none: a call from code has no
+person behind it to name, code may call them in bulk or in a hot path (a job cancelling its
+siblings; a line each would bury the people's actions and add a write to every call), and these
+functions call them, so auditing there would write every line twice.  Code whose actions belong in
+the log (a deploy script, an admin command of the host application) calls the function here with an
+actor of its own: ``set_paused(app, "deploy", "mails", True)``.  docs/dashboard.md, "The audit log".
 """
 
 from __future__ import annotations
