@@ -39,7 +39,8 @@ CLI_TOP_LEVEL = {"app": "app_path", "database-url": "database_url", "log-level":
 """``[tool.errands]`` keys read by the ``errands`` command itself, and click's parameter names."""
 
 _CODE_ONLY = MappingProxyType({"code_only": True})
-"""An ``AppOptions`` field that only code passes: no settings source reads it."""
+"""An ``AppOptions`` field that only code passes: no settings source reads it (``eager`` and
+``keep_traceback`` never were settings; making one a setting is a change of its own)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class AppOptions:
     payload_limit: int = DEFAULT_PAYLOAD_LIMIT
     """The largest JSON payload, in bytes."""
     table_prefix: str = "errands_"
+    """The prefix of every table (two apps with other prefixes share a database apart)."""
     default_queue: str = "default"
     """The queue of jobs that name none."""
     keep_results: bool = False
@@ -73,10 +75,13 @@ class AppOptions:
     failed_ttl: float | None = 30 * DAY
     """Seconds dead-letter entries are kept (None: for ever)."""
     max_attempts: int = 3
+    """Attempts of a job that sets none."""
     backoff: BackoffSpec = "exponential"
+    """Backoff of a job that sets none: a name, seconds, a list of delays or a callable."""
     timeout: float | None = None
     """Seconds a run of a job that sets none may take (None: no limit)."""
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    """Times a job that sets none may ``raise Snooze(...)``."""
     alert_dead_letter: int | None = None
     """Alert when the dead letter holds at least this many entries."""
     alert_oldest_ready: float | None = None
