@@ -184,26 +184,26 @@ class Errands:
         of every job of this app that does not set its own (:class:`errands.core.jobs.JobDefaults`
         gives the order); ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`); the
         ``alert_*`` thresholds (see :meth:`on_alert` and :mod:`errands.core.alerts`)."""
-        settings = AppOptions(**options)
-        self.database_url = _database_url(database_url_ or settings.database_url)
-        self.keep_results = settings.keep_results
+        given = AppOptions(**options)
+        self.database_url = _database_url(database_url_ or given.database_url)
+        self.keep_results = given.keep_results
         self.workflows = Workflows(self)
         """Follow and cancel stored workflows: ``app.workflows.status(id)``, ``app.workflows.cancel(id)``."""
         self.policies = JobPolicies(self)
         """How each job ends its attempts (:class:`JobPolicies`)."""
-        self.keep_traceback = bool(settings.keep_traceback)
-        self.result_ttl = float(settings.result_ttl)
-        self.failed_ttl = None if settings.failed_ttl is None else float(settings.failed_ttl)
-        self.eager_mode = settings.eager
+        self.keep_traceback = bool(given.keep_traceback)
+        self.result_ttl = float(given.result_ttl)
+        self.failed_ttl = None if given.failed_ttl is None else float(given.failed_ttl)
+        self.eager_mode = given.eager
         self._eager_propagate = True
         self.hooks = Hooks()
         self.schedules: dict[str, Schedule] = {}
-        self.payload_limit = settings.payload_limit
-        self.lease = float(settings.lease)
-        self.table_prefix = settings.table_prefix
-        self.default_queue = settings.default_queue
-        self.job_defaults = settings.job_defaults
-        self.alert_thresholds = settings.alert_thresholds
+        self.payload_limit = given.payload_limit
+        self.lease = float(given.lease)
+        self.table_prefix = given.table_prefix
+        self.default_queue = given.default_queue
+        self.job_defaults = given.job_defaults
+        self.alert_thresholds = given.alert_thresholds
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()
