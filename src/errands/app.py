@@ -5,30 +5,20 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from .core.alerts import AlertThresholds
 from .core.config import check_queue_name, database_url, mask_url
 from .core.cron import Cron
 from .core.endings import RecoveryReport, announce
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
-from .core.jobs import (
-    JobBehaviour,
-    JobDefaults,
-    JobDefinition,
-    JobHandle,
-    JobOptions,
-    check_cost,
-    check_unique_for,
-    job_id_of,
-)
-from .core.limits import ID_MAX, RateLimit, parse_rate_limit
+from .core.jobs import JobDefinition, JobHandle, JobOptions, JobSpec, job_id_of
+from .core.limits import ID_MAX
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
-from .core.retry import DEFAULT_POLICY, BackoffSpec, JobPolicy
+from .core.retry import DEFAULT_POLICY, JobPolicy
 from .core.rows import BatchRow, WorkflowRow
-from .core.settings import DEFAULTS, AppSettings
+from .core.settings import AppOptions, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
 from .worker.eager import run_inline
@@ -39,6 +29,12 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .worker.settings import WorkerOptions
+
+if TYPE_CHECKING:  # typing_extensions is no runtime dependency: Unpack only types ``**options``
+    from typing_extensions import Unpack
+
+    from .core.jobs import JobSpecArgs
+    from .core.settings import AppOptionArgs
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -184,57 +180,35 @@ class Errands:
         settings = AppSettings.load(source, pyproject=pyproject, **overrides)
         return cls(eager=eager, **settings.as_kwargs())
 
-    def __init__(self, database_url_: str | None = None, *, database_url: str | None = None,
-                 payload_limit: int = DEFAULTS["payload_limit"], lease: float = DEFAULTS["lease"],
-                 table_prefix: str = DEFAULTS["table_prefix"], default_queue: str = DEFAULTS["default_queue"],
-                 keep_results: bool = DEFAULTS["keep_results"], result_ttl: float = DEFAULTS["result_ttl"],
-                 failed_ttl: float | None = DEFAULTS["failed_ttl"], max_attempts: int = DEFAULTS["max_attempts"],
-                 backoff: BackoffSpec = DEFAULTS["backoff"], timeout: float | None = DEFAULTS["timeout"],
-                 max_snoozes: int = DEFAULTS["max_snoozes"], eager: bool = False,
-                 keep_traceback: bool = False, alert_dead_letter: int | None = DEFAULTS["alert_dead_letter"],
-                 alert_oldest_ready: float | None = DEFAULTS["alert_oldest_ready"],
-                 alert_oldest_ready_per_queue: Mapping[str, float] | None = DEFAULTS["alert_oldest_ready_per_queue"],
-                 alert_no_worker: bool = DEFAULTS["alert_no_worker"],
-                 alert_every: float = DEFAULTS["alert_every"]) -> None:
-        """``keep_results``: keep every job's return value (else only jobs with ``keep_result``);
-        ``keep_traceback``: keep each failed attempt's traceback (trimmed) in the error history;
-        ``result_ttl``: seconds results and cancellation records are kept (default a day);
-        ``failed_ttl``: seconds dead-letter entries are kept (default 30 days; None: for ever);
-        ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` (None: no limit) and
-        ``max_snoozes``: the defaults of every job of this app that does not set its own
-        (:class:`errands.core.jobs.JobDefaults` gives the order);
-        ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`).
-        ``alert_dead_letter`` (entries), ``alert_oldest_ready`` (seconds, any queue),
-        ``alert_oldest_ready_per_queue`` (seconds per queue), ``alert_no_worker``: the alert thresholds,
-        all off by default; ``alert_every``: seconds between two evaluations across the fleet (see
-        :meth:`on_alert` and :mod:`errands.core.alerts`)."""
-        self.database_url = _database_url(database_url_ or database_url)
-        if result_ttl <= 0 or (failed_ttl is not None and failed_ttl <= 0):
-            raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
-        self.keep_results = keep_results
+    def __init__(self, database_url_: str | None = None, **options: Unpack[AppOptionArgs]) -> None:
+        """``options``: the fields of :class:`~errands.core.settings.AppOptions`, where each one's
+        default and meaning are declared (``Errands(url, lease=60, keep_results=True)``).  A bad
+        value raises here, before anything connects: ``ConfigurationError`` (``InvalidQueueName``
+        for ``default_queue``), and ``TypeError`` for a keyword that is no option.  Among them:
+        ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes``, the defaults
+        of every job of this app that does not set its own (:class:`errands.core.jobs.JobDefaults`
+        gives the order); ``eager``: run jobs inline at enqueue (for tests; see :meth:`eager`); the
+        ``alert_*`` thresholds (see :meth:`on_alert` and :mod:`errands.core.alerts`)."""
+        given = AppOptions(**options)
+        self.database_url = _database_url(database_url_ or given.database_url)
+        self.keep_results = given.keep_results
         self.workflows = Workflows(self)
+        """Follow and cancel stored workflows: ``app.workflows.status(id)``, ``app.workflows.cancel(id)``."""
         self.policies = JobPolicies(self)
         """How each job ends its attempts (:class:`JobPolicies`)."""
-        """Follow and cancel stored workflows: ``app.workflows.status(id)``, ``app.workflows.cancel(id)``."""
-        self.keep_traceback = bool(keep_traceback)
-        self.result_ttl = float(result_ttl)
-        self.failed_ttl = None if failed_ttl is None else float(failed_ttl)
-        self.eager_mode = eager
+        self.keep_traceback = bool(given.keep_traceback)
+        self.result_ttl = float(given.result_ttl)
+        self.failed_ttl = None if given.failed_ttl is None else float(given.failed_ttl)
+        self.eager_mode = given.eager
         self._eager_propagate = True
         self.hooks = Hooks()
         self.schedules: dict[str, Schedule] = {}
-        if payload_limit <= 0:
-            raise ConfigurationError("payload_limit must be a positive number of bytes")
-        if lease < 1:
-            raise ConfigurationError("lease must be at least one second")
-        self.payload_limit = payload_limit
-        self.lease = float(lease)
-        self.table_prefix = table_prefix
-        self.default_queue = check_queue_name(default_queue)
-        self.job_defaults = JobDefaults(self.default_queue, max_attempts, backoff, timeout, max_snoozes)
-        self.alert_thresholds = AlertThresholds(alert_dead_letter, alert_oldest_ready,
-                                                dict(alert_oldest_ready_per_queue or {}), bool(alert_no_worker),
-                                                float(alert_every))
+        self.payload_limit = given.payload_limit
+        self.lease = float(given.lease)
+        self.table_prefix = given.table_prefix
+        self.default_queue = given.default_queue
+        self.job_defaults = given.job_defaults
+        self.alert_thresholds = given.alert_thresholds
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()
@@ -272,71 +246,27 @@ class Errands:
     def job(self, func: Callable[P, R], /) -> JobDefinition[P, R]: ...
 
     @overload
-    def job(self, func: None = None, /, *, name: str | None = None, queue: str | None = None,
-            priority: int = 0, max_attempts: int | None = None, backoff: BackoffSpec = None,
-            jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
-            keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
-            concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
-            retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
-            discard_on: Sequence[type[BaseException]] | type[BaseException] = (), max_snoozes: int | None = None,
-            unique_for: float | None = None, cost: int | None = None, keep_traceback: bool | None = None,
-            ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
+    def job(self, func: None = None, /,
+            **options: Unpack[JobSpecArgs]) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 
-    def job(self, func: Callable[P, R] | None = None, /, *, name: str | None = None, queue: str | None = None,
-            priority: int = 0, max_attempts: int | None = None, backoff: BackoffSpec = None,
-            jitter: float = 0.0, timeout: float | None = None, unique: bool = False,
-            keep_result: bool = False, result_ttl: float | None = None, rate_limit: str | RateLimit | None = None,
-            concurrency_limit: int | None = None, concurrency_key: str | Callable[..., Any] | None = None,
-            retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None,
-            discard_on: Sequence[type[BaseException]] | type[BaseException] = (),
-            max_snoozes: int | None = None, unique_for: float | None = None, cost: int | None = None,
-            keep_traceback: bool | None = None) -> Any:
-        """Register a function (sync or ``async def``) as a job.
+    def job(self, func: Callable[P, R] | None = None, /, **options: Unpack[JobSpecArgs]) -> Any:
+        """Register a function (sync or ``async def``) as a job: ``@app.job`` or ``@app.job(queue="mails")``.
 
-        ``queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` left as None take
-        the app's defaults (``timeout=math.inf``: no limit even if the app sets one).
-        ``unique``: while a run with the same arguments waits or runs, enqueueing returns it.
-        ``keep_result``: keep the return value (``handle.result()``) for ``result_ttl`` seconds.
-        ``rate_limit``: at most N starts per period across every worker, e.g. ``"10/minute"``.
-        ``concurrency_limit`` / ``concurrency_key``: at most N running at once per group; the key is
-        a string or a function of the job's arguments (default: the job's name).
-        ``retry_on``: only exceptions of these types (and subclasses) retry; any other goes to the
-        dead letter at once (None: every exception retries while attempts are left).
-        ``discard_on``: exception types that skip the remaining attempts.
-        ``max_snoozes``: how many times a run may ``raise Snooze(...)`` before the dead letter.
-        ``unique_for``: seconds a unique key stays taken after its job ended (Oban's unique period).
-        ``cost``: units of ``rate_limit`` one run uses (default 1; ``using(cost=...)`` per call).
-        ``keep_traceback``: keep failed attempts' tracebacks (None: the app's ``keep_traceback``).
-        """
-        if concurrency_limit is not None and (isinstance(concurrency_limit, bool) or
-                                              not isinstance(concurrency_limit, int) or concurrency_limit < 1):
-            raise ConfigurationError(f"concurrency_limit must be a positive integer, got {concurrency_limit!r}")
-        if result_ttl is not None and result_ttl <= 0:
-            raise ConfigurationError("result_ttl must be a positive number of seconds")
-        defaults = self.job_defaults
-        limit = None if rate_limit is None else parse_rate_limit(rate_limit)
-        try:
-            period = None if unique_for is None else check_unique_for(unique_for)
-            if cost is not None:
-                check_cost(cost)
-        except InvalidOption as exc:
-            raise ConfigurationError(str(exc)) from None
-        if cost is not None and limit is not None and cost > limit.count:
-            raise ConfigurationError(f"cost {cost} is more than the rate limit {limit} allows in a window: "
-                                     "such a run could never start")
-        behaviour = JobBehaviour(unique=unique, rate_limit=limit,
-                                 concurrency_limit=concurrency_limit, concurrency_key=concurrency_key,
-                                 result_ttl=result_ttl, policy=defaults.job_policy(retry_on, discard_on, max_snoozes),
-                                 unique_for=period, cost=cost, keep_traceback=keep_traceback)
-        options = defaults.job_options(queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout,
-                                       keep_result=keep_result).validated()
-        job_backoff = defaults.job_backoff(backoff, jitter)
+        ``options``: the fields of :class:`~errands.core.jobs.JobSpec`, where each one's default and
+        meaning are declared (``queue``, ``max_attempts``, ``backoff``, ``timeout``, ``unique``,
+        ``rate_limit``, ``concurrency_limit``, ``retry_on``, ...).  Those left as None take the app's
+        defaults (``timeout=math.inf``: no limit even if the app sets one).  A bad option raises
+        here, before the function is even given: ``ConfigurationError`` (``InvalidOption`` for a
+        queue, priority, attempts or timeout no enqueue could use)."""
+        spec = JobSpec(**options)
+        job_options, job_backoff, behaviour = self.job_defaults.for_job(spec)
+        name = spec.name
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
             job_name = name or f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', f)}"
             if job_name in self.registry and self.registry[job_name].func is not f:
                 raise ConfigurationError(f"a different job is already registered as {job_name!r}")
-            definition = JobDefinition(self, f, job_name, options, job_backoff, behaviour)
+            definition = JobDefinition(self, f, job_name, job_options, job_backoff, behaviour)
             self.registry[job_name] = definition
             return definition
 
@@ -617,14 +547,24 @@ class Errands:
         running (its handler sees ``current_job().cancelled``; async handlers are cancelled at
         their next await), or "gone" when it had already ended.  Cancellations are recorded
         with the results.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.cancel_job(app, actor, job_id)``, as the CLI and dashboard do.
         """
         return self.store.features.cancel(job_id_of(job), self.result_ttl)
 
     def pause_queue(self, queue: str) -> None:
-        """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed."""
+        """Workers stop claiming from ``queue`` (running jobs finish) until it is resumed.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.set_paused(app, actor, queue, True)``."""
         self.store.features.set_paused(check_queue_name(queue), True)
 
     def resume_queue(self, queue: str) -> None:
+        """Workers claim from ``queue`` again.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.set_paused(app, actor, queue, False)``."""
         self.store.features.set_paused(check_queue_name(queue), False)
 
     def paused_queues(self) -> list[str]:
@@ -637,13 +577,21 @@ class Errands:
         return self.store.jobs.list_failed(queue, limit, offset)
 
     def retry_failed(self, job_id: int | None = None, *, queue: str | None = None) -> list[int]:
-        """Move one dead-letter entry (or all, or all of a queue) back to the jobs table."""
+        """Move one dead-letter entry (or all, or all of a queue) back to the jobs table.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.retry_failed(app, actor, ids)`` (the ids of a queue's entries:
+        ``operator.matching_failed(app, operator.JobFilter(queue=...))``)."""
         moved = self.store.jobs.retry_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not moved:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")
         return moved
 
     def forget_failed(self, job_id: int | None = None, *, queue: str | None = None) -> int:
+        """Delete one dead-letter entry (or all, or all of a queue); returns how many.
+
+        Library API: writes no audit line (why: :mod:`errands.services.operator`).  The audited door:
+        ``errands.services.operator.forget_failed(app, actor, ids)``."""
         count = self.store.jobs.forget_failed(None if job_id is None else [job_id], queue=queue)
         if job_id is not None and not count:
             raise JobNotFound(f"no dead-letter entry with id {job_id}")

@@ -21,7 +21,7 @@ from errands.diagnostics import Status, diagnose
 from errands.diagnostics import mysql as mysql_facts
 from errands.diagnostics import postgres as postgres_facts
 from errands.diagnostics import sqlite as sqlite_facts
-from errands.diagnostics.context import Context
+from errands.diagnostics.context import DoctorContext
 from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
 from errands.store import open_store
 from errands.store.dialects.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
@@ -281,7 +281,7 @@ def test_sqlite_short_busy_timeout_and_free_pages(app, db_url):
     app.store.jobs.enqueue([NewJob("x", "default", json.dumps({"args": ["x" * 2000], "kwargs": {}}))
                        for _ in range(500)])
     execute(app, "DELETE FROM {jobs}")
-    ctx = Context(app, app.store, expected_schema(app.store))
+    ctx = DoctorContext(app, app.store, expected_schema(app.store))
     table = sqlite_facts.jobs_table(ctx)
     assert table.status is Status.OK and table.data["free_bytes"] > 500 * 2000
     bloated = sqlite_facts.jobs_table(ctx, free_warn_bytes=1, free_warn_fraction=0.01)
@@ -307,7 +307,7 @@ def test_mariadb_claim_mode_and_why(app, db_url, backend):
 
 @pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
 def test_mysql_session_settings_undone_by_something_else_fail(app):
-    ctx = Context(app, app.store, expected_schema(app.store))
+    ctx = DoctorContext(app, app.store, expected_schema(app.store))
     # What a proxy that drops errands' SET statements leaves: the server's defaults.
     ctx.read(lambda cur: cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
     ctx.read(lambda cur: cur.execute("SET SESSION time_zone = '+02:00'"))
@@ -324,7 +324,7 @@ def test_claim_mode_follows_a_claim_argument_given_to_the_store(app, db_url):
 
     store = open_store(db_url, claim="update")
     try:
-        mode = mysql_facts.claim_mode(Context(app, store, expected_schema(store)))
+        mode = mysql_facts.claim_mode(DoctorContext(app, store, expected_schema(store)))
     finally:
         store.close()
     assert mode.status is Status.WARN and mode.data["mode"] == "update"
@@ -344,12 +344,12 @@ assert pymysql.err is not raised_by_driver and pymysql.err.MySQLError is not rai
 
 from errands import Errands
 from errands.diagnostics import mysql as facts
-from errands.diagnostics.context import Context
+from errands.diagnostics.context import DoctorContext
 from errands.diagnostics.schema import expected_schema
 
 app = Errands(sys.argv[1], lease=5)
 try:
-    ctx = Context(app, app.store, expected_schema(app.store))
+    ctx = DoctorContext(app, app.store, expected_schema(app.store))
     checks = [facts.claim_mode(ctx), *facts.settings(ctx)]
     # An unknown variable (error 1193) is caught and the next name asked, whatever the server's version.
     fallback = ctx.read(lambda cur: facts._session_variable(cur, ("errands_no_such_variable", "autocommit")))
@@ -382,7 +382,7 @@ def test_postgres_dead_rows_after_deletes(app, db_url):
     # Statistics reach the shared counters when a session goes idle, at most once a second:
     # ask for the next flush now instead of waiting.
     app.store.db.run(lambda cur: cur.execute("SELECT pg_stat_force_next_flush()"))
-    ctx = Context(app, app.store, expected_schema(app.store))
+    ctx = DoctorContext(app, app.store, expected_schema(app.store))
     facts = postgres_facts
     table = wait_for(lambda: (c := facts.jobs_table(ctx)).data["dead_rows"] >= 300 and c, timeout=15,
                      message="300 dead rows in pg_stat_user_tables")

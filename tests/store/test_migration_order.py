@@ -14,10 +14,10 @@ from helpers import BACKENDS, DIALECT_OF
 from errands import Errands
 from errands.core.errors import SchemaError
 from errands.diagnostics.checks import dialect_facts
-from errands.diagnostics.context import Context
+from errands.diagnostics.context import DoctorContext
 from errands.diagnostics.schema import expected_schema
 from errands.store import open_store
-from errands.store.dialects.base import Migration, in_version_order
+from errands.store.dialects.base import SchemaVersion, in_version_order
 from errands.store.registry import BACKENDS as REGISTERED
 
 ONE_PER_DIALECT = [b for i, b in enumerate(BACKENDS) if DIALECT_OF[b] not in {DIALECT_OF[a] for a in BACKENDS[:i]}]
@@ -31,7 +31,7 @@ def _catalogue(app: Errands) -> tuple[dict[str, list[tuple[str, Any]]], dict[str
     """Tables with their columns in order, indexes and invalid indexes, read by ``errands doctor``'s
     catalog reader of the dialect (which reads without migrating)."""
     store = app.store
-    live = dialect_facts(store.dialect.name).live_schema(Context(app, store, expected_schema(store)))
+    live = dialect_facts(store.dialect.name).live_schema(DoctorContext(app, store, expected_schema(store)))
     return {t: list(columns.items()) for t, columns in live.tables.items()}, live.indexes, live.invalid
 
 
@@ -94,7 +94,7 @@ def test_a_list_with_a_gap_or_out_of_order_is_refused_where_it_is_made():
     def steps(dialect: Any) -> list[Any]:
         return []
 
-    one, two, three = (Migration(v, "test", steps) for v in (1, 2, 3))
+    one, two, three = (SchemaVersion(v, "test", steps) for v in (1, 2, 3))
     assert in_version_order(one, two, three) == (one, two, three)
     for wrong in ((one, three), (two, one, three), (two, three), ()):
         with pytest.raises(ValueError, match="versions 1 to N in order"):

@@ -56,3 +56,29 @@ def test_sqlite_migrates_itself(tmp_path):
 
     assert j.enqueue().id == 1
     app.store.close()
+
+
+def test_store_check_fails_where_the_first_statement_would(db_url, backend):
+    """``Store.check()``, what commands and embedded workers call at start-up: SQLite creates its
+    tables, a server without them raises SchemaError, and once migrated the check passes."""
+    from errands import SchemaError
+
+    app = Errands(db_url)
+    try:
+        if backend == "sqlite":
+            app.store.check()
+            assert app.store.current_version() == app.store.dialect.schema_version
+            return
+        with pytest.raises(SchemaError, match="errands migrate"):
+            app.store.check()
+        assert app.store.current_version() is None  # checked, not migrated
+        app.migrate()
+        app.store.check()
+    finally:
+        app.store.close()
+
+
+@pytest.mark.parametrize("kind", sorted(URLS))
+def test_store_check_on_an_unreachable_server(kind):
+    with pytest.raises(StoreUnavailable, match="127.0.0.1:1"):
+        Errands(URLS[kind]).store.check()

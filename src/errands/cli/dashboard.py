@@ -56,7 +56,7 @@ def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_au
 
     limits = ApiLimits.from_text(api_limits)
     app = ctx.app()
-    app.migrate() if app.store.dialect.auto_migrate else app.store.db.run(lambda cur: None)
+    app.store.check()  # SQLite: creates the tables; elsewhere a missing schema fails here
     web = create_dashboard(app, open_access=behind_host_auth, settings=AuthSettings(
         secure_cookies=not insecure_cookies), api_limits=limits)
     click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"

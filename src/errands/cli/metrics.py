@@ -44,7 +44,7 @@ def metrics(ctx: Context, host: str, port: int, multiproc_dir: str | None) -> No
     from ..metrics import registry_for
 
     app = ctx.app()
-    app.store.db.run(lambda cur: None)  # fail now, with a clear message, if the database is unreachable
+    app.store.check()  # fail now, with a clear message, if the database is unreachable
     app.close()  # that connection belongs to this thread; the serving thread opens its own
     registry = registry_for(app)
     if multiproc_dir:

@@ -132,7 +132,7 @@ def worker(ctx: Context, processes: int, **params: Any) -> None:
     """
     app = ctx.app(required=True)
     settings = worker_settings(params, app.default_queues)
-    app.store.db.run(lambda cur: None)  # fail fast on a missing schema, before forking
+    app.store.check()  # fail fast on a missing schema, before forking
     jobs = ", ".join(sorted(app.registry)) or "none"
     click.echo(f"errands worker: database {mask_url(app.database_url)}\n"
                f"  queues: {', '.join(settings.queues)} | processes: {processes} x concurrency "

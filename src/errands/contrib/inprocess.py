@@ -89,7 +89,7 @@ class InProcessWorker:
         with self._lock:
             if self.running:
                 raise ConfigurationError("this in-process worker is already running")
-            self.app.store.db.run(lambda cur: None)  # fail at start-up, in the caller, not later in a thread
+            self.app.store.check()  # fail at start-up, in the caller, not later in a thread
             settings = replace(self.settings, queues=self.queues or tuple(self.app.default_queues()))
             self.worker = Worker(self.app, settings)
             self.error = None

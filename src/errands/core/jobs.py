@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypedDict, TypeVar
 
 from .config import check_queue_name
 from .errors import BadPayload, ConfigurationError, EnqueueError, InvalidOption, JobCancelled, JobFailed, JobNotFound
 from .hooks import Enqueue, Hooks, enqueuing
-from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit
+from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
 from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, JobState, NewJob
@@ -146,6 +146,98 @@ there means "not set here": the next level's value applies)."""
 
 
 @dataclass(frozen=True)
+class JobSpec:
+    """Every option of ``@app.job(...)``, declared once: its type, its default and what it means.
+
+    ``app.job(**options)`` builds one, so an option is added here and nowhere else (``JobSpecArgs``
+    below is its typing mirror, held equal by a test).  The checks that need nothing but the
+    option run here, when the decorator is made; the ones that need the app's defaults (queue,
+    priority, attempts, timeout, backoff, retry rules) run in :meth:`JobDefaults.for_job`.  ``None``
+    means "not set on the job": the app's default applies (:class:`JobDefaults` gives the order)."""
+
+    name: str | None = None
+    """The job's name (None: ``module.qualname`` of the function)."""
+    queue: str | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+    backoff: BackoffSpec = None
+    jitter: float = 0.0
+    """A random share of each backoff delay added or taken (0.1: up to 10%)."""
+    timeout: float | None = None
+    """Seconds a run may take (``math.inf``: no limit even if the app sets one)."""
+    unique: bool = False
+    """While a run with the same arguments waits or runs, enqueueing returns it."""
+    keep_result: bool = False
+    """Keep the return value (``handle.result()``) for ``result_ttl`` seconds."""
+    result_ttl: float | None = None
+    """Seconds its kept result stays (None: the app's ``result_ttl``)."""
+    rate_limit: str | RateLimit | None = None
+    """At most N starts per period across every worker, e.g. ``"10/minute"`` (parsed here)."""
+    concurrency_limit: int | None = None
+    """At most N runs at once per group."""
+    concurrency_key: str | Callable[..., Any] | None = None
+    """The group: a string or a function of the job's arguments (None: the job's name)."""
+    retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None
+    """Only exceptions of these types (and subclasses) retry; any other goes to the dead letter at
+    once (None: every exception retries while attempts are left)."""
+    discard_on: Sequence[type[BaseException]] | type[BaseException] = ()
+    """Exception types that skip the remaining attempts."""
+    max_snoozes: int | None = None
+    """How many times a run may ``raise Snooze(...)`` before the dead letter."""
+    unique_for: float | None = None
+    """Seconds a unique key stays taken after its job ended (Oban's unique period)."""
+    cost: int | None = None
+    """Units of ``rate_limit`` one run uses (None: 1; ``using(cost=...)`` per call)."""
+    keep_traceback: bool | None = None
+    """Keep failed attempts' tracebacks (None: the app's ``keep_traceback``)."""
+
+    def __post_init__(self) -> None:
+        limit = self.concurrency_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigurationError(f"concurrency_limit must be a positive integer, got {limit!r}")
+        if self.result_ttl is not None and self.result_ttl <= 0:
+            raise ConfigurationError("result_ttl must be a positive number of seconds")
+        rate = None if self.rate_limit is None else parse_rate_limit(self.rate_limit)
+        try:
+            period = None if self.unique_for is None else check_unique_for(self.unique_for)
+            if self.cost is not None:
+                check_cost(self.cost)
+        except InvalidOption as exc:
+            raise ConfigurationError(str(exc)) from None
+        if self.cost is not None and rate is not None and self.cost > rate.count:
+            raise ConfigurationError(f"cost {self.cost} is more than the rate limit {rate} allows in a window: "
+                                     "such a run could never start")
+        object.__setattr__(self, "rate_limit", rate)  # as the worker reads them: parsed once, here
+        object.__setattr__(self, "unique_for", period)
+
+
+class JobSpecArgs(TypedDict, total=False):
+    """:class:`JobSpec`'s fields as keyword arguments: ``app.job(**options: Unpack[JobSpecArgs])``,
+    so mypy checks each option's name and type as it checked the old spelled-out signature (the
+    names and annotations must equal JobSpec's: tests/unit/test_option_declarations.py)."""
+
+    name: str | None
+    queue: str | None
+    priority: int
+    max_attempts: int | None
+    backoff: BackoffSpec
+    jitter: float
+    timeout: float | None
+    unique: bool
+    keep_result: bool
+    result_ttl: float | None
+    rate_limit: str | RateLimit | None
+    concurrency_limit: int | None
+    concurrency_key: str | Callable[..., Any] | None
+    retry_on: Sequence[type[BaseException]] | type[BaseException] | None
+    discard_on: Sequence[type[BaseException]] | type[BaseException]
+    max_snoozes: int | None
+    unique_for: float | None
+    cost: int | None
+    keep_traceback: bool | None
+
+
+@dataclass(frozen=True)
 class JobDefaults:
     """The app's defaults for its jobs, and the one place that decides which value a job gets.
 
@@ -185,13 +277,22 @@ class JobDefaults:
                           max_attempts=self.max_attempts if max_attempts is None else max_attempts,
                           timeout=None if limit == NO_TIMEOUT else limit, keep_result=keep_result)
 
-    def job_backoff(self, backoff: BackoffSpec, jitter: float) -> Backoff:
-        return make_backoff(self.backoff if backoff is None else backoff, jitter=jitter)
-
-    def job_policy(self, retry_on: Any, discard_on: Any, max_snoozes: int | None) -> RetryPolicy:
-        return RetryPolicy(retry_on=None if retry_on is None else _exception_types(retry_on, "retry_on"),
-                           discard_on=_exception_types(discard_on, "discard_on"),
-                           max_snoozes=self.max_snoozes if max_snoozes is None else max_snoozes)
+    def for_job(self, spec: JobSpec) -> tuple[JobOptions, Backoff, JobBehaviour]:
+        """What ``@app.job(...)`` makes of a job: its options, backoff and behaviour, each value the
+        job's own where ``spec`` sets one, else these defaults.  Raises as the decorator does:
+        ``ConfigurationError`` for the retry rules and the backoff, ``InvalidOption`` for a queue,
+        priority, attempts or timeout no enqueue could use."""
+        policy = RetryPolicy(retry_on=None if spec.retry_on is None else _exception_types(spec.retry_on, "retry_on"),
+                             discard_on=_exception_types(spec.discard_on, "discard_on"),
+                             max_snoozes=self.max_snoozes if spec.max_snoozes is None else spec.max_snoozes)
+        rate = spec.rate_limit if isinstance(spec.rate_limit, RateLimit) else None  # JobSpec parsed it
+        behaviour = JobBehaviour(unique=spec.unique, rate_limit=rate, concurrency_limit=spec.concurrency_limit,
+                                 concurrency_key=spec.concurrency_key, result_ttl=spec.result_ttl, policy=policy,
+                                 unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback)
+        options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
+                                   timeout=spec.timeout, keep_result=spec.keep_result).validated()
+        backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
+        return options, backoff, behaviour
 
 
 def _exception_types(value: Any, what: str) -> tuple[Any, ...]:

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypedDict
 
-from .alerts import parse_per_queue
+from .alerts import AlertThresholds, parse_per_queue
+from .config import check_queue_name
 from .errors import ConfigurationError
-from .retry import DEFAULT_MAX_SNOOZES, Backoff, make_backoff
+from .jobs import JobDefaults
+from .retry import DEFAULT_MAX_SNOOZES, BackoffSpec, make_backoff
 
 DAY = 86400.0
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
@@ -34,34 +38,113 @@ CLI_TOP_LEVEL = {"app": "app_path", "database-url": "database_url", "log-level":
                  "log-format": "log_format"}
 """``[tool.errands]`` keys read by the ``errands`` command itself, and click's parameter names."""
 
+_CODE_ONLY = MappingProxyType({"code_only": True})
+"""An ``AppOptions`` field that only code passes: no settings source reads it (``eager`` and
+``keep_traceback`` never were settings; making one a setting is a change of its own)."""
 
-_FIELDS: dict[str, tuple[type, bool]] = {
-    "database_url": (str, True), "lease": (float, False), "payload_limit": (int, False),
-    "table_prefix": (str, False), "default_queue": (str, False), "keep_results": (bool, False),
-    "result_ttl": (float, False), "failed_ttl": (float, True),
-    "max_attempts": (int, False), "backoff": (Backoff, False), "timeout": (float, True), "max_snoozes": (int, False),
-    "alert_dead_letter": (int, True), "alert_oldest_ready": (float, True), "alert_oldest_ready_per_queue": (dict, True),
-    "alert_no_worker": (bool, False), "alert_every": (float, False),
-}
-"""The keyword arguments of ``Errands(...)`` a settings source may give: (type, whether None is allowed)."""
 
-DEFAULTS: Mapping[str, Any] = {
-    "database_url": None, "lease": 30.0, "payload_limit": DEFAULT_PAYLOAD_LIMIT, "table_prefix": "errands_",
-    "default_queue": "default", "keep_results": False, "result_ttl": DAY, "failed_ttl": 30 * DAY,
-    "max_attempts": 3, "backoff": "exponential", "timeout": None, "max_snoozes": DEFAULT_MAX_SNOOZES,
-    "alert_dead_letter": None, "alert_oldest_ready": None, "alert_oldest_ready_per_queue": None,
-    "alert_no_worker": False, "alert_every": 30.0,
-}
-"""The one home of the app's defaults: ``Errands.__init__``'s signature reads them from here.
+@dataclass(frozen=True)
+class AppOptions:
+    """Every option of ``Errands(...)``, declared once: its type, its default, what it means and its
+    checks.  ``Errands(**options)`` builds one; :data:`DEFAULTS`, the settings sources' fields
+    (``AppSettings``, ``ERRANDS_*``, ``[tool.errands]``) and ``AppOptionArgs`` (the keywords' types for
+    mypy) are derived from these fields or checked against them, so an option is added here only.
 
-``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` are the defaults of
-the app's jobs: a job's own ``@app.job(...)`` options win over them, and a call's ``.using(...)``
-over those (:class:`errands.core.jobs.JobDefaults` applies that order, in one place).
+    ``default_queue``, ``max_attempts``, ``backoff``, ``timeout`` and ``max_snoozes`` are the
+    defaults of the app's jobs: a job's own ``@app.job(...)`` options win over them, and a call's
+    ``.using(...)`` over those (:class:`errands.core.jobs.JobDefaults` applies that order, in one place).
 
-The ``alert_*`` settings are the alert thresholds (:mod:`errands.core.alerts`), every one off by
-default: ``alert_dead_letter`` (entries), ``alert_oldest_ready`` (seconds, any queue),
-``alert_oldest_ready_per_queue`` (``{"mails": 60}``, or ``mails=60,reports=600`` as text),
-``alert_no_worker`` and ``alert_every`` (seconds between two evaluations across the fleet)."""
+    The ``alert_*`` options are the alert thresholds (:mod:`errands.core.alerts`), every one off by
+    default."""
+
+    database_url: str | None = None
+    """Where the jobs live (None: ``ERRANDS_DATABASE_URL``, then ``DATABASE_URL``, then
+    ``sqlite:///errands.db``)."""
+    lease: float = 30.0
+    """Seconds a claim holds without a heartbeat (at least 1)."""
+    payload_limit: int = DEFAULT_PAYLOAD_LIMIT
+    """The largest JSON payload, in bytes."""
+    table_prefix: str = "errands_"
+    """The prefix of every table (two apps with other prefixes share a database apart)."""
+    default_queue: str = "default"
+    """The queue of jobs that name none."""
+    keep_results: bool = False
+    """Keep every job's return value (else only jobs with ``keep_result``)."""
+    result_ttl: float = DAY
+    """Seconds results and cancellation records are kept."""
+    failed_ttl: float | None = 30 * DAY
+    """Seconds dead-letter entries are kept (None: for ever)."""
+    max_attempts: int = 3
+    """Attempts of a job that sets none."""
+    backoff: BackoffSpec = "exponential"
+    """Backoff of a job that sets none: a name, seconds, a list of delays or a callable."""
+    timeout: float | None = None
+    """Seconds a run of a job that sets none may take (None: no limit)."""
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+    """Times a job that sets none may ``raise Snooze(...)``."""
+    alert_dead_letter: int | None = None
+    """Alert when the dead letter holds at least this many entries."""
+    alert_oldest_ready: float | None = None
+    """Alert when some queue's oldest ready job has waited this many seconds."""
+    alert_oldest_ready_per_queue: Mapping[str, float] | None = None
+    """The same per named queue: ``{"mails": 60}`` (``mails=60,reports=600`` as text)."""
+    alert_no_worker: bool = False
+    """Alert when no worker has sent a heartbeat lately."""
+    alert_every: float = 30.0
+    """Seconds between two evaluations of the alerts across the fleet (at least 1)."""
+    eager: bool = field(default=False, metadata=_CODE_ONLY)
+    """Run jobs inline at enqueue (for tests; ``Errands.eager()`` for a block)."""
+    keep_traceback: bool = field(default=False, metadata=_CODE_ONLY)
+    """Keep each failed attempt's traceback (trimmed) in the error history."""
+
+    def __post_init__(self) -> None:
+        """The checks ``Errands(...)`` has always made, in the same order and with the same errors."""
+        if self.result_ttl <= 0 or (self.failed_ttl is not None and self.failed_ttl <= 0):
+            raise ConfigurationError("result_ttl and failed_ttl must be positive numbers of seconds")
+        if self.payload_limit <= 0:
+            raise ConfigurationError("payload_limit must be a positive number of bytes")
+        if self.lease < 1:
+            raise ConfigurationError("lease must be at least one second")
+        check_queue_name(self.default_queue)
+        _ = self.job_defaults, self.alert_thresholds  # each checks its own values
+
+    @cached_property
+    def job_defaults(self) -> JobDefaults:
+        """The defaults of the app's jobs (checked: ``ConfigurationError``)."""
+        return JobDefaults(self.default_queue, self.max_attempts, self.backoff, self.timeout, self.max_snoozes)
+
+    @cached_property
+    def alert_thresholds(self) -> AlertThresholds:
+        """The alert thresholds (checked: ``ConfigurationError``)."""
+        return AlertThresholds(self.alert_dead_letter, self.alert_oldest_ready,
+                               dict(self.alert_oldest_ready_per_queue or {}), bool(self.alert_no_worker),
+                               float(self.alert_every))
+
+
+class AppOptionArgs(TypedDict, total=False):
+    """:class:`AppOptions`' fields as keyword arguments: ``Errands(url, **options: Unpack[AppOptionArgs])``,
+    so mypy checks each option's name and type as it checked the old spelled-out signature (the
+    names and annotations must equal AppOptions': tests/unit/test_option_declarations.py)."""
+
+    database_url: str | None
+    lease: float
+    payload_limit: int
+    table_prefix: str
+    default_queue: str
+    keep_results: bool
+    result_ttl: float
+    failed_ttl: float | None
+    max_attempts: int
+    backoff: BackoffSpec
+    timeout: float | None
+    max_snoozes: int
+    alert_dead_letter: int | None
+    alert_oldest_ready: float | None
+    alert_oldest_ready_per_queue: Mapping[str, float] | None
+    alert_no_worker: bool
+    alert_every: float
+    eager: bool
+    keep_traceback: bool
 
 
 @dataclass(frozen=True)
@@ -184,20 +267,41 @@ def _as_per_queue(value: Any, text: Any) -> dict[str, float]:
     return parse_per_queue(text)
 
 
-_CONVERTERS: dict[type, Any] = {bool: _as_bool, int: _as_int, float: _as_float, str: _as_str, Backoff: _as_backoff,
-                                dict: _as_per_queue}
+_READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "bool": _as_bool, "int": _as_int, "float": _as_float, "str": _as_str, "BackoffSpec": _as_backoff,
+    "Mapping[str, float]": _as_per_queue}
+"""How a settings source's value (often text: a variable, a file) is read, by the option's declared type
+(an ``AppOptions`` field of a type missing here fails at import, not in a user's deployment)."""
+
+
+def _settings_fields() -> dict[str, tuple[Callable[[Any, Any], Any], bool]]:
+    found = {}
+    for option in fields(AppOptions):
+        if option.metadata.get("code_only"):
+            continue
+        declared = str(option.type)  # the annotation's text (``from __future__ import annotations``)
+        found[option.name] = (_READERS[declared.removesuffix(" | None")], declared.endswith(" | None"))
+    return found
+
+
+_FIELDS = _settings_fields()
+"""The options a settings source may give: (how its value is read, whether None is allowed), from
+:class:`AppOptions`' fields (all but ``eager`` and ``keep_traceback``, which only code passes)."""
+
+DEFAULTS: Mapping[str, Any] = MappingProxyType({option.name: option.default for option in fields(AppOptions)})
+"""Every option's default, read from :class:`AppOptions` (their one home); read-only."""
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:
     """The value as the field's type; a clear error names where a bad value came from."""
-    kind, nullable = _FIELDS[name]
+    read, nullable = _FIELDS[name]
     text = str(value).strip() if isinstance(value, str) else value
     try:
         if value is None or (nullable and isinstance(text, str) and text.lower() in ("none", "null")):
             if nullable:
                 return None
             raise ValueError("a value is required")
-        return _CONVERTERS[kind](value, text)
+        return read(value, text)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {value!r} is not a valid {name} ({exc})") from None
 

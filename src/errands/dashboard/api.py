@@ -31,7 +31,7 @@ from ..services.models import (
     BulkPlan,
     Cancelled,
     DeadLetterPage,
-    Enqueued,
+    EnqueuedJobs,
     EnqueueForm,
     FoundJob,
     JobDetail,
@@ -227,7 +227,7 @@ def api_cancel(d: Dashboard, request: Request, user: Principal, body: Any) -> Ca
     return Cancelled(ops.cancel_job(d.app, user.username, params.job_id(request)))
 
 
-def api_enqueue(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> Enqueued:
+def api_enqueue(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> EnqueuedJobs:
     delay = body.get("delay")
     if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))
                               or not 0 <= delay <= MAX_DELAY):  # NaN and the infinities fail this too
@@ -238,7 +238,7 @@ def api_enqueue(d: Dashboard, request: Request, user: Principal, body: dict[str,
     name = body.get("job")
     if not isinstance(name, str):
         raise HTTPException(400, "job must be the name of a registered job")
-    return Enqueued(ops.enqueue(d.app, user.username, name, body.get("args", []), body.get("kwargs", {}),
+    return EnqueuedJobs(ops.enqueue(d.app, user.username, name, body.get("args", []), body.get("kwargs", {}),
                                 queue=queue, delay=delay, copies=body.get("copies", 1)))
 
 
@@ -321,7 +321,7 @@ ENDPOINTS = (
     Endpoint("GET", "/api/periodic", api_periodic, ScheduleList),
     Endpoint("POST", "/api/periodic/{name}/run", api_periodic_run, PeriodicRun),
     Endpoint("GET", "/api/enqueue", api_jobs_form, EnqueueForm),
-    Endpoint("POST", "/api/enqueue", api_enqueue, Enqueued),
+    Endpoint("POST", "/api/enqueue", api_enqueue, EnqueuedJobs),
     Endpoint("GET", "/api/audit", api_audit, AuditLog),
     Endpoint("GET", "/api/users", api_users, UserList),
     Endpoint("GET", "/api/me", api_me, Me),

@@ -20,7 +20,7 @@ from ..store.registry import by_name
 from ..worker.liveness import alive_within, forget_worker_after
 from .commands import command, same_options
 from .connections import connections
-from .context import Context
+from .context import DoctorContext
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
 from .unreachable import Cause, explain
@@ -41,12 +41,12 @@ class DialectFacts(Protocol):
     UNREACHABLE: tuple[Cause, ...]
     DEFAULT_PORT: int
 
-    def before_connect(self, ctx: Context) -> Check | None: ...
-    def server(self, ctx: Context) -> Check: ...
-    def live_schema(self, ctx: Context) -> LiveSchema: ...
-    def claim_mode(self, ctx: Context) -> Check: ...
-    def settings(self, ctx: Context) -> list[Check]: ...
-    def jobs_table(self, ctx: Context) -> Check: ...
+    def before_connect(self, ctx: DoctorContext) -> Check | None: ...
+    def server(self, ctx: DoctorContext) -> Check: ...
+    def live_schema(self, ctx: DoctorContext) -> LiveSchema: ...
+    def claim_mode(self, ctx: DoctorContext) -> Check: ...
+    def settings(self, ctx: DoctorContext) -> list[Check]: ...
+    def jobs_table(self, ctx: DoctorContext) -> Check: ...
 
 
 def dialect_facts(dialect: str) -> DialectFacts:
@@ -74,7 +74,7 @@ def diagnose(app: Errands) -> Report:
         return report
     report.dialect = store.dialect.name
     facts = dialect_facts(store.dialect.name)
-    ctx = Context(app, store, expected_schema(store))
+    ctx = DoctorContext(app, store, expected_schema(store))
     try:
         blocked = facts.before_connect(ctx)
         if blocked is not None:
@@ -89,7 +89,7 @@ def diagnose(app: Errands) -> Report:
     return report
 
 
-def _steps(ctx: Context, facts: DialectFacts) -> Iterable[tuple[str, Callable[[], Check | list[Check]]]]:
+def _steps(ctx: DoctorContext, facts: DialectFacts) -> Iterable[tuple[str, Callable[[], Check | list[Check]]]]:
     """Each check after connectivity, in report order.  A generator, so that later steps see
     what earlier ones learned (the recorded version, the live schema)."""
     yield "server", lambda: facts.server(ctx)
@@ -141,7 +141,7 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
 
 
 # ---------------------------------------------------------------------- connectivity
-def connectivity(ctx: Context, facts: DialectFacts | None = None) -> Check:
+def connectivity(ctx: DoctorContext, facts: DialectFacts | None = None) -> Check:
     """Connect (the store's own way) and time one round trip on the open connection; a failure
     names its cause and the fix when the dialect knows the driver's message (``UNREACHABLE``)."""
     started = time.perf_counter()
@@ -167,7 +167,7 @@ def connectivity(ctx: Context, facts: DialectFacts | None = None) -> Check:
 
 
 # ---------------------------------------------------------------------- schema
-def schema_version(ctx: Context, facts: DialectFacts) -> Check:
+def schema_version(ctx: DoctorContext, facts: DialectFacts) -> Check:
     store = ctx.store
     ctx.live = facts.live_schema(ctx)
     recorded = ctx.recorded_version = store.current_version()
@@ -190,7 +190,7 @@ def schema_version(ctx: Context, facts: DialectFacts) -> Check:
     return Check("schema_version", Status.OK, f"version {recorded}, as this code needs", data=data)
 
 
-def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) -> Check:
+def _older_schema(ctx: DoctorContext, recorded: int, code: int, data: dict[str, Any]) -> Check:
     """An older recorded version: usually an upgrade not yet migrated; but if the newer versions'
     tables are all there, the version rows were lost (and migrating would trip over them)."""
     store = ctx.store
@@ -215,14 +215,14 @@ def _older_schema(ctx: Context, recorded: int, code: int, data: dict[str, Any]) 
                      "refuse to start until then", data=data)
 
 
-def _expected_now(ctx: Context) -> ExpectedSchema:
+def _expected_now(ctx: DoctorContext) -> ExpectedSchema:
     """What the recorded version should have put in place (the code's schema if it is current)."""
     if ctx.recorded_version is None or ctx.recorded_version >= ctx.store.dialect.schema_version:
         return ctx.expected
     return expected_schema(ctx.store, ctx.recorded_version)
 
 
-def _drift(ctx: Context) -> Drift:
+def _drift(ctx: DoctorContext) -> Drift:
     """The live schema against what the recorded version should have put in place, found once
     and kept on the context (schema_drift words all of it, claim_index reads one index)."""
     if ctx.drift is None:
@@ -231,7 +231,7 @@ def _drift(ctx: Context) -> Drift:
     return ctx.drift
 
 
-def schema_drift(ctx: Context) -> Check:
+def schema_drift(ctx: DoctorContext) -> Check:
     live, recorded = ctx.live, ctx.recorded_version
     if live is None or not recorded:
         return _not_checked("schema_drift", "no schema version is recorded")
@@ -277,7 +277,7 @@ def schema_drift(ctx: Context) -> Check:
                      + "\n".join(fixes), data=data)
 
 
-def claim_index(ctx: Context, facts: DialectFacts) -> Check:
+def claim_index(ctx: DoctorContext, facts: DialectFacts) -> Check:
     """The index the claim query needs, as errands defines it, and whether the planner uses it."""
     store = ctx.store
     name = store.dialect.claim_index_name
@@ -314,7 +314,7 @@ def claim_index(ctx: Context, facts: DialectFacts) -> Check:
 
 
 # ---------------------------------------------------------------------- clock
-def clock_skew(ctx: Context, samples: int = 3) -> Check:
+def clock_skew(ctx: DoctorContext, samples: int = 3) -> Check:
     """The database clock minus this host's, from the reading with the shortest round trip
     (its midpoint is when the database most likely read its clock)."""
     store = ctx.store
@@ -344,7 +344,7 @@ def clock_skew(ctx: Context, samples: int = 3) -> Check:
 
 
 # ---------------------------------------------------------------------- workers
-def workers(ctx: Context) -> Check:
+def workers(ctx: DoctorContext) -> Check:
     """The worker registry: who is alive, who stopped heart-beating, and whether ready jobs wait
     for a worker that is not there."""
     app, store = ctx.app, ctx.store

@@ -14,13 +14,13 @@ from ..services.operator import connection_bound, worker_registry
 from .model import Check, Status
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import DoctorContext
 
 SHARE_WARN = 0.8
 """Warn when the live fleet could take this share of the server's connections."""
 
 
-def connections(ctx: Context) -> Check:
+def connections(ctx: DoctorContext) -> Check:
     counts = ctx.store.insights.connections()
     if counts is None:
         return Check("connections", Status.INFO, "SQLite: no server connections to count")

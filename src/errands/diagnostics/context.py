@@ -3,7 +3,7 @@
 ``errands doctor`` must look without touching: the store's own ``run()`` first makes sure
 the schema is current, and on SQLite that means creating or upgrading the tables, which
 would hide exactly what the doctor is asked to find.  So checks read through
-:meth:`Context.read`, the store's connection and error mapping minus that step.
+:meth:`DoctorContext.read`, the store's connection and error mapping minus that step.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ T = TypeVar("T")
 
 
 @dataclass
-class Context:
+class DoctorContext:
+    """What one run of ``errands doctor`` shares among its checks (the CLI's click object is
+    ``errands.cli.context.Context``)."""
+
     app: Errands
     store: Store
     expected: ExpectedSchema

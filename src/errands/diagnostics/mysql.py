@@ -23,7 +23,7 @@ from .unreachable import Cause
 
 if TYPE_CHECKING:
     from ..store.dialects.mysql import MySQLDialect
-    from .context import Context
+    from .context import DoctorContext
 
 _UNKNOWN_VARIABLE = 1193
 FREE_WARN_BYTES = 64 * 1024 * 1024
@@ -52,11 +52,11 @@ UNREACHABLE = (
 DEFAULT_PORT = 3306
 
 
-def before_connect(ctx: Context) -> Check | None:
+def before_connect(ctx: DoctorContext) -> Check | None:
     return None
 
 
-def _dialect(ctx: Context) -> MySQLDialect:
+def _dialect(ctx: DoctorContext) -> MySQLDialect:
     return ctx.store.dialect  # type: ignore[return-value]
 
 
@@ -65,14 +65,14 @@ def _one(cur: Any, sql: str, params: Any = None) -> Any:
     return cur.fetchone()
 
 
-def server(ctx: Context) -> Check:
+def server(ctx: DoctorContext) -> Check:
     version, comment = ctx.read(lambda cur: _one(cur, "SELECT @@version, @@version_comment"))
     kind = "MariaDB" if "mariadb" in f"{version} {comment}".lower() else "MySQL"
     return Check("server", Status.INFO, f"{kind} {version} ({comment})",
                  data={"version": version, "comment": comment, "kind": kind})
 
 
-def live_schema(ctx: Context) -> LiveSchema:
+def live_schema(ctx: DoctorContext) -> LiveSchema:
     prefix = ctx.store.prefix
 
     def read(cur: Any) -> LiveSchema:
@@ -102,7 +102,7 @@ def live_schema(ctx: Context) -> LiveSchema:
     return ctx.read(read)
 
 
-def claim_mode(ctx: Context) -> Check:
+def claim_mode(ctx: DoctorContext) -> Check:
     dialect = _dialect(ctx)
     works = ctx.read(dialect.supports_skip_locked)
     forced = None if dialect.claim_setting == "auto" else dialect.claim_setting
@@ -145,7 +145,7 @@ def _session_variable(cur: Any, names: tuple[str, str]) -> tuple[str, str]:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def settings(ctx: Context) -> list[Check]:
+def settings(ctx: DoctorContext) -> list[Check]:
     prefix = ctx.store.prefix
 
     def read(cur: Any) -> tuple[tuple[str, str], str, list[tuple[str, str]]]:
@@ -185,7 +185,7 @@ def settings(ctx: Context) -> list[Check]:
     return checks
 
 
-def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
+def jobs_table(ctx: DoctorContext, *, free_warn_bytes: int = FREE_WARN_BYTES,
                free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
     table = ctx.store.dialect.t_jobs
 

@@ -23,7 +23,7 @@ from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
 from .unreachable import Cause
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .context import DoctorContext
 
 MIN_VERSION_NUM = 120000
 """The claim statement uses ``WITH ... AS MATERIALIZED`` (PostgreSQL 12)."""
@@ -59,11 +59,11 @@ UNREACHABLE = (
 DEFAULT_PORT = 5432
 
 
-def before_connect(ctx: Context) -> Check | None:
+def before_connect(ctx: DoctorContext) -> Check | None:
     return None
 
 
-def server(ctx: Context) -> Check:
+def server(ctx: DoctorContext) -> Check:
     version, num = ctx.read(lambda cur: cur.execute(
         "SELECT current_setting('server_version'), current_setting('server_version_num')::int").fetchone())
     data = {"version": version, "version_num": num}
@@ -73,7 +73,7 @@ def server(ctx: Context) -> Check:
     return Check("server", Status.INFO, f"PostgreSQL {version}", data=data)
 
 
-def live_schema(ctx: Context) -> LiveSchema:
+def live_schema(ctx: DoctorContext) -> LiveSchema:
     prefix = ctx.store.prefix
 
     def read(cur: Any) -> LiveSchema:
@@ -111,7 +111,7 @@ def live_schema(ctx: Context) -> LiveSchema:
     return ctx.read(read)
 
 
-def claim_mode(ctx: Context) -> Check:
+def claim_mode(ctx: DoctorContext) -> Check:
     return Check("claim_mode", Status.OK, "SKIP LOCKED: one statement picks ready rows FOR UPDATE SKIP LOCKED and "
                  "reserves them, so workers never wait on each other's rows", data={"mode": "skip_locked"})
 
@@ -125,12 +125,12 @@ def _options(text: str) -> dict[str, str]:
     return {k.strip().lower(): v.strip() for k, v in pairs}
 
 
-def settings(ctx: Context) -> list[Check]:
+def settings(ctx: DoctorContext) -> list[Check]:
     """Autovacuum on the jobs table, then the pooler in force and how idle workers are woken."""
     return [*_autovacuum(ctx), *pooler_checks(ctx)]
 
 
-def _autovacuum(ctx: Context) -> list[Check]:
+def _autovacuum(ctx: DoctorContext) -> list[Check]:
     table = ctx.store.dialect.t_jobs
     expected = ctx.expected.tables.get(table)
     wanted = _options(expected.options) if expected else {}
@@ -239,7 +239,7 @@ def _wakeup(dialect: PostgresDialect) -> Check:
                  f"up a new job within milliseconds (--sleep, default {SLEEP:g} s, is only a safety poll)", data=data)
 
 
-def pooler_checks(ctx: Context) -> list[Check]:
+def pooler_checks(ctx: DoctorContext) -> list[Check]:
     """Which pooler mode is in force (configured and seen), and how idle workers are woken."""
     dialect = cast(PostgresDialect, ctx.store.dialect)
     try:
@@ -252,7 +252,7 @@ def pooler_checks(ctx: Context) -> list[Check]:
     return [Check("postgres_pooler", status, detail, fix=fix, data=data), _wakeup(dialect)]
 
 
-def jobs_table(ctx: Context, *, dead_warn_rows: int = DEAD_WARN_ROWS,
+def jobs_table(ctx: DoctorContext, *, dead_warn_rows: int = DEAD_WARN_ROWS,
                dead_warn_fraction: float = DEAD_WARN_FRACTION) -> Check:
     table = ctx.store.dialect.t_jobs
 

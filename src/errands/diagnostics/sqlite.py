@@ -22,7 +22,7 @@ from .unreachable import Cause
 
 if TYPE_CHECKING:
     from ..store.dialects.sqlite import SQLiteDialect
-    from .context import Context
+    from .context import DoctorContext
 
 BUSY_TIMEOUT_WARN_MS = 5000
 FREE_WARN_BYTES = 64 * 1024 * 1024
@@ -35,7 +35,7 @@ UNREACHABLE: tuple[Cause, ...] = ()
 DEFAULT_PORT = 0
 
 
-def _dialect(ctx: Context) -> SQLiteDialect:
+def _dialect(ctx: DoctorContext) -> SQLiteDialect:
     return ctx.store.dialect  # type: ignore[return-value]
 
 
@@ -49,7 +49,7 @@ def _file_journal(path: str) -> str | None:
     return "wal" if header[18] == 2 and header[19] == 2 else "rollback journal"
 
 
-def before_connect(ctx: Context) -> Check | None:
+def before_connect(ctx: DoctorContext) -> Check | None:
     """Refuse to go on when the file does not exist: connecting would create an empty one."""
     path = _dialect(ctx).path
     if path == ":memory:":
@@ -101,13 +101,13 @@ def _has_table(path: str, table: str) -> bool | None:
         conn.close()
 
 
-def server(ctx: Context) -> Check:
+def server(ctx: DoctorContext) -> Check:
     version = ctx.read(lambda cur: cur.execute("SELECT sqlite_version()").fetchone()[0])
     return Check("server", Status.INFO, f"SQLite {version}, the library inside each errands process "
                  f"(file {ctx.before.get('path', ':memory:')})", data={"version": version})
 
 
-def live_schema(ctx: Context) -> LiveSchema:
+def live_schema(ctx: DoctorContext) -> LiveSchema:
     prefix = ctx.store.prefix
 
     def read(cur: Any) -> LiveSchema:
@@ -136,13 +136,13 @@ def live_schema(ctx: Context) -> LiveSchema:
     return ctx.read(read)
 
 
-def claim_mode(ctx: Context) -> Check:
+def claim_mode(ctx: DoctorContext) -> Check:
     return Check("claim_mode", Status.OK, "one UPDATE ... RETURNING per claim; SQLite has a single writer "
                  "(each write starts with BEGIN IMMEDIATE), so two claims never take the same job",
                  data={"mode": "update_returning"})
 
 
-def settings(ctx: Context) -> list[Check]:
+def settings(ctx: DoctorContext) -> list[Check]:
     def read(cur: Any) -> tuple[str, int, int]:
         journal = cur.execute("PRAGMA journal_mode").fetchone()[0].lower()
         busy = int(cur.execute("PRAGMA busy_timeout").fetchone()[0])
@@ -153,7 +153,7 @@ def settings(ctx: Context) -> list[Check]:
     return [_journal_check(ctx, journal, sync), _synchronous_check(ctx, journal, sync), _busy_check(busy)]
 
 
-def _journal_check(ctx: Context, journal: str, sync: int) -> Check:
+def _journal_check(ctx: DoctorContext, journal: str, sync: int) -> Check:
     data = {"journal_mode": journal, "journal_on_disk_before": ctx.before.get("journal_on_disk"),
             "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}.get(sync, str(sync))}
     if ctx.before.get("memory"):
@@ -189,7 +189,7 @@ def _not_wal(mode: str, journal: str, data: dict[str, Any]) -> Check:
                  "durability statements are for WAL (see journal mode)", data=data)
 
 
-def _synchronous_check(ctx: Context, journal: str, sync: int) -> Check:
+def _synchronous_check(ctx: DoctorContext, journal: str, sync: int) -> Check:
     """The durability of a commit: what ``PRAGMA synchronous`` is on errands' connections, in words."""
     dialect = _dialect(ctx)
     mode = _SYNC_NAMES.get(sync, str(sync))
@@ -225,7 +225,7 @@ def _busy_check(busy: int) -> Check:
     return Check("sqlite_busy_timeout", Status.OK, f"busy_timeout {busy} ms: writers wait for the lock", data=data)
 
 
-def jobs_table(ctx: Context, *, free_warn_bytes: int = FREE_WARN_BYTES,
+def jobs_table(ctx: DoctorContext, *, free_warn_bytes: int = FREE_WARN_BYTES,
                free_warn_fraction: float = FREE_WARN_FRACTION) -> Check:
     table = ctx.store.dialect.t_jobs
 

@@ -21,6 +21,10 @@ class ReadModel:
     """Base of every read model (each subclass is a dataclass)."""
 
     schema_description: ClassVar[str] = ""
+    schema_name: ClassVar[str] = ""
+    """The model's name in the OpenAPI document when it differs from the class's: a class renamed
+    in the code keeps the schema name clients were generated from (set on the class itself; a
+    subclass does not inherit it)."""
 
     def to_json(self) -> dict[str, Any]:
         """The model as JSON-ready data: nested models become objects, tuples lists."""
@@ -61,7 +65,7 @@ class ReadModel:
     def json_schema(cls, components: dict[str, Any]) -> dict[str, Any]:
         """A reference to this model's JSON schema, which is added (with every model it nests) to
         ``components`` (the OpenAPI document's ``components.schemas``)."""
-        name = cls.__name__
+        name = vars(cls).get("schema_name") or cls.__name__
         if name not in components:
             components[name] = {}  # a placeholder first: a model may nest itself
             hints = get_type_hints(cls)
@@ -165,7 +169,7 @@ class Overview(ReadModel):
 
 
 @dataclass(eq=False)
-class WorkerRow(ReadModel):
+class RegisteredWorker(ReadModel):
     """A worker process as its registry row says, and whether it still heart-beats, judged by its own lease."""
 
     id: str
@@ -189,7 +193,7 @@ class WorkerRow(ReadModel):
 
 
 @dataclass(eq=False)
-class WorkerView(WorkerRow):
+class WorkerView(RegisteredWorker):
     """A worker with the ids of the jobs it holds now, and its database connections: those the
     server counts for its process (PostgreSQL; None where the server cannot tell) and the most it
     can hold (claim and settle, heartbeat, listener, and the shared pool's bound)."""
@@ -452,8 +456,10 @@ class EnqueueableJob(ReadModel):
 
 
 @dataclass(eq=False)
-class Schedule(ReadModel):
+class ScheduleView(ReadModel):
     """A periodic job: its cron, the last slot run and the next three."""
+
+    schema_name = "Schedule"  # errands.Schedule is the app's periodic job; the API's name stays
 
     name: str
     cron: str
@@ -516,7 +522,9 @@ class QueueList(ReadModel):
 
 @dataclass(eq=False)
 class ScheduleList(ReadModel):
-    schedules: list[Schedule]
+    """The app's periodic jobs."""
+
+    schedules: list[ScheduleView]
 
 
 @dataclass(eq=False)
@@ -569,7 +577,10 @@ class Cancelled(ReadModel):
 
 
 @dataclass(eq=False)
-class Enqueued(ReadModel):
+class EnqueuedJobs(ReadModel):
+    """The ids of the jobs an enqueue stored."""
+
+    schema_name = "Enqueued"  # errands.testing.Enqueued is a job in users' tests; the API's name stays
     ids: list[int]
 
 

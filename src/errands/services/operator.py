@@ -3,6 +3,16 @@
 Pages and API endpoints call these functions and nothing else; these call the store's
 verbs and nothing else.  Every action that changes something writes one line to the
 audit log with who did it.
+
+These functions are the audited door, and the only one.  ``Errands.retry_failed``,
+``forget_failed``, ``pause_queue``, ``resume_queue``, ``cancel`` and ``recover_stale`` (and
+``handle.cancel()``, ``app.workflows.cancel()``) are the library API and write no audit line, as
+Oban's ``Oban.cancel_job`` or Sidekiq's ``RetrySet#retry_all`` write none: a call from code has no
+person behind it to name, code may call them in bulk or in a hot path (a job cancelling its
+siblings; a line each would bury the people's actions and add a write to every call), and these
+functions call them, so auditing there would write every line twice.  Code whose actions belong in
+the log (a deploy script, an admin command of the host application) calls the function here with an
+actor of its own: ``set_paused(app, "deploy", "mails", True)``.  docs/dashboard.md, "The audit log".
 """
 
 from __future__ import annotations
@@ -51,10 +61,10 @@ from .models import (
     QueueView,
     ReadModel,
     Recovered,
-    Schedule,
+    RegisteredWorker,
+    ScheduleView,
     Searched,
     Throughput,
-    WorkerRow,
     WorkerView,
 )
 from .workflows import workflow_of
@@ -122,7 +132,7 @@ COUNTED = ("ready", "delayed", "blocked", "running", "stale", "failed")
 """The states a queue's counts hold."""
 
 
-def queue_rows(app: Errands, now: datetime, workers: list[WorkerRow]) -> list[QueueRow]:
+def queue_rows(app: Errands, now: datetime, workers: list[RegisteredWorker]) -> list[QueueRow]:
     """Every queue that matters (registered, paused, holding jobs, recently busy, served by a worker),
     with its counts per state, which of them are lower bounds, and its oldest ready job's age."""
     store = app.store
@@ -161,7 +171,7 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> Throug
     return Throughput(window, step, start.isoformat(), succeeded, failed, sum(succeeded), sum(failed))
 
 
-def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow]:
+def worker_registry(app: Errands, now: datetime | None = None) -> list[RegisteredWorker]:
     """The workers table as the pages show it, and whether each one is alive (one small read): by its
     own lease, recorded when it registered, never by this app's (``errands.worker.liveness``)."""
     store = app.store
@@ -171,7 +181,7 @@ def worker_registry(app: Errands, now: datetime | None = None) -> list[WorkerRow
         age = (now - w.heartbeat_at).total_seconds()
         # Judged by its own lease, as its claims are: alive exactly as long as its jobs are not stale.
         within = alive_within(_finite(w.lease), app.lease)
-        out.append(WorkerRow(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
+        out.append(RegisteredWorker(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
                              _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= within,
                              _finite(w.lease), _finite(w.heartbeat_every), within))
     return out
@@ -628,7 +638,7 @@ def enqueue_one(app: Errands, actor: str, name: str, args: list[Any], kwargs: di
     return handle.id
 
 
-def periodic_view(app: Errands) -> list[Schedule]:
+def periodic_view(app: Errands) -> list[ScheduleView]:
     """The app's schedules: cron, time zone, the last slot run and the next three."""
     store = app.store
     last = store.features.periodic_slots()
@@ -639,7 +649,7 @@ def periodic_view(app: Errands) -> list[Schedule]:
         for _ in range(3):
             moment = schedule.cron.next_after(moment)
             nexts.append(moment.isoformat())
-        out.append(Schedule(name, schedule.cron.expression, getattr(schedule.cron.tz, "key", "UTC"),
+        out.append(ScheduleView(name, schedule.cron.expression, getattr(schedule.cron.tz, "key", "UTC"),
                             _iso(last.get(name)), nexts, schedule.job.options.queue))
     return out
 

@@ -57,6 +57,19 @@ class Store:
         """Create or upgrade the tables, up to version ``to`` if given (see :meth:`Database.migrate`)."""
         return self.db.migrate(progress, to=to, cursor=cursor)
 
+    def check(self) -> None:
+        """Connect now and check the schema (SQLite: create or upgrade it), or raise: ``SchemaError``
+        when errands' tables are missing or at another version, ``StoreUnavailable`` when the
+        database cannot be reached.
+
+        Every statement checks the schema once per process anyway; this exists for the processes
+        that must fail at start-up, in their caller and with a clear message, rather than later in
+        a forked child, a worker thread or the first request: ``errands worker`` (before forking),
+        ``errands dashboard`` and ``errands metrics``, ``manage.py errands_worker`` and the
+        in-process worker (before their thread starts).  It costs one borrowed connection and no
+        statement once the schema was checked."""
+        self.db.run(_connected)
+
     def current_version(self) -> int | None:
         """The recorded schema version; None when errands' tables do not exist (never migrates)."""
         return self.db.current_version()
@@ -87,3 +100,7 @@ class Store:
     def close(self) -> None:
         """Close every connection this process opened, in any thread."""
         self.db.close()
+
+
+def _connected(cursor: Any) -> None:
+    """Nothing to run: :meth:`Store.check` needs only the schema check and the connection ``run`` makes."""

@@ -73,7 +73,7 @@ Migrations = list[tuple[int, list[str | Step]]]
 """Each version with its statements for one dialect (:meth:`Dialect.migrations`)."""
 
 
-class Migration(NamedTuple):
+class SchemaVersion(NamedTuple):
     """One schema version of one dialect: its number, what it brings, and its statements.
 
     ``steps(dialect)`` returns the version's statements in the order they run, table names
@@ -88,7 +88,7 @@ class Migration(NamedTuple):
     steps: Callable[[Dialect], list[str | Step]]
 
 
-def in_version_order(*migrations: Migration) -> tuple[Migration, ...]:
+def in_version_order(*migrations: SchemaVersion) -> tuple[SchemaVersion, ...]:
     """A dialect's migrations, checked as they are listed (at import): versions 1, 2, ... N, in
     that order, with none missing.  The version a dialect's code needs is derived from the list
     (:attr:`Dialect.schema_version`), so adding a version is appending one migration."""
@@ -185,7 +185,7 @@ class Dialect(ABC):
     lock_rows_skip: str = " FOR UPDATE SKIP LOCKED"
     #: Override: the schema, version by version: ``MIGRATIONS`` of the module beside the dialect's
     #: (``sqlite_migrations`` for ``sqlite``), built with :func:`in_version_order`.
-    MIGRATIONS: tuple[Migration, ...] = ()
+    MIGRATIONS: tuple[SchemaVersion, ...] = ()
     #: Appended to ``LIKE ?``: the pattern's backslash escapes wildcards (SQLite has no default).
     like_escape = " ESCAPE '\\'"
     #: Whether the first use creates the tables (SQLite: a file nobody else shares a server for).

@@ -9,7 +9,7 @@ edited, because a database that recorded it never runs it again.
 
 from __future__ import annotations
 
-from .base import Dialect, Migration, Step, in_version_order
+from .base import Dialect, SchemaVersion, Step, in_version_order
 
 
 def _version_1(d: Dialect) -> list[str | Step]:
@@ -160,14 +160,16 @@ def _version_9(d: Dialect) -> list[str | Step]:
 
 
 MIGRATIONS = in_version_order(
-    Migration(1, "the jobs table with its claim and lease indexes, the dead letter, the workers registry", _version_1),
-    Migration(2, "features: unique keys, dependencies, batches, limits, results, schedules, paused queues", _version_2),
-    Migration(3, "the dashboard's tables (users, sessions, remember-me tokens, login attempts, audit, stats) and the "
-              "blocked jobs' index", _version_3),
-    Migration(4, "labels, rate-limit costs, unique periods, the error history (issue 14)", _version_4),
-    Migration(5, "workflows: dependency counts, batch names and policies, the steps table", _version_5),
-    Migration(6, "how often each job snoozed", _version_6),
-    Migration(7, "each worker's own lease and heartbeat interval", _version_7),
-    Migration(8, "limits per queue, set from the dashboard", _version_8),
-    Migration(9, "the alerts table: whether each alert threshold is crossed", _version_9),
+    SchemaVersion(1, "the jobs table with its claim and lease indexes, the dead letter, the workers registry",
+                  _version_1),
+    SchemaVersion(2, "features: unique keys, dependencies, batches, limits, results, schedules, paused queues",
+                  _version_2),
+    SchemaVersion(3, "the dashboard's tables (users, sessions, remember-me tokens, login attempts, audit, stats) "
+                  "and the blocked jobs' index", _version_3),
+    SchemaVersion(4, "labels, rate-limit costs, unique periods, the error history (issue 14)", _version_4),
+    SchemaVersion(5, "workflows: dependency counts, batch names and policies, the steps table", _version_5),
+    SchemaVersion(6, "how often each job snoozed", _version_6),
+    SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
+    SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
+    SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
 )

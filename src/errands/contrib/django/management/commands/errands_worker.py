@@ -139,7 +139,7 @@ class Command(BaseCommand):
         settings = worker_settings({**options, "queues": options["queues"] or _env_queues()},
                                    backend.worker_queues)
         try:
-            app.store.db.run(lambda cur: None)  # a missing schema or an unreachable database fails here, once
+            app.store.check()  # a missing schema or an unreachable database fails here, once
         except SchemaError as exc:
             raise CommandError(f"{exc} (with 'errands.contrib.django' in INSTALLED_APPS, manage.py migrate "
                                "creates the tables; or run manage.py errands_migrate, which also creates those "
