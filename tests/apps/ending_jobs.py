@@ -51,6 +51,15 @@ def dies(code: int) -> None:
     os._exit(code)
 
 
+def _broken_backoff(attempt: int) -> float:
+    raise ZeroDivisionError("a backoff with a bug")
+
+
+@app.job(name="badly_backed_off", queue="endings", max_attempts=3, backoff=_broken_backoff)
+def badly_backed_off() -> None:
+    raise ValueError("first failure")
+
+
 @app.job(name="held", queue="held", max_attempts=1)
 def held(order: int) -> None:
     """Claimed by the tests as a worker that then dies (its lease lapses); never run."""

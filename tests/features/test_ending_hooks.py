@@ -65,6 +65,16 @@ def test_settling_a_failure_fires_on_retry_then_on_dead_once(eapp, hook_log):
     assert handle.status() is JobState.FAILED
 
 
+def test_a_backoff_that_raises_costs_its_job_never_the_worker(eapp, hook_log):
+    handle = ending_jobs.badly_backed_off.enqueue()
+    other = ending_jobs.fails.enqueue(1)
+    eapp.run_until_empty(["endings"])
+    [dead, _] = sorted(heard(hook_log), key=lambda line: line["id"] != handle.id)
+    assert dead["id"] == handle.id and dead["error_type"] == "errands.SettleError"
+    assert "ZeroDivisionError" in dead["error_message"] and "first failure" in dead["error_message"]
+    assert other.status() is JobState.FAILED, "the worker went on with the other job"
+
+
 @pytest.mark.parametrize("job, error_type", [("overruns", "errands.JobTimeout"), ("dies", "errands.WorkerDied")])
 def test_the_supervisor_fires_on_dead_once_for_a_run_it_killed_or_lost(eapp, hook_log, db_url, tmp_path, job,
                                                                         error_type):

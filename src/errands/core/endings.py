@@ -26,7 +26,7 @@ from .context import context_of
 from .errors import BadPayload
 from .hooks import call_on_dead, call_on_retry, chain_of
 from .host import AppHost
-from .payload import encode_result, safe_text
+from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
 from .rows import FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 
@@ -152,7 +152,19 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
 
     ``outcome.row`` carries the attempts counted at claim time and the snoozes so far, so this is
     a pure function; the store applies what it returns, conditional on the run still being its
-    worker's."""
+    worker's.  It never raises: a job's own code it calls (its backoff, the encoding of what its
+    handler returned) may, and then the job goes to the dead letter saying why (errands.SettleError),
+    rather than the worker, the supervisor or a recovery failing on it."""
+    try:
+        return _decide(outcome, policy)
+    except Exception as exc:  # a job's backoff or return value raised: that costs the job, never its caller
+        row = outcome.row
+        return Buried(row.id, row.attempts, "errands.SettleError", safe_text(
+            f"deciding how this attempt ends failed ({type(exc).__name__}: {exc}); the attempt ended with "
+            f"{outcome.error_text if outcome.error_type else 'success'}", ERROR_TEXT_CAP))
+
+
+def _decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     row, result = outcome.row, outcome.result
     if result is Result.OK:
         return _completed(row, outcome.value, policy)
@@ -161,8 +173,8 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     if result is Result.SNOOZED:
         return _snoozed(outcome, policy)
     delay = retry_delay(row.attempts, row.max_attempts, None if result is Result.LOST else policy.backoff,
-                         retryable=result is not Result.FATAL, requested_delay=outcome.retry_delay,
-                         error=outcome.exc, policy=policy.retry)
+                        retryable=result is not Result.FATAL, requested_delay=outcome.retry_delay,
+                        error=outcome.exc, policy=policy.retry)
     trace = _traceback(outcome.exc) if policy.keep_traceback else None
     if delay is not None:
         return RetryAt(row.id, row.attempts, delay, outcome.error_type, outcome.error_message, trace)

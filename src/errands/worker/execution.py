@@ -59,8 +59,9 @@ def row_problem(row: ClaimedJob) -> str | None:
     timeout = row.timeout
     if timeout is not None and (type(timeout) not in (float, int) or not 0 < timeout < math.inf):
         return f"the stored timeout {safe_text(repr(timeout), 40)} is not a positive number of seconds"
-    if type(row.attempts) is not int or type(row.max_attempts) is not int or type(row.flags) is not int:
-        return "the stored attempts, max_attempts or flags are not integers"
+    if type(row.attempts) is not int or type(row.max_attempts) is not int or type(row.flags) is not int \
+            or type(row.snoozes) is not int:
+        return "the stored attempts, max_attempts, flags or snoozes are not integers"
     return None
 
 
