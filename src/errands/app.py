@@ -25,16 +25,12 @@ from .worker.eager import run_inline
 from .worker.runner import Worker
 from .worker.settings import WorkerSettings
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from .worker.settings import WorkerOptions
-
 if TYPE_CHECKING:  # typing_extensions is no runtime dependency: Unpack only types ``**options``
     from typing_extensions import Unpack
 
     from .core.jobs import JobSpecArgs
     from .core.settings import AppOptionArgs
+    from .worker.settings import WorkerOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
