@@ -49,12 +49,29 @@ ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_poole
                       "tests/packaging/test_distribution.py", "tests/browser/test_dashboard_layout.py"}
 
 
+CLAIM_MODE_DIRS = ("tests/store/", "tests/worker/", "tests/features/", "tests/e2e/")
+"""Where MariaDB also runs in the conditional-UPDATE claim mode (``mariadb-update``): that mode changes
+only how a worker claims and how stale leases are locked for recovery, which the store's, the worker's,
+the features' and the end-to-end tests exercise.  The dashboard, CLI, robustness and observability
+tests read and change jobs through the same statements in either mode, so there the second MariaDB
+run only doubled their time (some 160 tests).  A test that names its backends itself keeps them."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The slow tests (many processes, servers restarted) first, the rest after them in their order:
-    in parallel runs the long ones then overlap the short ones instead of trailing alone at the end."""
+    in parallel runs the long ones then overlap the short ones instead of trailing alone at the end.
+    ``mariadb-update`` runs only where the claim mode matters (:data:`CLAIM_MODE_DIRS`)."""
     def slow(item: pytest.Item) -> bool:
         return item.get_closest_marker("slow") is not None or item.nodeid.split("::", 1)[0] in ONE_WORKER_MODULES
 
+    def same_in_both_modes(item: pytest.Item) -> bool:
+        asked = any(m.args and m.args[0] == "backend" for m in item.iter_markers("parametrize"))
+        return "mariadb-update" in item.nodeid and not asked and not item.nodeid.startswith(CLAIM_MODE_DIRS)
+
+    deselected = [i for i in items if same_in_both_modes(i)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [i for i in items if not same_in_both_modes(i)]
     items[:] = [i for i in items if slow(i)] + [i for i in items if not slow(i)]
 
 

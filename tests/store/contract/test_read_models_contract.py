@@ -165,11 +165,12 @@ def test_sessions_and_remember_tokens_expire_and_rotate_by_the_database_clock(st
     store.accounts.create_session("long", user_id, "csrf-1", 300.0)
     after = store.now()
     store.accounts.create_session("short", user_id, "csrf-2", 0.05)
+    made = store.now()  # (read after the insert: the short session expires 0.05 s after a moment before this)
     session = store.accounts.get_session("long")
     assert session is not None and session.csrf == "csrf-1" and session.user.username == "ann"
     assert within(session.expires_at, before + timedelta(seconds=300), after + timedelta(seconds=300))
     assert store.accounts.get_user("ann").last_login_at is not None  # type: ignore[union-attr]
-    wait_for_db_clock(store, after + timedelta(seconds=0.05))
+    wait_for_db_clock(store, made + timedelta(seconds=0.05))
     assert store.accounts.get_session("short") is None
     digest = "d" * 64
     store.accounts.create_remember("sel", digest, user_id, 300.0)
