@@ -49,12 +49,15 @@ ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_poole
                       "tests/packaging/test_distribution.py", "tests/browser/test_dashboard_layout.py"}
 
 
-CLAIM_MODE_DIRS = ("tests/store/", "tests/worker/", "tests/features/", "tests/e2e/")
+CLAIM_MODE_DIRS = ("tests/store/", "tests/worker/", "tests/features/", "tests/e2e/", "tests/cli/test_commands.py",
+                   "tests/robustness/test_held_once.py", "tests/robustness/test_poison_inputs.py",
+                   "tests/robustness/test_refused_settle.py")
 """Where MariaDB also runs in the conditional-UPDATE claim mode (``mariadb-update``): that mode changes
 only how a worker claims and how stale leases are locked for recovery, which the store's, the worker's,
-the features' and the end-to-end tests exercise.  The dashboard, CLI, robustness and observability
-tests read and change jobs through the same statements in either mode, so there the second MariaDB
-run only doubled their time (some 160 tests).  A test that names its backends itself keeps them."""
+the features', the end-to-end tests and these few others exercise.  The dashboard, the other CLI and
+robustness tests and the observability tests read and change jobs through the same statements in
+either mode, so there the second MariaDB run only doubled their time (some 140 tests).  A test that
+names its backends itself keeps them."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
