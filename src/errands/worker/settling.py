@@ -217,15 +217,16 @@ class Settling:
                       len(done), safe_text(exc, 300))
             for outcome, settlement in done:
                 self._write_one(outcome.row, "success", settlement)
+                self.unsettled.remove(outcome)  # one at a time: a lost database stops here, the rest wait
                 state.forget([outcome.row.id])
                 state.jobs_done += 1
-        else:
-            for outcome, settlement in done:
-                if isinstance(settlement, Completed) and settlement.unstorable is not None:
-                    log.warning("job %d %s returned a value errands cannot store (%s); its result is kept as null",
-                                outcome.row.id, outcome.row.name, settlement.unstorable)
-            state.forget([o.row.id for o, _ in done])
-            state.jobs_done += len(done)
+            return
+        for outcome, settlement in done:
+            if isinstance(settlement, Completed) and settlement.unstorable is not None:
+                log.warning("job %d %s returned a value errands cannot store (%s); its result is kept as null",
+                            outcome.row.id, outcome.row.name, settlement.unstorable)
+        state.forget([o.row.id for o, _ in done])
+        state.jobs_done += len(done)
         finished = {o.row.id for o, _ in done}
         self.unsettled = [o for o in self.unsettled if o.row.id not in finished]
 

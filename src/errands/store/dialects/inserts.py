@@ -21,6 +21,7 @@ from ..driver import Cursor, first_column, last_row_id
 
 INSERT_CHUNK = 500
 """Most rows one multi-row INSERT carries (a driver takes at most 65,535 parameters)."""
+_RUN_AT = itemgetter(NewJob._fields.index("run_at"))
 
 
 class Templates(Protocol):
@@ -58,10 +59,11 @@ class InsertShape:
         """The parameters of a multi-row INSERT of ``jobs``, row after row: made in C, then each
         ``run_at`` given (few jobs have one) turned into the dialect's stored form."""
         out = list(chain.from_iterable(map(self.values_and_due, jobs)))
-        width = len(self.fields) + 2
-        for i in range(len(self.fields), len(out), width):
-            if out[i] is not None:
-                out[i] = store_time(out[i])
+        if any(map(_RUN_AT, jobs)):
+            width = len(self.fields) + 2
+            for i in range(len(self.fields), len(out), width):
+                if out[i] is not None:
+                    out[i] = store_time(out[i])
         return out
 
     def index(self, name: str) -> int:
