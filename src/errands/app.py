@@ -13,7 +13,7 @@ from .core.cron import Cron
 from .core.endings import RecoveryReport, announce
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
 from .core.hooks import Enqueue, Hooks, enqueuing
-from .core.jobs import JobDefinition, JobHandle, JobOptions, JobSpec, job_id_of
+from .core.jobs import JobDefinition, JobHandle, JobOptions, JobSpec, default_job_name, job_id_of
 from .core.limits import ID_MAX
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
 from .core.retry import DEFAULT_POLICY, JobPolicy
@@ -152,7 +152,8 @@ class JobPolicies:
         app = self._app
         definition = app.registry.get(name)
         if definition is None:
-            return JobPolicy(None, DEFAULT_POLICY, app.result_ttl, app.result_ttl, app.keep_traceback, known=False)
+            return JobPolicy(None, DEFAULT_POLICY, app.result_ttl, app.result_ttl, app.keep_traceback, known=False,
+                             unknown_grace=app.unknown_job_grace)
         b = definition.behaviour
         return JobPolicy(definition.backoff, b.policy, b.result_ttl or app.result_ttl, app.result_ttl,
                          app.keep_traceback if b.keep_traceback is None else b.keep_traceback)
@@ -205,6 +206,8 @@ class Errands:
         self.default_queue = given.default_queue
         self.job_defaults = given.job_defaults
         self.alert_thresholds = given.alert_thresholds
+        self.unknown_job_grace = float(given.unknown_job_grace)
+        """Seconds a job of a name no worker registers is held back before the dead letter."""
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()
@@ -259,7 +262,7 @@ class Errands:
         name = spec.name
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
-            job_name = name or f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', f)}"
+            job_name = name or default_job_name(f)
             if job_name in self.registry and self.registry[job_name].func is not f:
                 raise ConfigurationError(f"a different job is already registered as {job_name!r}")
             definition = JobDefinition(self, f, job_name, job_options, job_backoff, behaviour)

@@ -11,7 +11,7 @@ import sys
 
 from errands import Errands, current_job
 
-app = Errands(lease=30)
+app = Errands(lease=30, unknown_job_grace=0)  # an unknown name is poison here, buried at once, not held back
 
 RUNS_DDL = "CREATE TABLE IF NOT EXISTS poison_runs (job_id BIGINT PRIMARY KEY, note VARCHAR(100))"
 

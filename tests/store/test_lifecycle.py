@@ -133,6 +133,7 @@ def test_retry_all_and_by_queue_and_forget(app):
 
 
 def test_unknown_job_name_goes_to_the_dead_letter(app):
+    app.unknown_job_grace = 0  # (with a grace it is held back first: tests/features/test_deploys.py)
     [job_id] = app.store.jobs.enqueue([NewJob("nobody.registered.this", "default", '{"args":[],"kwargs":{}}')])
 
     @app.job(name="known")

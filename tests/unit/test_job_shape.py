@@ -8,10 +8,10 @@ import dataclasses
 from errands.core import columns
 from errands.core.columns import CLAIMED, FAILED, FEATURES, JOBS, Fill
 from errands.core.jobs import JobOptions
-from errands.core.rows import ClaimedJob, FailedJobRow, JobRow, NewJob
+from errands.core.rows import ClaimedJob, FailedJobRow, JobRow, NewJob, UniqueRule
 from errands.store.dialects.inserts import FULL, PLAIN, shape_of
 
-NOT_COLUMNS = {"delay", "run_at", "after", "unique_for", "inputs", "step"}
+NOT_COLUMNS = {"delay", "run_at", "after", "unique_for", "inputs", "step", "unique_rule"}
 """NewJob fields that are not job columns: the due time's parts and what goes to side tables."""
 
 
@@ -32,7 +32,8 @@ def test_a_newjob_is_plain_exactly_when_every_feature_field_is_at_its_default():
     assert {c.name for c in FEATURES} <= set(tail), "every feature column comes after run_at"
     assert NewJob("n", "q", "{}", 5, 9, 1.0, 3.0).is_plain
     examples = {"unique_key": "k", "after": (1,), "concurrency_key": "g", "flags": 1, "batch_id": 1, "label": "l",
-                "cost": 2, "unique_for": 1.0, "inputs": 1, "step": (0, "s"), "blocked_by": 1}
+                "cost": 2, "unique_for": 1.0, "inputs": 1, "step": (0, "s"), "blocked_by": 1,
+                "unique_rule": UniqueRule(replace=True)}
     assert set(examples) == set(tail)
     for name, value in examples.items():
         assert not NewJob("n", "q", "{}")._replace(**{name: value}).is_plain, name
@@ -48,7 +49,8 @@ def test_a_batchs_insert_writes_the_feature_columns_when_any_job_uses_one():
 def test_every_option_after_run_at_takes_the_enqueue_off_its_fast_path():
     names = [f.name for f in dataclasses.fields(JobOptions)]
     features = names[names.index("run_at") + 1:]
-    examples = {"unique_key": "k", "after": (1,), "keep_result": True, "label": "l", "cost": 2, "unique_for": 1.0}
+    examples = {"unique_key": "k", "after": (1,), "keep_result": True, "label": "l", "cost": 2, "unique_for": 1.0,
+                "on_conflict": "replace", "unique_states": ("waiting",), "debounce": 1.0, "max_wait": 2.0}
     assert set(features) == set(examples), "a new option needs an example here"
     assert JobOptions(queue="q", priority=3, max_attempts=2, timeout=5.0, delay=1.0).is_plain
     for name, value in examples.items():

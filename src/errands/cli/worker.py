@@ -15,6 +15,7 @@ import click
 
 from ..core.config import mask_url
 from ..core.errors import ConfigurationError
+from ..services.deploys import unregistered_waiting, unregistered_warning
 from ..worker.settings import OPTIONS, PROCESSES, OptionSpec, WorkerSettings
 from ..worker.supervisor import Supervisor
 from .context import Context
@@ -133,6 +134,9 @@ def worker(ctx: Context, processes: int, **params: Any) -> None:
     app = ctx.app(required=True)
     settings = worker_settings(params, app.default_queues)
     app.store.check()  # fail fast on a missing schema, before forking
+    unknown = unregistered_waiting(app, settings.queues)
+    if unknown:
+        click.echo(unregistered_warning(app, unknown), err=True)
     jobs = ", ".join(sorted(app.registry)) or "none"
     click.echo(f"errands worker: database {mask_url(app.database_url)}\n"
                f"  queues: {', '.join(settings.queues)} | processes: {processes} x concurrency "

@@ -46,6 +46,10 @@ class Result(str, enum.Enum):
     """The handler raised ``Snooze``: run it again later without spending an attempt."""
     LOST = "lost"
     """Its worker stopped heart-beating and the lease expired: back at once while attempts are left."""
+    UNKNOWN = "unknown"
+    """No job of this worker's app has the stored name (a rolling deploy's new job, or a name enqueued
+    by other code): held back, its attempt refunded, for a worker that knows it, while the app's grace
+    lasts; then the dead letter."""
 
 
 class RunOutcome(NamedTuple):
@@ -112,6 +116,18 @@ class Buried(NamedTuple):
     traceback: str | None = None
 
 
+class HeldBack(NamedTuple):
+    """A run this worker cannot start (its job's name is unknown here): back in line after ``delay``
+    with its attempt refunded, while the job is younger than ``grace`` seconds (the database's clock
+    judges); once older, the store writes it as :class:`Buried` instead."""
+
+    job_id: int
+    delay: float
+    grace: float
+    error_type: str
+    error_message: str
+
+
 class CancelledRun(NamedTuple):
     """Stopped by a cancellation request: recorded with the results for ``record_ttl`` seconds."""
 
@@ -120,7 +136,7 @@ class CancelledRun(NamedTuple):
     record_ttl: float
 
 
-Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun
+Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack
 
 
 Ended = tuple[ClaimedJob, Settlement]
@@ -172,13 +188,23 @@ def _decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
         return CancelledRun(row.id, outcome.error_message, policy.record_ttl)
     if result is Result.SNOOZED:
         return _snoozed(outcome, policy)
+    if result is Result.UNKNOWN and policy.unknown_grace > 0:
+        return HeldBack(row.id, held_back_for(policy.unknown_grace), policy.unknown_grace, outcome.error_type,
+                        outcome.error_message)
     delay = retry_delay(row.attempts, row.max_attempts, None if result is Result.LOST else policy.backoff,
-                        retryable=result is not Result.FATAL, requested_delay=outcome.retry_delay,
+                        retryable=result not in (Result.FATAL, Result.UNKNOWN), requested_delay=outcome.retry_delay,
                         error=outcome.exc, policy=policy.retry)
     trace = _traceback(outcome.exc) if policy.keep_traceback else None
     if delay is not None:
         return RetryAt(row.id, row.attempts, delay, outcome.error_type, outcome.error_message, trace)
     return Buried(row.id, row.attempts, outcome.error_type, outcome.dead_message or outcome.error_message, trace)
+
+
+def held_back_for(grace: float) -> float:
+    """Seconds a held-back job waits before a worker tries it again: a twentieth of the grace, between
+    1 s and a minute (a worker that knows the job takes it meanwhile; one that does not finds it again
+    some twenty times before the grace ends)."""
+    return min(60.0, max(1.0, grace / 20))
 
 
 def _completed(row: ClaimedJob, value: Any, policy: JobPolicy) -> Completed | Buried:
@@ -240,7 +266,7 @@ def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
     jobs of a process it killed or lost, whichever process recovered an expired lease (any worker's
     heartbeat thread, ``errands recover``, the dashboard's Recover button).  A hook's failure is
     logged, never raised."""
-    if not isinstance(settlement, (RetryAt, Buried)):
+    if not isinstance(settlement, (RetryAt, Buried)):  # (a HeldBack is no failure: it waits for a deploy)
         return
     definition = app.registry.get(row.name) if type(row.name) is str else None
     chain = chain_of(app.hooks, definition.behaviour.hooks if definition is not None else None)

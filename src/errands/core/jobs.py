@@ -13,11 +13,13 @@ import asyncio
 import hashlib
 import inspect
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar
 
 from .config import check_queue_name
 from .errors import BadPayload, ConfigurationError, EnqueueError, InvalidOption, JobCancelled, JobFailed, JobNotFound
@@ -25,7 +27,7 @@ from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
-from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, JobState, NewJob
+from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
 from .signatures import EnumParameters, check_handler
 
 if TYPE_CHECKING:
@@ -39,6 +41,13 @@ UNIQUE_KEY_MAX = 255
 LABEL_MAX = 255
 """The longest display label (``using(label=...)``), in characters."""
 MAX_AFTER = 1000
+OnConflict = Literal["keep", "replace"]
+"""What an enqueue does while a waiting job holds its unique key: return it unchanged, or give it the
+new arguments, priority and run time (docs/features/unique.md)."""
+UniqueState = Literal["waiting", "running"]
+"""A state of the job holding a unique key that makes an enqueue conflict with it."""
+ON_CONFLICT: tuple[OnConflict, ...] = ("keep", "replace")
+UNIQUE_STATES: tuple[UniqueState, ...] = ("waiting", "running")
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,14 @@ class JobOptions:
     """Units of the job's rate limit one run uses (None: the job's default, else 1)."""
     unique_for: float | None = None
     """Seconds the unique key stays taken after the job ended (None: the job's default, else 0)."""
+    on_conflict: OnConflict | None = None
+    """What this enqueue does while a waiting job holds its key (None: the job's ``on_conflict``)."""
+    unique_states: tuple[UniqueState, ...] | None = None
+    """Which holders of the key conflict with this enqueue (None: the job's ``unique_states``)."""
+    debounce: float | None = None
+    """Seconds of quiet before the burst's one run (None: the job's ``debounce``)."""
+    max_wait: float | None = None
+    """With debounce: seconds after the burst's first enqueue by which it runs (None: the job's)."""
 
     @property
     def is_plain(self) -> bool:
@@ -111,6 +128,13 @@ class JobOptions:
             check_cost(self.cost)
         if self.unique_for is not None:
             check_unique_for(self.unique_for)
+        if self.on_conflict is not None:
+            check_on_conflict(self.on_conflict)
+        if self.unique_states is not None:
+            check_unique_states(self.unique_states)
+        for what, seconds in (("debounce", self.debounce), ("max_wait", self.max_wait)):
+            if seconds is not None:
+                check_seconds(what, seconds)
 
 
 _FEATURE_OPTIONS = fields(JobOptions)[[f.name for f in fields(JobOptions)].index("run_at") + 1:]
@@ -138,6 +162,60 @@ def check_unique_for(seconds: object) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_DELAY:
         raise InvalidOption(f"unique_for must be 0 to {MAX_DELAY:.0f} seconds (ten years), got {_shown(seconds)}")
     return float(seconds)
+
+
+def check_on_conflict(value: object) -> OnConflict:
+    """``on_conflict``: one of :data:`ON_CONFLICT`."""
+    for mode in ON_CONFLICT:
+        if value == mode and isinstance(value, str):
+            return mode
+    raise InvalidOption(f"on_conflict must be 'keep' or 'replace', got {_shown(value)}")
+
+
+def check_unique_states(value: object) -> tuple[UniqueState, ...]:
+    """``unique_states``: the holder states that conflict, "waiting" always among them (a key only
+    "running" held would let any number wait), in :data:`UNIQUE_STATES` order."""
+    states: tuple[object, ...] = ((value,) if isinstance(value, str) else
+                                  tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else ())
+    if not states or "waiting" not in states or not set(states) <= set(UNIQUE_STATES):
+        raise InvalidOption("unique_states must be ('waiting',) (one waiting plus one running job per key) or "
+                            f"('waiting', 'running') (one waiting or running job), got {_shown(value)}")
+    return tuple(state for state in UNIQUE_STATES if state in states)
+
+
+def check_seconds(what: str, seconds: object) -> float:
+    """A positive number of seconds up to ten years (``debounce``, ``max_wait``)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_DELAY:
+        raise InvalidOption(f"{what} must be a positive number of seconds up to {MAX_DELAY:.0f} (ten years), "
+                            f"got {_shown(seconds)}")
+    return float(seconds)
+
+
+def unique_rule(on_conflict: OnConflict | None, states: tuple[UniqueState, ...] | None, debounce: float | None,
+                max_wait: float | None, *, delay: float = 0.0,
+                run_at: datetime | None = None) -> tuple[UniqueRule | None, float | None]:
+    """The rule a unique key's enqueue follows (None: :data:`~errands.core.rows.KEEP`) and the debounce
+    delay (None: no debounce), from the values of the call, else the job (each checked alone already).
+
+    ``on_conflict`` defaults to "keep", or "replace" under debounce (a burst runs with its last
+    arguments); ``states`` to both states under "keep" and to "waiting" under "replace" (a running job
+    cannot take new arguments, so the new ones are stored to run after it).  Raises InvalidOption for
+    a combination no enqueue could follow."""
+    if max_wait is not None and debounce is None:
+        raise InvalidOption("max_wait bounds a debounce: give debounce=seconds too")
+    if debounce is not None:
+        if max_wait is not None and max_wait < debounce:
+            raise InvalidOption(f"max_wait ({max_wait:g} s) must be at least debounce ({debounce:g} s)")
+        if on_conflict == "keep":
+            raise InvalidOption("debounce runs a burst once with its last arguments, which replace the waiting "
+                                "job's: it cannot be combined with on_conflict='keep'")
+        if delay or run_at is not None:
+            raise InvalidOption("debounce sets the run time (debounce seconds after the burst's last enqueue): "
+                                "leave out delay and run_at")
+    replace = (on_conflict or ("replace" if debounce is not None else "keep")) == "replace"
+    running = "running" in (states or (("waiting",) if replace else UNIQUE_STATES))
+    rule = UniqueRule(replace, running, max_wait if debounce is not None else None)
+    return (None if rule == KEEP else rule), debounce
 
 
 NO_TIMEOUT = math.inf
@@ -190,6 +268,19 @@ class JobSpec:
     """Units of ``rate_limit`` one run uses (None: 1; ``using(cost=...)`` per call)."""
     keep_traceback: bool | None = None
     """Keep failed attempts' tracebacks (None: the app's ``keep_traceback``)."""
+    unique_key: str | Callable[..., Any] | None = None
+    """Every enqueue's unique key: a string, or a function of the job's arguments as for
+    ``concurrency_key`` (``using(unique_key=...)`` wins; None: ``unique``'s hash, or no key)."""
+    on_conflict: OnConflict | None = None
+    """While a waiting job holds the key: ``"keep"`` returns it unchanged, ``"replace"`` gives it the new
+    arguments, priority and run time (None: keep, or replace under ``debounce``)."""
+    unique_states: Sequence[UniqueState] | None = None
+    """Which holders of the key conflict: ``("waiting", "running")``, or ``("waiting",)`` for one waiting
+    plus one running job per key (None: both under keep, waiting under replace)."""
+    debounce: float | None = None
+    """Seconds of quiet after a burst of enqueues (one key) before its one run, with the last arguments."""
+    max_wait: float | None = None
+    """With ``debounce``: the run is due at most this many seconds after the burst's first enqueue."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -209,6 +300,24 @@ class JobSpec:
                                      "such a run could never start")
         object.__setattr__(self, "rate_limit", rate)  # as the worker reads them: parsed once, here
         object.__setattr__(self, "unique_for", period)
+        self._check_unique_modes()
+
+    def _check_unique_modes(self) -> None:
+        """``unique_key``, ``on_conflict``, ``unique_states``, ``debounce`` and ``max_wait``, alone and
+        together (``unique_states`` kept as a tuple in its canonical order)."""
+        key = self.unique_key
+        try:
+            if key is not None and not callable(key) and not _storable_key(key):
+                raise InvalidOption(f"unique_key must be a function of the job's arguments or a non-empty string "
+                                    f"of at most {UNIQUE_KEY_MAX} characters (valid Unicode, no NUL)")
+            options = JobOptions(on_conflict=self.on_conflict, debounce=self.debounce, max_wait=self.max_wait,
+                                 unique_states=None if self.unique_states is None
+                                 else check_unique_states(self.unique_states))
+            options._check_display_and_limits()
+            unique_rule(options.on_conflict, options.unique_states, options.debounce, options.max_wait)
+        except InvalidOption as exc:
+            raise ConfigurationError(str(exc)) from None
+        object.__setattr__(self, "unique_states", options.unique_states)
 
 
 class JobSpecArgs(TypedDict, total=False):
@@ -235,6 +344,11 @@ class JobSpecArgs(TypedDict, total=False):
     unique_for: float | None
     cost: int | None
     keep_traceback: bool | None
+    unique_key: str | Callable[..., Any] | None
+    on_conflict: OnConflict | None
+    unique_states: Sequence[UniqueState] | None
+    debounce: float | None
+    max_wait: float | None
 
 
 @dataclass(frozen=True)
@@ -288,11 +402,39 @@ class JobDefaults:
         rate = spec.rate_limit if isinstance(spec.rate_limit, RateLimit) else None  # JobSpec parsed it
         behaviour = JobBehaviour(unique=spec.unique, rate_limit=rate, concurrency_limit=spec.concurrency_limit,
                                  concurrency_key=spec.concurrency_key, result_ttl=spec.result_ttl, policy=policy,
-                                 unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback)
+                                 unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback,
+                                 unique_key=spec.unique_key, on_conflict=spec.on_conflict,
+                                 unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
+                                 debounce=spec.debounce, max_wait=spec.max_wait)
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
                                    timeout=spec.timeout, keep_result=spec.keep_result).validated()
         backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
         return options, backoff, behaviour
+
+
+def default_job_name(func: Callable[..., Any]) -> str:
+    """``module.function``, the name a job gets when ``@app.job`` gives none: a worker must find it
+    again in its own registry.  A script run as ``python shop.py`` (or ``python -m shop``) defines its
+    functions in ``__main__``, a module no worker imports under that name: there the name uses the
+    module the worker does import, ``shop`` (what ``errands --app shop:app worker`` registers), so the
+    jobs a script enqueues are the worker's.  Only an interactive session keeps ``__main__``."""
+    module = getattr(func, "__module__", None)
+    if module == "__main__":
+        module = _main_module_name() or module
+    return f"{module}.{getattr(func, '__qualname__', func)}"
+
+
+def _main_module_name() -> str | None:
+    """The name under which the program running as ``__main__`` is imported by others: its package
+    path when run with ``-m``, else its file's stem; None for an interactive session."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None) and spec.name != "__main__":
+        return str(spec.name)
+    path = getattr(main, "__file__", None)
+    if isinstance(path, str) and path.endswith(".py"):
+        return os.path.splitext(os.path.basename(path))[0]
+    return None
 
 
 def _exception_types(value: Any, what: str) -> tuple[Any, ...]:
@@ -336,6 +478,12 @@ class JobBehaviour:
     """Units of ``rate_limit`` one run uses unless ``using(cost=...)`` says otherwise."""
     keep_traceback: bool | None = None
     """Keep each failed attempt's traceback in the error history (None: the app's ``keep_traceback``)."""
+    unique_key: str | Callable[..., Any] | None = None
+    """Every enqueue's unique key (a string, or a function of the arguments); None: none, or ``unique``'s."""
+    on_conflict: OnConflict | None = None
+    unique_states: tuple[UniqueState, ...] | None = None
+    debounce: float | None = None
+    max_wait: float | None = None
     hooks: Hooks | None = field(default=None, compare=False)
     policy: RetryPolicy = RetryPolicy()
     """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
@@ -468,9 +616,12 @@ class JobDefinition(Generic[P, R]):
         self.backoff = backoff
         self.behaviour = behaviour or JobBehaviour()
         b = self.behaviour
-        self._plain = not (b.unique or b.concurrency_limit is not None
+        self._plain = not (b.unique or b.unique_key is not None or b.debounce is not None
+                           or b.concurrency_limit is not None
                            or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
+        self._unique = self._unique_rule()
+        """The rule a unique key of this job's enqueues follows, and the debounce delay (both None: keep)."""
         self.is_async = inspect.iscoroutinefunction(func)
         self._signature = check_handler(func)
         self._positional = _positional_range(self._signature)
@@ -531,6 +682,8 @@ class JobDefinition(Generic[P, R]):
               run_at: datetime | None = None, max_attempts: int | None = None, timeout: float | None = None,
               unique_key: str | None = None, after: Any = None, keep_result: bool | None = None,
               label: str | None = None, cost: int | None = None, unique_for: float | None = None,
+              on_conflict: OnConflict | None = None, unique_states: Sequence[UniqueState] | None = None,
+              debounce: float | None = None, max_wait: float | None = None,
               cursor: Any = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched.
 
@@ -539,18 +692,23 @@ class JobDefinition(Generic[P, R]):
         ``label``: a display label shown in the CLI and the dashboard (at most 255 characters).
         ``cost``: units of the job's rate limit this run uses (at most the limit's count).
         ``unique_for``: seconds the unique key stays taken after the job ended.
+        ``on_conflict``, ``unique_states``, ``debounce``, ``max_wait``: what this enqueue does when its
+        unique key is held (the job's options of the same names, for this call).
         ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
         ``timeout=math.inf``: no time limit for this run (None leaves the job's own).
         """
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
             timeout=timeout, unique_key=unique_key, keep_result=keep_result, label=label, cost=cost,
-            unique_for=unique_for, after=None if after is None else _job_ids(after)).items() if v is not None}
+            unique_for=unique_for, after=None if after is None else _job_ids(after), on_conflict=on_conflict,
+            unique_states=None if unique_states is None else check_unique_states(unique_states),
+            debounce=debounce, max_wait=max_wait).items() if v is not None}
         if timeout == NO_TIMEOUT:
             changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
         clone.__dict__.update(self.__dict__)
         clone.options = replace(self.options, **changes).validated()
+        clone._unique = clone._unique_rule()
         clone._fast = clone._fast_path()
         if cursor is not None:
             clone._cursor = cursor
@@ -570,6 +728,31 @@ class JobDefinition(Generic[P, R]):
         except TypeError as exc:
             what = " (after the result it receives)" if receives else ""
             raise InvalidOption(f"arguments{what} do not match job {self.name!r}{self._signature}: {exc}") from None
+
+    def _unique_rule(self) -> tuple[UniqueRule | None, float | None]:
+        """:func:`unique_rule` of the call's options, else the job's (InvalidOption for a combination
+        no enqueue could follow, e.g. ``using(delay=...)`` on a debounced job)."""
+        o, b = self.options, self.behaviour
+        return unique_rule(o.on_conflict or b.on_conflict, o.unique_states or b.unique_states,
+                           b.debounce if o.debounce is None else o.debounce,
+                           b.max_wait if o.max_wait is None else o.max_wait, delay=o.delay, run_at=o.run_at)
+
+    def _key(self, payload: str, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> str | None:
+        """This enqueue's unique key: the call's, else the job's (a string, or its function of the
+        arguments), else ``unique``'s hash of the arguments, else under debounce the job's name."""
+        key = self.options.unique_key
+        if key is not None:
+            return key
+        b = self.behaviour
+        if b.unique_key is not None:
+            key = b.unique_key if isinstance(b.unique_key, str) else str(b.unique_key(*args, **kwargs))
+            if not _storable_key(key):
+                raise InvalidOption(f"unique key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                    "(valid Unicode, no NUL)")
+            return key
+        if b.unique:
+            return f"{self.name}:{hashlib.sha256(payload.encode()).hexdigest()[:40]}"
+        return self.name if self._unique[1] is not None else None
 
     def _fast_path(self) -> bool:
         """Whether neither the definition nor its options change what an enqueue stores beyond the
@@ -598,9 +781,8 @@ class JobDefinition(Generic[P, R]):
         if self._plain and o.is_plain and not self.app.keep_results:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour
-        unique_key = o.unique_key
-        if unique_key is None and b.unique:
-            unique_key = f"{self.name}:{hashlib.sha256(payload.encode()).hexdigest()[:40]}"
+        unique_key = self._key(payload, args, kwargs)
+        rule, debounce = self._unique if unique_key is not None else (None, None)
         group = None
         if b.concurrency_limit is not None:
             key = b.concurrency_key
@@ -615,8 +797,9 @@ class JobDefinition(Generic[P, R]):
             unique_for = (o.unique_for if o.unique_for is not None else b.unique_for) or None
             if unique_for:
                 flags |= FLAG_UNIQUE_PERIOD
-        return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at,
-                      unique_key, o.after, group, flags, None, o.label, cost, unique_for)
+        delay = float(o.delay if debounce is None else debounce)
+        return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
+                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule)
 
     def _cost(self, o: JobOptions) -> int | None:
         """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""

@@ -160,6 +160,9 @@ class JobPolicy:
     """Keep failed attempts' tracebacks in the error history (the job's choice, else the app's)."""
     known: bool = True
     """False for a name no job of the app has (the app's fallback policy)."""
+    unknown_grace: float = 0.0
+    """Seconds after its enqueue a job of a name no job of the app has is held back rather than buried
+    (the app's ``unknown_job_grace``; it reads only in the fallback policy)."""
 
 
 def retry_delay(attempts: int, max_attempts: int, backoff: DelayFunction | None, *, retryable: bool = True,

@@ -93,6 +93,26 @@ FLAG_INPUTS = 16
 its arguments (``errands_steps.inputs`` says which and in what shape)."""
 
 
+class UniqueRule(NamedTuple):
+    """What an enqueue does when its unique key is held by a job still in the jobs table
+    (``NewJob.unique_rule``; None there: :data:`KEEP`, today's rule).  Made by the job's options
+    (``on_conflict``, ``unique_states``, ``debounce``) and followed by the store, under the key's row
+    lock, in the transaction that would insert the job."""
+
+    replace: bool = False
+    """A waiting holder takes the new job's arguments, priority and run time (``on_conflict="replace"``);
+    False: it is returned unchanged (``"keep"``)."""
+    running: bool = True
+    """A running holder takes the key too, and is returned (``"running"`` in ``unique_states``); False:
+    the new job is stored beside it and takes the key over (one waiting plus one running per key)."""
+    max_wait: float | None = None
+    """Debounce: a replaced holder's run time is at most its ``created_at`` plus this many seconds."""
+
+
+KEEP = UniqueRule()
+"""The rule of a unique key when the job says nothing: a waiting or running holder is returned as it is."""
+
+
 class NewJob(NamedTuple):
     """A validated job ready to be inserted (payload already encoded and size-checked).
 
@@ -132,6 +152,8 @@ class NewJob(NamedTuple):
     blocked_by: int | None = None
     """Set by the store from ``after``: how many of those jobs have not succeeded yet (a value
     given here is replaced)."""
+    unique_rule: UniqueRule | None = None
+    """What an enqueue does when ``unique_key`` is held (None: :data:`KEEP`)."""
 
     @property
     def is_plain(self) -> bool:

@@ -28,6 +28,7 @@ from .alerts import AlertThresholds, parse_per_queue
 from .config import check_queue_name
 from .errors import ConfigurationError
 from .jobs import JobDefaults
+from .limits import MAX_DELAY
 from .retry import DEFAULT_MAX_SNOOZES, BackoffSpec, make_backoff
 
 DAY = 86400.0
@@ -92,6 +93,9 @@ class AppOptions:
     """Alert when no worker has sent a heartbeat lately."""
     alert_every: float = 30.0
     """Seconds between two evaluations of the alerts across the fleet (at least 1)."""
+    unknown_job_grace: float = 600.0
+    """Seconds after its enqueue a job whose name a worker does not register is held back (given back
+    with its attempt refunded, for a worker that knows it) before the dead letter (0: at once)."""
     eager: bool = field(default=False, metadata=_CODE_ONLY)
     """Run jobs inline at enqueue (for tests; ``Errands.eager()`` for a block)."""
     keep_traceback: bool = field(default=False, metadata=_CODE_ONLY)
@@ -105,6 +109,10 @@ class AppOptions:
             raise ConfigurationError("payload_limit must be a positive number of bytes")
         if self.lease < 1:
             raise ConfigurationError("lease must be at least one second")
+        if isinstance(self.unknown_job_grace, bool) or not isinstance(self.unknown_job_grace, (int, float)) \
+                or not 0 <= self.unknown_job_grace <= MAX_DELAY:
+            raise ConfigurationError(f"unknown_job_grace must be 0 to {MAX_DELAY:.0f} seconds, got "
+                                     f"{self.unknown_job_grace!r}")
         check_queue_name(self.default_queue)
         _ = self.job_defaults, self.alert_thresholds  # each checks its own values
 
@@ -143,6 +151,7 @@ class AppOptionArgs(TypedDict, total=False):
     alert_oldest_ready_per_queue: Mapping[str, float] | None
     alert_no_worker: bool
     alert_every: float
+    unknown_job_grace: float
     eager: bool
     keep_traceback: bool
 

@@ -23,6 +23,7 @@ from ..core.endings import (
     CancelledRun,
     Completed,
     Ended,
+    HeldBack,
     PolicyLookup,
     RecoveryReport,
     Result,
@@ -70,8 +71,9 @@ class EndingStore:
         return self.db.run(delete)
 
     def apply(self, owner: str | None, settlements: Sequence[Settlement]) -> list[Settlement]:
-        """Write settlements in one transaction; returns those that applied (the others' runs are
-        no longer ``owner``'s: their lease lapsed and another worker holds them, or they ended).
+        """Write settlements in one transaction; returns those that applied, as written (the others'
+        runs are no longer ``owner``'s: their lease lapsed and another worker holds them, or they
+        ended; a :class:`HeldBack` past its grace is written, and returned, as :class:`Buried`).
         ``owner=None``: whoever holds the job (tools and tests)."""
         if not settlements:
             return []
@@ -83,18 +85,21 @@ class EndingStore:
         done = set(self._complete_in(cur, owner, completed)) if completed else set()
         applied: list[Settlement] = []
         for s in settlements:
+            written: Settlement | None = s
             if isinstance(s, Completed):
-                ok = s.job_id in done
+                written = s if s.job_id in done else None
             elif isinstance(s, RetryAt):
-                ok = self._retry(cur, owner, s)
+                written = s if self._retry(cur, owner, s) else None
             elif isinstance(s, Snoozed):
-                ok = self._snooze(cur, owner, s)
+                written = s if self._snooze(cur, owner, s) else None
             elif isinstance(s, Buried):
-                ok = self._bury(cur, owner, s)
+                written = s if self._bury(cur, owner, s) else None
+            elif isinstance(s, HeldBack):
+                written = self._hold_back(cur, owner, s)
             else:
-                ok = self._cancel(cur, owner, s)
-            if ok:
-                applied.append(s)
+                written = s if self._cancel(cur, owner, s) else None
+            if written is not None:
+                applied.append(written)
         return applied
 
     def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str, *,
@@ -177,6 +182,22 @@ class EndingStore:
                              "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}") + mine,
                     [clamp_delay(s.delay), s.job_id, *param])
         return cur.rowcount == 1
+
+    def _hold_back(self, cur: Cursor, owner: str | None, s: HeldBack) -> Settlement | None:
+        """Back in line with the attempt refunded while the job is younger than its grace (by the
+        database's clock), for a worker that knows its name; once older, the dead letter."""
+        mine, param = self._owned(owner)
+        cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                             "available_at = {now_plus}, last_error = {p}, "
+                             "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END "
+                             "WHERE id = {p} AND created_at > {now_plus}") + mine,
+                    [clamp_delay(s.delay), safe_text(f"{s.error_type}: {s.error_message}", ERROR_MESSAGE_CAP),
+                     s.job_id, -float(s.grace), *param])
+        if cur.rowcount == 1:
+            return s
+        buried = Buried(s.job_id, 0, s.error_type, f"{s.error_message} (held back for {s.grace:g}s after its "
+                        "enqueue for a worker that registers it; none took it)")
+        return buried if self._bury(cur, owner, buried) else None
 
     def _bury(self, cur: Cursor, owner: str | None, s: Buried) -> bool:
         where, params = ("id = {p}", [s.job_id]) if owner is None else ("id = {p} AND reserved_by = {p}",

@@ -69,6 +69,10 @@ class FailureGroup(NamedTuple):
     example_id: int
 
 
+WAITING_NAMES_SAMPLE = 10_000
+"""How many waiting jobs of a queue ``waiting_job_names`` looks at."""
+
+
 class InsightStore:
     """Bounded reads for the dashboard, the status command and ``errands doctor``."""
 
@@ -224,6 +228,21 @@ class InsightStore:
                         [*params, int(rows) - 1])
             edge = scalar(cur)
             return None if edge is None else int(edge)
+
+        return self.db.run(read)
+
+    def waiting_job_names(self, queues: Sequence[str], sample: int = WAITING_NAMES_SAMPLE) -> set[str]:
+        """The job names among the next ``sample`` waiting jobs of each queue (in id order): what a
+        worker starting on these queues will meet first.  Bounded, so a backlog of millions reads as
+        fast as ten jobs."""
+
+        def read(cur: Cursor) -> set[str]:
+            names: set[str] = set()
+            for queue in queues:
+                cur.execute(self.d.q("SELECT DISTINCT name FROM (SELECT name FROM {jobs} WHERE queue = {p} "
+                                     "AND reserved_by IS NULL ORDER BY id LIMIT {p}) waiting"), (queue, int(sample)))
+                names.update(r["name"] for r in fetch_rows(cur))
+            return names
 
         return self.db.run(read)
 

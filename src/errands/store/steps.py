@@ -23,6 +23,7 @@ from ..core.rows import (
     FLAG_RESULT,
     FLAG_UNIQUE_PERIOD,
     FLAG_WORKFLOW,
+    KEEP,
     Failure,
     JobState,
     NewJob,
@@ -30,6 +31,7 @@ from ..core.rows import (
 )
 from ..core.settings import DEFAULTS
 from .dialects.base import Dialect
+from .dialects.inserts import due_now
 from .driver import Cursor, fetch_row, fetch_rows, scalar
 
 _DEAD = names(DEAD)
@@ -198,16 +200,19 @@ class Steps:
 
     def insert_unique(self, cur: Cursor, j: NewJob) -> int:
         """Insert one job carrying a unique key, or return the id of the job that holds the key:
-        waiting or running, or ended less than its unique period (``unique_for``) ago.
+        waiting (kept, or given this job's arguments under ``on_conflict="replace"``), running
+        (unless ``j.unique_rule`` lets a new job wait beside it), or ended less than its unique
+        period (``unique_for``) ago.
 
         Keys live in ``errands_unique_keys`` (primary key: the key), pointing at their job.  A
-        key whose job is gone (finished, buried, cancelled) is free: it is simply taken over,
-        so no path that ends a plain unique job needs to know about keys.  A job with a unique
-        period carries ``FLAG_UNIQUE_PERIOD``: the transaction that ends it stamps its key's
-        ``expires_at`` (:meth:`stamp_unique_expiry`), and until then the key stays taken.  Two
-        enqueuers racing for a new key meet on the key table's primary key: the loser removes
-        the job row it had inserted and returns the winner's; for an existing key they meet on
-        its row lock.
+        key whose job is gone (finished, buried, cancelled) is simply taken over, so no path that
+        ends a plain unique job needs to know about keys; so is a key whose job runs when the rule
+        lets a new one wait beside it (the running job keeps its run, the new one holds the key).
+        A job with a unique period carries ``FLAG_UNIQUE_PERIOD``: the transaction that ends it
+        stamps its key's ``expires_at`` (:meth:`stamp_unique_expiry`), and until then the key stays
+        taken.  Two enqueuers racing for a new key meet on the key table's primary key: the loser
+        removes the job row it had inserted and returns the winner's; for an existing key they
+        meet on its row lock, so replacements of one key happen one after the other.
         """
         key, period = j.unique_key, j.unique_for
         for _ in range(10):
@@ -216,10 +221,7 @@ class Steps:
             row = fetch_row(cur)
             if row is not None:
                 holder = int(row["job_id"])
-                if row["held"] == 1:  # the holder ended within its unique period
-                    return holder
-                cur.execute(self.d.q("SELECT id FROM {jobs} WHERE id = {p}"), (holder,))
-                if cur.fetchone() is not None:
+                if row["held"] == 1 or self._holder_keeps_key(cur, holder, j):  # (held: ended within its period)
                     return holder
                 [job_id] = self.d.inserts.insert_jobs(cur, [j])
                 cur.execute(self.d.q("UPDATE {unique_keys} SET job_id = {p}, period = {p}, expires_at = NULL "
@@ -231,6 +233,36 @@ class Steps:
                 return job_id
             cur.execute(self.d.q("DELETE FROM {jobs} WHERE id = {p}"), (job_id,))  # another enqueuer won
         raise StoreError(f"unique key {key!r} kept changing hands; try again")
+
+    def _holder_keeps_key(self, cur: Cursor, holder: int, j: NewJob) -> bool:
+        """Whether the job holding ``j``'s key (under the key's row lock) answers ``j``'s enqueue: it
+        waits (and, under "replace", takes ``j``'s arguments, priority and run time), or it runs and
+        the rule counts running holders.  False: it is gone, or runs and ``j`` is to wait beside it.
+
+        The replacement locks the holder's row first and changes it only while no worker has claimed
+        it: the claim and the replacement take turns on that row (PostgreSQL's and MySQL's claims skip
+        a locked row; a claim that holds it makes this wait and then read it claimed), so a worker
+        never runs other arguments than those it claimed.  The plain read before it keeps an enqueue
+        from waiting on the row of a job that is already running."""
+        rule = j.unique_rule or KEEP
+        state = self._holder_state(cur, holder, lock=False)
+        if state == "waiting" and rule.replace:
+            state = self._holder_state(cur, holder, lock=True)
+            if state == "waiting":
+                capped = rule.max_wait is not None
+                cur.execute(self.d.replace_waiting_sql(capped=capped),
+                            (j.payload, j.priority, *self.d.inserts.due_params(j),
+                             *((rule.max_wait,) if capped else ()), holder))
+                if due_now(j):
+                    self.d.after_insert(cur, {j.queue})
+        return state == "waiting" or (state == "running" and rule.running)
+
+    def _holder_state(self, cur: Cursor, holder: int, *, lock: bool) -> str | None:
+        """The holder's state: "waiting", "running" (reserved, its lease alive or not), or None when it is gone."""
+        cur.execute(self.d.q("SELECT reserved_by FROM {jobs} WHERE id = {p}") + (self.d.lock_rows if lock else ""),
+                    (holder,))
+        row = fetch_row(cur)
+        return None if row is None else "waiting" if row["reserved_by"] is None else "running"
 
     def stamp_unique_expiry(self, cur: Cursor, ids: Sequence[int]) -> None:
         """Jobs with a unique period (``FLAG_UNIQUE_PERIOD``) have ended: their keys stay taken

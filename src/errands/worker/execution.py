@@ -69,7 +69,8 @@ def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
     """Find the registered handler and decode arguments, or say why the job can never run."""
     definition = app.registry.get(row.name) if type(row.name) is str else None
     if definition is None:
-        return RunOutcome(row, Result.FATAL, 0.0, "errands.UnknownJob",
+        # A name that is text but not registered here may be a rolling deploy's new job: held back.
+        return RunOutcome(row, Result.UNKNOWN if type(row.name) is str else Result.FATAL, 0.0, "errands.UnknownJob",
                        safe_text(f"no job named {row.name!r} is registered in this app (known: "
                                  f"{', '.join(sorted(app.registry)) or 'none'})", ERROR_TEXT_CAP))
     try:

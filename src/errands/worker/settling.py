@@ -18,7 +18,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ..core.endings import Buried, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed, announce, decide
+from ..core.endings import (
+    Buried,
+    Completed,
+    HeldBack,
+    Result,
+    RetryAt,
+    RunOutcome,
+    Settlement,
+    Snoozed,
+    announce,
+    decide,
+)
 from ..core.errors import StoreUnavailable
 from ..core.payload import safe_text
 from ..core.rows import FLAG_DEPENDENTS, ClaimedJob
@@ -30,6 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("errands.worker")
 
+_NOT_ENDED = (Result.SNOOZED, Result.UNKNOWN)
+"""Outcomes that count neither as a success nor as a failure in the throughput figures."""
 SETTLE_EVERY = 0.02
 """Longest delay before finished runs are recorded while jobs keep coming."""
 STATS_EVERY = 5.0
@@ -65,6 +78,8 @@ class Settling:
         """Runs of each concurrency group among the collected outcomes: once these are written,
         their slots are free and ``slots_freed`` hears of them (admission wakes the group's waiters)."""
         self._slots_freed = slots_freed
+        self._held_names: set[str] = set()
+        """Names of held-back jobs this worker has warned about (once each)."""
 
     # ------------------------------------------------------------------ runner threads
     def record(self, row: ClaimedJob, outcome: RunOutcome) -> None:
@@ -117,7 +132,7 @@ class Settling:
             group = outcome.row.concurrency_key
             if group is not None:
                 freed[group] = freed.get(group, 0) + 1
-            if outcome.result is not Result.SNOOZED:  # a snooze is neither a success nor a failure
+            if outcome.result not in _NOT_ENDED:  # a snooze, a held-back run: neither success nor failure
                 key = (outcome.row.queue, outcome.result is Result.OK)
                 stats[key] = stats.get(key, 0) + 1
 
@@ -239,8 +254,10 @@ class Settling:
         try:
             if settlement is None:
                 self.store.endings.complete(self.owner, [job_id])
-            elif self.store.endings.apply(self.owner, [settlement]) and not isinstance(run, int):
-                self._settled(run, settlement)
+            else:
+                for written in self.store.endings.apply(self.owner, [settlement]):  # as written (see apply)
+                    if not isinstance(run, int):
+                        self._settled(run, written)
             return
         except StoreUnavailable:
             raise
@@ -270,9 +287,25 @@ class Settling:
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s: %s", row.id, row.name,
                         row.attempts, settlement.error_type, settlement.error_message,
                         extra={**fields, "attempt": row.attempts})
+        elif isinstance(settlement, HeldBack):
+            self._held_back(row, settlement)
         elif not isinstance(settlement, Completed):
             log.info("job %d %s was cancelled while running", row.id, row.name)
         announce(self.app, row, settlement)
+
+    def _held_back(self, row: ClaimedJob, settlement: HeldBack) -> None:
+        """Say once per name (per worker) that jobs of a name this worker does not register are held
+        back, and which names it does register: the usual cause is a rolling deploy (the new code's
+        workers take them) or an app loaded under another module path than the one that enqueued."""
+        if row.name in self._held_names:
+            return
+        self._held_names.add(row.name)
+        names = sorted(self.app.registry)
+        known = (", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")) or "none"
+        log.warning("job %d %s: no job of this worker's app has this name; it goes back to the queue (attempt "
+                    "refunded) every %.0fs for a worker that registers it, for up to %.0fs after its enqueue, "
+                    "then to the dead letter. This worker registers: %s", row.id, row.name, settlement.delay,
+                    settlement.grace, known, extra={"job_id": row.id, "job_name": row.name, "queue": row.queue})
 
     def _log(self, outcome: RunOutcome) -> None:
         row = outcome.row
@@ -284,6 +317,8 @@ class Settling:
         elif outcome.result is Result.SNOOZED:
             log.info("job %d %s snoozed after %.1f ms: %s", row.id, row.name, outcome.duration * 1000,
                      outcome.error_message, extra=fields)
+        elif outcome.result is Result.UNKNOWN:  # said once per name when it is held back (_held_back)
+            log.debug("job %d %s: %s", row.id, row.name, outcome.error_text, extra=fields)
         else:
             log.warning("job %d %s(%s) failed after %.1f ms (attempt %d of %d): %s", row.id, row.name,
                         describe_arguments(row, 80), outcome.duration * 1000, row.attempts, row.max_attempts,

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Kind, claimed_index, names
+from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Fill, Kind, claimed_index, names
 from ..driver import Connection, Cursor, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
 from .inserts import INSERT_CHUNK, JobInserts
@@ -215,6 +215,8 @@ class Dialect(ABC):
     connections_sql: str | None = None
     #: One row, one column: how many connections the server accepts at most.
     max_connections_sql: str | None = None
+    #: The SQL function that returns the smallest of its arguments (SQLite's scalar ``MIN``).
+    least_function = "LEAST"
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
 
@@ -412,6 +414,19 @@ class Dialect(ABC):
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
         return (f"INSERT INTO {table} ({key}, {', '.join(columns)}) VALUES ({marks}) "
                 f"ON CONFLICT ({key}) DO UPDATE SET {updates}")
+
+    def replace_waiting_sql(self, *, capped: bool) -> str:
+        """Give a waiting job an enqueue's arguments, priority and run time (``on_conflict="replace"``).
+
+        Params: payload, priority, the due time's two (``inserts.due_params``: run_at, delay), with
+        ``capped`` max_wait, then the id.  ``capped`` (debounce): the run time is at most the job's
+        ``created_at`` plus max_wait, so a steady stream of enqueues cannot put its run off forever.
+        ``reserved_by IS NULL`` keeps a claimed row as its worker claimed it, whatever the caller read."""
+        due = self.inserts.fill_sql(Fill.DUE)
+        if capped:  # created_at plus seconds: the dialect's "now plus seconds" with the column for now
+            due = f"{self.least_function}({due}, {self.plus_seconds_sql.replace(self.now_sql, 'created_at')})"
+        return self.q("UPDATE {jobs} SET payload = {p}, priority = {p}, available_at = " + due +
+                      " WHERE id = {p} AND reserved_by IS NULL")
 
     def after_insert(self, cur: Cursor, queues: set[str]) -> None:  # noqa: B027 - an optional hook
         """Jobs of ``queues`` were inserted outside :meth:`insert_jobs` (PostgreSQL notifies)."""

@@ -159,6 +159,7 @@ class SQLiteDialect(Dialect):
     first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE +queue = {p} "
                        "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
                        "ORDER BY id LIMIT 1000) first_ready")
+    least_function = "MIN"  # with two arguments or more, SQLite's min() is a scalar function
     claim_needs_transaction = True
     """The claim is one statement, but it runs inside BEGIN IMMEDIATE ... COMMIT so that a claim
     that fails while its rows are read (TEXT that is not UTF-8, see ``_run``) is rolled back for

@@ -31,6 +31,7 @@ from errands.cli.worker import worker_settings
 from errands.core.config import mask_url
 from errands.core.errors import ErrandsError, SchemaError, StoreUnavailable
 from errands.core.logs import ensure_errands_output
+from errands.services.deploys import unregistered_waiting, unregistered_warning
 from errands.worker.supervisor import Supervisor
 
 from ._common import errands_backend
@@ -151,6 +152,9 @@ class Command(BaseCommand):
                               f"  queues: {', '.join(settings.queues)} | processes: {options['processes']} x "
                               f"concurrency {settings.concurrency}\n"
                               f"  tasks: {', '.join(sorted(app.registry)) or 'none'}")
+        unknown = unregistered_waiting(app, settings.queues)
+        if unknown:
+            self.stderr.write(unregistered_warning(app, unknown))
         connections.close_all()  # nothing of Django's may cross the fork
         try:
             code = Supervisor(app, settings, options["processes"]).run()
