@@ -101,6 +101,9 @@ JOBS: tuple[Column, ...] = (
     Column("cost", Kind.INT, Fill.FIELD, feature=True, dead=True, unreadable=1),
     Column("admitted_at", Kind.TIME),
     Column("snoozes", Kind.INT, claim=True, nullable=False),
+    Column("expires_at", Kind.TIME, Fill.FIELD, feature=True),
+    Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
+    Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

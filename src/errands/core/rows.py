@@ -154,6 +154,12 @@ class NewJob(NamedTuple):
     given here is replaced)."""
     unique_rule: UniqueRule | None = None
     """What an enqueue does when ``unique_key`` is held (None: :data:`KEEP`)."""
+    expires_at: datetime | None = None
+    """Aware UTC: a job not started by then never starts (it ends as expired)."""
+    deadline_at: datetime | None = None
+    """Aware UTC: after it, no further attempt (the job is buried with ``DeadlineExceeded``)."""
+    rate_key: str | None = None
+    """The rate-limit window this job's runs count in, as enqueue computed it (None: the job's own)."""
 
     @property
     def is_plain(self) -> bool:
@@ -248,6 +254,9 @@ class JobRow:
     """Units of its rate limit a run uses (None: 1)."""
     admitted_at: datetime | None = None
     snoozes: int = 0
+    expires_at: datetime | None = None
+    deadline_at: datetime | None = None
+    rate_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:
@@ -299,6 +308,7 @@ class FailedJobRow:
     batch_id: int | None = None
     concurrency_key: str | None = None
     flags: int = 0
+    rate_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> FailedJobRow:

@@ -159,6 +159,12 @@ def _version_9(d: Dialect) -> list[str | Step]:
                 " checked_at REAL, PRIMARY KEY (kind, subject))")]
 
 
+def _version_10(d: Dialect) -> list[str | Step]:
+    # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
+    # Nullable columns that a plain job leaves NULL (no table rewrite).
+    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key")]
+
+
 MIGRATIONS = in_version_order(
     SchemaVersion(1, "the jobs table with its claim and lease indexes, the dead letter, the workers registry",
                   _version_1),
@@ -172,4 +178,5 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits (issue 25)", _version_10),
 )

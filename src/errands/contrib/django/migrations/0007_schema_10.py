@@ -1,0 +1,17 @@
+"""errands' schema version 10 (when a job expires unstarted, its deadline across retries, its
+rate-limit key: three nullable job columns) in a database at version 9."""
+
+from django.db import migrations
+
+SCHEMA_VERSION = 10  # errands' schema version this migration brings the database to
+
+
+def upgrade_tables(apps, schema_editor):  # type: ignore[no-untyped-def]
+    from errands.contrib.django.schema import migrate_connection
+
+    migrate_connection(schema_editor.connection, to=SCHEMA_VERSION)
+
+
+class Migration(migrations.Migration):
+    dependencies = [("errands", "0006_schema_9")]
+    operations = [migrations.RunPython(upgrade_tables, migrations.RunPython.noop, elidable=False)]
