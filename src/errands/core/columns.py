@@ -104,6 +104,9 @@ JOBS: tuple[Column, ...] = (
     Column("expires_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("age_after", Kind.FLOAT, Fill.FIELD, feature=True),
+    Column("age_base", Kind.INT, Fill.FIELD, feature=True),
+    Column("age_cap", Kind.INT, Fill.FIELD, feature=True),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

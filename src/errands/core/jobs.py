@@ -183,6 +183,22 @@ def check_unique_states(value: object) -> tuple[UniqueState, ...]:
     return tuple(state for state in UNIQUE_STATES if state in states)
 
 
+DEFAULT_AGE_LIMIT = 10
+"""How many steps of priority aging adds at most when a job says ``age_after`` alone."""
+AGE_LIMIT_MAX = 1_000_000
+
+
+def check_aging(age_after: object, age_limit: object) -> None:
+    """``age_after`` (positive seconds) and ``age_limit`` (a positive number of steps, only with it)."""
+    if age_after is not None:
+        check_seconds("age_after", age_after)
+    if age_limit is not None:
+        if age_after is None:
+            raise InvalidOption("age_limit needs age_after (the seconds of waiting that earn one step)")
+        if isinstance(age_limit, bool) or not isinstance(age_limit, int) or not 1 <= age_limit <= AGE_LIMIT_MAX:
+            raise InvalidOption(f"age_limit must be an integer from 1 to {AGE_LIMIT_MAX}, got {_shown(age_limit)}")
+
+
 def check_seconds(what: str, seconds: object) -> float:
     """A positive number of seconds up to ten years (``debounce``, ``max_wait``)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_DELAY:
@@ -281,6 +297,11 @@ class JobSpec:
     """Seconds of quiet after a burst of enqueues (one key) before its one run, with the last arguments."""
     max_wait: float | None = None
     """With ``debounce``: the run is due at most this many seconds after the burst's first enqueue."""
+    age_after: float | None = None
+    """Priority aging: each ``age_after`` seconds a run waits past its due time earn it one step of
+    priority, up to ``age_limit`` steps (a maintenance pass raises it, docs/features/aging.md)."""
+    age_limit: int | None = None
+    """With ``age_after``: the most steps aging adds to a run's priority (None: 10)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -301,6 +322,10 @@ class JobSpec:
         object.__setattr__(self, "rate_limit", rate)  # as the worker reads them: parsed once, here
         object.__setattr__(self, "unique_for", period)
         self._check_unique_modes()
+        try:
+            check_aging(self.age_after, self.age_limit)
+        except InvalidOption as exc:
+            raise ConfigurationError(str(exc)) from None
 
     def _check_unique_modes(self) -> None:
         """``unique_key``, ``on_conflict``, ``unique_states``, ``debounce`` and ``max_wait``, alone and
@@ -349,6 +374,8 @@ class JobSpecArgs(TypedDict, total=False):
     unique_states: Sequence[UniqueState] | None
     debounce: float | None
     max_wait: float | None
+    age_after: float | None
+    age_limit: int | None
 
 
 @dataclass(frozen=True)
@@ -405,7 +432,10 @@ class JobDefaults:
                                  unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback,
                                  unique_key=spec.unique_key, on_conflict=spec.on_conflict,
                                  unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
-                                 debounce=spec.debounce, max_wait=spec.max_wait)
+                                 debounce=spec.debounce, max_wait=spec.max_wait,
+                                 aging=None if spec.age_after is None
+                                 else (float(spec.age_after), DEFAULT_AGE_LIMIT if spec.age_limit is None
+                                       else spec.age_limit))
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
                                    timeout=spec.timeout, keep_result=spec.keep_result).validated()
         backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
@@ -484,6 +514,8 @@ class JobBehaviour:
     unique_states: tuple[UniqueState, ...] | None = None
     debounce: float | None = None
     max_wait: float | None = None
+    aging: tuple[float, int] | None = None
+    """(``age_after``, ``age_limit``): seconds of waiting per step of priority, and the most steps."""
     hooks: Hooks | None = field(default=None, compare=False)
     policy: RetryPolicy = RetryPolicy()
     """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
@@ -617,7 +649,7 @@ class JobDefinition(Generic[P, R]):
         self.behaviour = behaviour or JobBehaviour()
         b = self.behaviour
         self._plain = not (b.unique or b.unique_key is not None or b.debounce is not None
-                           or b.concurrency_limit is not None
+                           or b.concurrency_limit is not None or b.aging is not None
                            or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self._unique = self._unique_rule()
@@ -798,8 +830,12 @@ class JobDefinition(Generic[P, R]):
             if unique_for:
                 flags |= FLAG_UNIQUE_PERIOD
         delay = float(o.delay if debounce is None else debounce)
+        age_after, age_cap = None, None
+        if b.aging is not None and o.priority < PRIORITY_RANGE[1]:
+            age_after, age_cap = b.aging[0], min(o.priority + b.aging[1], PRIORITY_RANGE[1])
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
-                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule)
+                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
+                      age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap)
 
     def _cost(self, o: JobOptions) -> int | None:
         """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""

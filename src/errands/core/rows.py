@@ -160,6 +160,12 @@ class NewJob(NamedTuple):
     """Aware UTC: after it, no further attempt (the job is buried with ``DeadlineExceeded``)."""
     rate_key: str | None = None
     """The rate-limit window this job's runs count in, as enqueue computed it (None: the job's own)."""
+    age_after: float | None = None
+    """Aging: seconds of waiting that earn the job one step of priority (None: it does not age)."""
+    age_base: int | None = None
+    """Aging: the priority it was enqueued with (the steps earned are ``priority - age_base``)."""
+    age_cap: int | None = None
+    """Aging: the highest priority waiting can give it (None once reached, or no aging)."""
 
     @property
     def is_plain(self) -> bool:
@@ -257,6 +263,9 @@ class JobRow:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None
     rate_key: str | None = None
+    age_after: float | None = None
+    age_base: int | None = None
+    age_cap: int | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:

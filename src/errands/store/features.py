@@ -65,6 +65,10 @@ RATE_MARGIN = 0.001
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
 
 
+AGING_BATCH = 1000
+"""Most waiting jobs one aging pass raises (the rest wait for the next pass)."""
+
+
 class FeatureStore:
     """Verbs of the job features; each keeps its promise in the database."""
 
@@ -92,6 +96,17 @@ class FeatureStore:
             return released
 
         return self.db.run(sweep, write=True)
+
+    def age_waiting(self, limit: int = AGING_BATCH) -> int:
+        """Give at most ``limit`` waiting jobs the priority they earned by waiting (``age_after=``); the
+        number of jobs raised.  Each worker runs it now and then; a job owed several steps (no pass
+        ran for a while) takes them all at once, never past its cap."""
+
+        def age(cur: Cursor) -> int:
+            cur.execute(self.d.age_waiting_sql(), (int(limit),))
+            return int(cur.rowcount)
+
+        return self.db.run(age, write=True)
 
     def get_result(self, job_id: int) -> ResultRow | None:
         def read(cur: Cursor) -> ResultRow | None:

@@ -3,7 +3,8 @@
 The heartbeat thread extends the leases of every job this process holds (buffered, running,
 finished but not yet recorded) and reports the worker alive; every half lease it recovers
 stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
-:mod:`errands.worker.liveness`) and unblocks jobs whose dependency finished; once a minute it
+:mod:`errands.worker.liveness`), unblocks jobs whose dependency finished and raises the priority
+of jobs that aged (``age_after=``); once a minute it
 prunes expired results, old dead-letter entries and stats; every ``alert_every`` seconds it takes
 its turn at evaluating the alert thresholds, if the app has any (:mod:`errands.worker.alerts`).
 While async jobs run it
@@ -181,6 +182,9 @@ class Maintenance:
         unblocked = self.store.features.sweep_blocked()
         if unblocked:
             log.warning("unblocked %d job(s) whose dependency had finished", unblocked)
+        aged = self.store.features.age_waiting()
+        if aged:
+            log.debug("raised the priority of %d waiting job(s) by aging", aged)
 
     def _cancel_async_runs(self) -> None:
         """Cancel the tasks of running async jobs whose cancellation was requested."""

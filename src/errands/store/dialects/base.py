@@ -428,6 +428,32 @@ class Dialect(ABC):
         return self.q("UPDATE {jobs} SET payload = {p}, priority = {p}, available_at = " + due +
                       " WHERE id = {p} AND reserved_by IS NULL")
 
+    def aged_priority_sql(self) -> str:
+        """The priority a waiting job has earned: its enqueued priority plus one step per ``age_after``
+        seconds since it was due, at most its cap.  Made of columns aging never writes, so it reads
+        the same before and after an UPDATE that assigns it (MySQL assigns left to right)."""
+        waited = f"({self.epoch_sql(self.now_sql)} - {self.epoch_sql('available_at')})"
+        return f"{self.least_function}(age_cap, age_base + {self.floor_sql(waited + ' / age_after')})"
+
+    def aging_step_sql(self) -> str:
+        """``SET`` the earned priority, and forget the cap once it is reached (the job leaves the aging
+        index); the cap is assigned last, from the same expression, so every dialect agrees."""
+        earned = self.aged_priority_sql()
+        return f"SET priority = {earned}, age_cap = CASE WHEN {earned} >= age_cap THEN NULL ELSE age_cap END"
+
+    def aging_due_sql(self) -> str:
+        """The condition of a job owed more priority: waiting, still aging, below what it earned."""
+        return f"age_cap IS NOT NULL AND reserved_by IS NULL AND priority < {self.aged_priority_sql()}"
+
+    def age_waiting_sql(self) -> str:
+        """Priority aging (``age_after=``): the earned priority for at most ``{p}`` waiting jobs owed
+        more.  A bounded maintenance UPDATE rather than a term of the claim's ORDER BY, so the claim
+        keeps walking its index; the inner select reads the aging index (only the jobs that still age).
+        Two passes at once write the same value (the earned priority is a function of the row)."""
+        due = self.aging_due_sql()
+        return self.q("UPDATE {jobs} " + self.aging_step_sql() + " WHERE " + due + " AND id IN (SELECT id FROM "
+                      "{jobs} WHERE " + due + " LIMIT {p})")
+
     def after_insert(self, cur: Cursor, queues: set[str]) -> None:  # noqa: B027 - an optional hook
         """Jobs of ``queues`` were inserted outside :meth:`insert_jobs` (PostgreSQL notifies)."""
 

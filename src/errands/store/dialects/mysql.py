@@ -308,6 +308,12 @@ class MySQLDialect(Dialect):
             return value.replace(tzinfo=timezone.utc)
         return FAR_PAST  # a zero date ('0000-00-00', which PyMySQL returns as text) or NULL
 
+    def age_waiting_sql(self) -> str:
+        # MySQL takes no LIMIT in an IN subquery, and updates one table with its own LIMIT; the order
+        # is the aging index's (a replica replays the same rows).
+        return self.q("UPDATE {jobs} " + self.aging_step_sql() + " WHERE " + self.aging_due_sql() +
+                      " ORDER BY age_cap, id LIMIT {p}")
+
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")

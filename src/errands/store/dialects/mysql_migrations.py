@@ -204,7 +204,13 @@ def _version_9(d: Dialect) -> list[str | Step]:
 def _version_10(d: Dialect) -> list[str | Step]:
     # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key")]
+    has_aging = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                 f"AND TABLE_NAME = '{d.t_jobs}' AND INDEX_NAME = '{d.t_jobs}_aging'")
+    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key"),
+            *d.add_job_column("age_after"), *d.add_job_column("age_base"), *d.add_job_column("age_cap"),
+            # Aging: the jobs that still age (no partial index here: age_cap is NULL for every other
+            # job, and the pass reads the non-NULL range only).
+            Step(d.q("ALTER TABLE {jobs} ADD INDEX {jobs}_aging (age_cap)"), has_aging)]
 
 
 MIGRATIONS = in_version_order(
@@ -220,5 +226,5 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table, and the due time at the end of the claim index", _version_9),
-    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits (issue 25)", _version_10),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging (issue 25)", _version_10),
 )

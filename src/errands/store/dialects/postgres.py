@@ -397,6 +397,15 @@ class PostgresDialect(Dialect):
         except OverflowError:  # within hours of Python's first or last date
             return FAR_PAST if moment.year == 1 else FAR_FUTURE
 
+    def age_waiting_sql(self) -> str:
+        # The rows picked once, in a materialised CTE: a LIMIT ... SKIP LOCKED subquery inside IN may be
+        # run again per row and pick more than the bound.  Rows another pass holds are skipped; the
+        # outer condition again judges a row as it is once locked (never two steps at once).
+        due = self.aging_due_sql()
+        return self.q("WITH picked AS MATERIALIZED (SELECT id FROM {jobs} WHERE " + due + " LIMIT {p} "
+                      "FOR UPDATE SKIP LOCKED) UPDATE {jobs} " + self.aging_step_sql() + " FROM picked "
+                      "WHERE {jobs}.id = picked.id AND " + due)
+
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")

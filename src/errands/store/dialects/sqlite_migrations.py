@@ -162,7 +162,10 @@ def _version_9(d: Dialect) -> list[str | Step]:
 def _version_10(d: Dialect) -> list[str | Step]:
     # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key")]
+    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key"),
+            *d.add_job_column("age_after"), *d.add_job_column("age_base"), *d.add_job_column("age_cap"),
+            # Aging: the waiting jobs that still age, by due time (the pass reads only these).
+            d.q("CREATE INDEX IF NOT EXISTS {jobs}_aging ON {jobs} (available_at) WHERE age_cap IS NOT NULL")]
 
 
 MIGRATIONS = in_version_order(
@@ -178,5 +181,5 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
-    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits (issue 25)", _version_10),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging (issue 25)", _version_10),
 )
