@@ -1,6 +1,7 @@
 """Priority aging as the store does it (``age_after=``, issue 25 point 5): a bounded maintenance UPDATE
-gives a waiting job one step of priority per ``age_after`` seconds it has waited, never past its cap,
-and only to jobs that wait (every step it earned at once); the claim then serves it before fresher work of the priority it rose above."""
+gives a waiting job one step of priority per ``age_after`` seconds it has waited (every step it earned
+at once), never past its cap, and only to jobs that wait; the claim then serves it before fresher work
+of the priority it rose above."""
 
 from __future__ import annotations
 
