@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import invoke_cli, run_cli
 
 from errands import Errands
 from errands.core.limits import ID_MAX, MAX_DELAY
@@ -110,7 +110,7 @@ def test_ids_no_backend_can_hold_are_usage_errors(migrated):
     entry = insert_failed(app)
     for command in COMMANDS:
         for job_id in (str(ID_MAX + 1), "0", "-1"):
-            done = run_cli(url, *command, "--", job_id)
+            done = invoke_cli(url, *command, "--", job_id)  # refused while parsing: no process needed
             assert done.returncode == 2, (command, job_id, done.returncode, done.stderr[-2000:])
             assert "Traceback" not in done.stderr and "Invalid value" in done.stderr, (command, job_id, done.stderr)
             assert f"1<=x<={ID_MAX}" in done.stderr, done.stderr
