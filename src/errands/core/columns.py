@@ -103,7 +103,7 @@ JOBS: tuple[Column, ...] = (
     Column("snoozes", Kind.INT, claim=True, nullable=False),
     Column("expires_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
-    Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, claim=True, dead=True),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

@@ -60,6 +60,8 @@ QUEUE_RETRY = 0.5
 """Seconds after which a run its queue's stored concurrency limit refused is due again."""
 REFUSE_CHUNK = 100
 """Refused runs given back per statement."""
+RATE_PRUNE_ROWS = 10_000
+"""Most passed rate-limit starts one prune deletes (the rest go at the next pass, a minute later)."""
 RATE_MARGIN = 0.001
 """Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
@@ -304,9 +306,9 @@ class FeatureStore:
             return Admitted([], {})
 
         def decide(cur: Cursor) -> Admitted:
-            names = sorted({(lim.kind, lim.name) for _, limits in runs for lim in limits})
-            for kind, name in names:
-                self.steps.lock_name(cur, f"{kind}:{name}")
+            # (Per-key rate windows share RATE_KEY_LOCKS bucket rows: one lock may cover several.)
+            for lock in sorted({lim.lock_name for _, limits in runs for lim in limits}):
+                self.steps.lock_name(cur, lock)
             ours = [job_id for job_id, _ in runs]
             refused: dict[int, float] = {}
             by_limit: dict[tuple[str, str], list[tuple[int, Limit]]] = {}
@@ -417,8 +419,9 @@ class FeatureStore:
                 cost = costs.get(job_id, 1)
                 if not late and cost <= free:
                     free -= cost
-                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
-                                         "VALUES ({p}, {now}, {p})"), (name, None if cost == 1 else cost))
+                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
+                                         "VALUES ({p}, {now}, {p}, {now_plus})"),
+                                (name, None if cost == 1 else cost, float(lim.period)))
                 else:  # keep claim order: nothing after a run that did not fit starts now
                     late.append((job_id, cost))
             if late:
@@ -433,9 +436,9 @@ class FeatureStore:
                         # A millisecond after the unit leaves: the clock's and the floats' rounding
                         # (SQLite stores seconds as REAL) could otherwise put it a hair inside.
                         wait += RATE_MARGIN
-                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
-                                             "VALUES ({p}, {now_plus}, {p})"),
-                                    (name, wait, None if cost == 1 else cost))
+                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
+                                             "VALUES ({p}, {now_plus}, {p}, {now_plus})"),
+                                    (name, wait, None if cost == 1 else cost, wait + float(lim.period)))
                         later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
                     else:
                         refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
@@ -507,8 +510,13 @@ class FeatureStore:
             out = {}
             cur.execute(self.d.q("DELETE FROM {results} WHERE expires_at < {now}"))
             out["results"] = int(cur.rowcount)
-            cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE started_at < {now_plus}"), (-2 * 86400.0,))
+            # Starts whose window has passed, of every window (so the keys that fell idle leave the
+            # table), a bounded number per pass; rows written before schema 10 carry no expiry.
+            cur.execute(self.d.q(self.d.bounded_delete("{rate_starts}", "expires_at < {now}")), (RATE_PRUNE_ROWS,))
             out["rate_starts"] = int(cur.rowcount)
+            cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE expires_at IS NULL AND started_at < {now_plus}"),
+                        (-2 * 86400.0,))
+            out["rate_starts"] += int(cur.rowcount)
             # Rows of jobs that are gone; a unique key also waits for the end of its unique period.
             cur.execute(self.d.q("DELETE FROM {group_runs} WHERE NOT EXISTS "
                                  "(SELECT 1 FROM {jobs} j WHERE j.id = {group_runs}.job_id)"))

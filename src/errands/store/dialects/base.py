@@ -408,6 +408,11 @@ class Dialect(ABC):
         marks = ", ".join(self.placeholder for _ in columns.split(","))
         return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
 
+    def bounded_delete(self, table: str, where: str) -> str:
+        """``DELETE`` of at most ``{p}`` rows of ``table`` matching ``where`` (a template: ``{now}``...),
+        through the ids, as SQLite's and PostgreSQL's DELETE take no LIMIT."""
+        return f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {where} LIMIT {{p}})"
+
     def upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
         """``INSERT`` of one row (key first) that updates ``columns`` if the key exists."""
         marks = ", ".join(self.placeholder for _ in range(len(columns) + 1))

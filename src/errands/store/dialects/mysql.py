@@ -365,6 +365,10 @@ class MySQLDialect(Dialect):
         marks = ", ".join("%s" for _ in columns.split(","))
         return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks})"
 
+    def bounded_delete(self, table: str, where: str) -> str:
+        # MySQL and MariaDB refuse LIMIT in an IN subquery, and take it on a one-table DELETE.
+        return f"DELETE FROM {table} WHERE {where} LIMIT {{p}}"
+
     def upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
         marks = ", ".join("%s" for _ in range(len(columns) + 1))
         updates = ", ".join(f"{c} = VALUES({c})" for c in columns)

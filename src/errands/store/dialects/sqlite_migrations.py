@@ -162,7 +162,13 @@ def _version_9(d: Dialect) -> list[str | Step]:
 def _version_10(d: Dialect) -> list[str | Step]:
     # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key")]
+    steps: list[str | Step] = [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"),
+                               *d.add_job_column("rate_key")]
+    # Per-key rate limits: when each start leaves its window, so the prune deletes passed windows
+    # (the keys that fell idle) a bounded number at a time, through this index.
+    steps += [d.q("ALTER TABLE {rate_starts} ADD COLUMN expires_at REAL"),
+              d.q("CREATE INDEX IF NOT EXISTS {rate_starts}_expiry ON {rate_starts} (expires_at)")]
+    return steps
 
 
 MIGRATIONS = in_version_order(
