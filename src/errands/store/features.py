@@ -512,7 +512,8 @@ class FeatureStore:
             out["results"] = int(cur.rowcount)
             # Starts whose window has passed, of every window (so the keys that fell idle leave the
             # table), a bounded number per pass; rows written before schema 10 carry no expiry.
-            cur.execute(self.d.q(self.d.bounded_delete("{rate_starts}", "expires_at < {now}")), (RATE_PRUNE_ROWS,))
+            cur.execute(self.d.q(self.d.bounded_delete_sql.format(table="{rate_starts}", where="expires_at < {now}",
+                                                                  limit="{p}")), (RATE_PRUNE_ROWS,))
             out["rate_starts"] = int(cur.rowcount)
             cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE expires_at IS NULL AND started_at < {now_plus}"),
                         (-2 * 86400.0,))

@@ -217,6 +217,9 @@ class Dialect(ABC):
     max_connections_sql: str | None = None
     #: The SQL function that returns the smallest of its arguments (SQLite's scalar ``MIN``).
     least_function = "LEAST"
+    bounded_delete_sql = "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {where} LIMIT {limit})"
+    """A ``DELETE`` of at most ``limit`` rows of ``table`` matching ``where`` (``str.format`` fields), through
+    the ids: SQLite's and PostgreSQL's DELETE take no LIMIT."""
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
 
@@ -407,11 +410,6 @@ class Dialect(ABC):
         """``INSERT`` of one row that does nothing if its key exists (SQLite and PostgreSQL syntax)."""
         marks = ", ".join(self.placeholder for _ in columns.split(","))
         return f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-
-    def bounded_delete(self, table: str, where: str) -> str:
-        """``DELETE`` of at most ``{p}`` rows of ``table`` matching ``where`` (a template: ``{now}``...),
-        through the ids, as SQLite's and PostgreSQL's DELETE take no LIMIT."""
-        return f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {where} LIMIT {{p}})"
 
     def upsert(self, table: str, key: str, columns: Sequence[str]) -> str:
         """``INSERT`` of one row (key first) that updates ``columns`` if the key exists."""
