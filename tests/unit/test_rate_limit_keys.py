@@ -69,3 +69,24 @@ def test_each_job_and_key_counts_in_its_own_window_under_one_of_a_fixed_set_of_l
     assert keyed.name not in others and len(others) == 3
     locks = {rate_window_lock(rate_window("job", str(n))) for n in range(2000)}
     assert len(locks) == RATE_KEY_LOCKS  # however many keys, the locks table holds at most this many rows
+
+
+def test_the_job_page_shows_the_key_and_why_its_window_holds_the_job_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from errands.services.operator import job_detail
+
+    shop = Errands(f"sqlite:///{tmp_path / 'shop.db'}")
+
+    @shop.job(name="unit.sync", rate_limit="1/minute", rate_limit_key=lambda customer_id: customer_id)
+    def sync(customer_id: str) -> None: ...
+
+    shop.migrate()
+    first, second, other = sync.enqueue("acme"), sync.enqueue("acme"), sync.enqueue("globex")
+    claimed = shop.store.jobs.claim("unit-host:1:a", ["default"], 1, 30.0)
+    assert [(c.id, c.rate_key) for c in claimed] == [(first.id, "acme")]
+    limit = Limit.rate("unit.sync", "acme", RateLimit(1, 60.0))
+    assert shop.store.features.admission("unit-host:1:a", [(first.id, [limit])]).admitted == [first.id]
+    waiting = job_detail(shop, second.id)
+    assert waiting.rate_key == "acme"  # type: ignore[union-attr]
+    assert any("its rate limit for key 'acme' is used up (1 of 1 starts" in why for why in waiting.why)
+    assert not any("rate limit" in why for why in job_detail(shop, other.id).why)  # globex's window is free
+    shop.close()
