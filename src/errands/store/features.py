@@ -60,8 +60,13 @@ QUEUE_RETRY = 0.5
 """Seconds after which a run its queue's stored concurrency limit refused is due again."""
 REFUSE_CHUNK = 100
 """Refused runs given back per statement."""
-RATE_PRUNE_ROWS = 10_000
-"""Most passed rate-limit starts one prune deletes (the rest go at the next pass, a minute later)."""
+RATE_PRUNE_ROWS = 5_000
+"""Passed rate-limit starts deleted per transaction by a prune."""
+RATE_PRUNE_BATCHES = 20
+"""Most such transactions per prune (100,000 starts: a worker prunes once a minute, so starts
+recorded at up to 1,600 a second leave as fast as they come; the rest wait for the next pass)."""
+RATE_KEEP = 600.0
+"""Seconds a start stays recorded after its window passed (for people and tests reading the table)."""
 RATE_MARGIN = 0.001
 """Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
@@ -502,19 +507,17 @@ class FeatureStore:
         return Admitted(admitted, refused)
 
     # ------------------------------------------------------------------ retention
-    def prune(self, failed_ttl: float | None) -> dict[str, int]:
-        """Forget expired results, old rate-limit starts, finished batches and (when
-        ``failed_ttl`` is set) dead-letter entries older than that many seconds."""
+    def prune(self, failed_ttl: float | None, rate_keep: float = RATE_KEEP) -> dict[str, int]:
+        """Forget expired results, the rate-limit starts whose window passed ``rate_keep`` seconds
+        ago, finished batches and (when ``failed_ttl`` is set) dead-letter entries older than that
+        many seconds."""
+        rate_starts = self._prune_rate_starts(rate_keep)
 
         def delete(cur: Cursor) -> dict[str, int]:
-            out = {}
+            out = {"rate_starts": rate_starts}
             cur.execute(self.d.q("DELETE FROM {results} WHERE expires_at < {now}"))
             out["results"] = int(cur.rowcount)
-            # Starts whose window has passed, of every window (so the keys that fell idle leave the
-            # table), a bounded number per pass; rows written before schema 10 carry no expiry.
-            cur.execute(self.d.q(self.d.bounded_delete_sql.format(table="{rate_starts}", where="expires_at < {now}",
-                                                                  limit="{p}")), (RATE_PRUNE_ROWS,))
-            out["rate_starts"] = int(cur.rowcount)
+            # Starts written before schema 10 carry no expiry: two days, as they always had.
             cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE expires_at IS NULL AND started_at < {now_plus}"),
                         (-2 * 86400.0,))
             out["rate_starts"] += int(cur.rowcount)
@@ -544,3 +547,22 @@ class FeatureStore:
             return out
 
         return self.db.run(delete, write=True)
+
+    def _prune_rate_starts(self, keep: float) -> int:
+        """Delete the starts of every window (a job's, a key's, a queue's) that passed ``keep``
+        seconds ago, so the keys that fell idle leave the table: RATE_PRUNE_ROWS a transaction (short
+        row locks beside the admissions inserting), at most RATE_PRUNE_BATCHES of them a pass."""
+        sql = self.d.q(self.d.bounded_delete_sql.format(table="{rate_starts}", where="expires_at < {now_plus}",
+                                                        limit="{p}"))
+
+        def one(cur: Cursor) -> int:
+            cur.execute(sql, (-float(keep), RATE_PRUNE_ROWS))
+            return int(cur.rowcount)
+
+        deleted = 0
+        for _ in range(RATE_PRUNE_BATCHES):
+            n = self.db.run(one, write=True)
+            deleted += n
+            if n < RATE_PRUNE_ROWS:
+                break
+        return deleted

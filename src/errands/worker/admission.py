@@ -123,14 +123,10 @@ class Admission:
                 runs.append((row.id, limits))
         if not runs:
             return rows
-        # A start granted ahead is due ``wait`` seconds after the database's clock read in the
-        # decision, which comes before the decision returns (PostgreSQL: at its transaction's
-        # start): counted from before the call, so that a slow admission (a bucket's lock waited
-        # for) does not make the run start late, into the next window's starts.
-        asked = time.monotonic()
         decision = self.store.features.admission(self.owner, runs, ahead=GRANT_AHEAD)
         if decision.later:
-            self.state.not_before.update({job_id: asked + wait for job_id, wait in decision.later.items()})
+            now = time.monotonic()
+            self.state.not_before.update({job_id: now + wait for job_id, wait in decision.later.items()})
         refused = decision.waits
         if not refused:
             return rows
