@@ -78,11 +78,12 @@ def rate_window(name: str, key: str | None) -> str:
     255 characters fit the column and no two pairs share a window."""
     if key is None:
         return name
-    digest = hashlib.sha256(f"{name}\x00{key}".encode()).hexdigest()[:40]
+    # (surrogatepass: a key read back from a row written by hand may hold lone surrogates.)
+    digest = hashlib.sha256(f"{name}\x00{key}".encode("utf-8", "surrogatepass")).hexdigest()[:40]
     return RATE_WINDOW_PREFIX + digest
 
 
 def rate_window_lock(window: str) -> str:
     """The lock row a per-key window's admission takes: one of RATE_KEY_LOCKS buckets."""
-    bucket = int(hashlib.sha256(window.encode()).hexdigest()[:8], 16) % RATE_KEY_LOCKS
+    bucket = int(hashlib.sha256(window.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % RATE_KEY_LOCKS
     return f"rate-key:{bucket:02d}"

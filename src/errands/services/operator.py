@@ -467,7 +467,7 @@ def _limit_reasons(app: Errands, row: Any) -> list[str]:
             reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
                            f"({running} of {b.concurrency_limit} running)")
     if b.rate_limit:
-        key = row.rate_key if row.rate_key is None or _storable(row.rate_key) else None
+        key = row.rate_key
         starts = app.store.insights.rate_starts(rate_window(row.name, key), b.rate_limit.period)
         if starts >= b.rate_limit.count:
             whose = "its rate limit" if key is None else f"its rate limit for key {key!r}"
