@@ -41,6 +41,12 @@ def weighted(n: int) -> None:
     _record(time.time())
 
 
+@app.job(name="keyed", rate_limit="3/2s", rate_limit_key=lambda customer, n: f"customer:{customer}", queue="keyed")
+def keyed(customer: int, n: int) -> None:
+    """At most 3 starts per 2 seconds per customer (each customer its own window)."""
+    _record(time.time(), f"customer:{customer}")
+
+
 @app.job(name="grouped", concurrency_limit=2, concurrency_key=lambda customer, n: f"customer:{customer}",
          queue="grouped")
 def grouped(customer: int, n: int) -> None:

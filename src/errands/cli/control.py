@@ -103,7 +103,7 @@ def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
                 "available_at": row.available_at.isoformat(), "owner": row.reserved_by,
                 "lease_until": None if row.reserved_until is None else row.reserved_until.isoformat(),
                 "waits_for": [parent for _, parent in store.insights.dependencies_of(row.id)],
-                "batch_id": row.batch_id, "last_error": row.last_error,
+                "batch_id": row.batch_id, "rate_key": row.rate_key, "last_error": row.last_error,
                 "progress": row.progress, "progress_message": row.progress_message,
                 "cancel_requested": row.cancel_requested_at is not None}
     dead = store.jobs.get_failed(job_id)

@@ -103,7 +103,7 @@ JOBS: tuple[Column, ...] = (
     Column("snoozes", Kind.INT, claim=True, nullable=False),
     Column("expires_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
-    Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, claim=True, dead=True),
     Column("age_after", Kind.FLOAT, Fill.FIELD, feature=True),
     Column("age_base", Kind.INT, Fill.FIELD, feature=True),
     Column("age_cap", Kind.INT, Fill.FIELD, feature=True),

@@ -271,6 +271,9 @@ class JobSpec:
     """At most N runs at once per group."""
     concurrency_key: str | Callable[..., Any] | None = None
     """The group: a string or a function of the job's arguments (None: the job's name)."""
+    rate_limit_key: str | Callable[..., Any] | None = None
+    """With ``rate_limit``: the window a run counts in, a string or a function of the job's arguments
+    computed once at enqueue (each key its own window; None: one window for the whole job)."""
     retry_on: Sequence[type[BaseException]] | type[BaseException] | None = None
     """Only exceptions of these types (and subclasses) retry; any other goes to the dead letter at
     once (None: every exception retries while attempts are left)."""
@@ -316,6 +319,13 @@ class JobSpec:
                 check_cost(self.cost)
         except InvalidOption as exc:
             raise ConfigurationError(str(exc)) from None
+        key = self.rate_limit_key
+        if key is not None and rate is None:
+            raise ConfigurationError("rate_limit_key needs a rate_limit: it says which window of that limit a "
+                                     "run counts in")
+        if key is not None and not callable(key) and not _storable_key(key):
+            raise ConfigurationError(f"rate_limit_key must be a function of the job's arguments or a non-empty "
+                                     f"string of at most {UNIQUE_KEY_MAX} characters (valid Unicode, no NUL)")
         if self.cost is not None and rate is not None and self.cost > rate.count:
             raise ConfigurationError(f"cost {self.cost} is more than the rate limit {rate} allows in a window: "
                                      "such a run could never start")
@@ -363,6 +373,7 @@ class JobSpecArgs(TypedDict, total=False):
     rate_limit: str | RateLimit | None
     concurrency_limit: int | None
     concurrency_key: str | Callable[..., Any] | None
+    rate_limit_key: str | Callable[..., Any] | None
     retry_on: Sequence[type[BaseException]] | type[BaseException] | None
     discard_on: Sequence[type[BaseException]] | type[BaseException]
     max_snoozes: int | None
@@ -428,7 +439,8 @@ class JobDefaults:
                              max_snoozes=self.max_snoozes if spec.max_snoozes is None else spec.max_snoozes)
         rate = spec.rate_limit if isinstance(spec.rate_limit, RateLimit) else None  # JobSpec parsed it
         behaviour = JobBehaviour(unique=spec.unique, rate_limit=rate, concurrency_limit=spec.concurrency_limit,
-                                 concurrency_key=spec.concurrency_key, result_ttl=spec.result_ttl, policy=policy,
+                                 concurrency_key=spec.concurrency_key, rate_limit_key=spec.rate_limit_key,
+                                 result_ttl=spec.result_ttl, policy=policy,
                                  unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback,
                                  unique_key=spec.unique_key, on_conflict=spec.on_conflict,
                                  unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
@@ -485,6 +497,12 @@ def _check_after(after: tuple[int, ...]) -> None:
         raise InvalidOption(f"a job may wait for at most {MAX_AFTER} jobs (a workflow may hold more)")
 
 
+def _short_repr(value: object) -> str:
+    """``repr(value)``, at most 60 characters (an error message quotes what it refused)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _storable_key(key: object) -> bool:
     """A unique or concurrency key every backend stores and compares as given."""
     return isinstance(key, str) and 0 < len(key) <= UNIQUE_KEY_MAX and safe_text(key) == key
@@ -500,6 +518,8 @@ class JobBehaviour:
     concurrency_limit: int | None = None
     concurrency_key: str | Callable[..., Any] | None = None
     """The group (a string, or a function of the job's arguments); the job's name when None."""
+    rate_limit_key: str | Callable[..., Any] | None = None
+    """The rate-limit window (a string, or a function of the job's arguments); the job's own when None."""
     result_ttl: float | None = None
     """Seconds a kept result stays; the app's ``result_ttl`` when None."""
     unique_for: float | None = None
@@ -650,6 +670,7 @@ class JobDefinition(Generic[P, R]):
         b = self.behaviour
         self._plain = not (b.unique or b.unique_key is not None or b.debounce is not None
                            or b.concurrency_limit is not None or b.aging is not None
+                           or b.rate_limit_key is not None
                            or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self._unique = self._unique_rule()
@@ -835,7 +856,26 @@ class JobDefinition(Generic[P, R]):
             age_after, age_cap = b.aging[0], min(o.priority + b.aging[1], PRIORITY_RANGE[1])
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
                       unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
+                      rate_key=None if b.rate_limit_key is None else self._rate_key(b.rate_limit_key, args, kwargs),
                       age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap)
+
+    def _rate_key(self, key: str | Callable[..., Any], args: tuple[Any, ...] | list[Any],
+                  kwargs: dict[str, Any]) -> str:
+        """This call's rate-limit key: the job's string, or what its function makes of the arguments
+        (a string or an integer; anything else is refused here, at enqueue, rather than counted in a
+        window nobody meant)."""
+        if isinstance(key, str):
+            return key
+        value = key(*args, **kwargs)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise InvalidOption(f"rate_limit_key of job {self.name!r} must return a string or an integer, "
+                                f"got {type(value).__name__} {_short_repr(value)}")
+        if not _storable_key(value):
+            raise InvalidOption(f"rate limit key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                f"(valid Unicode, no NUL), got {_short_repr(value)}")
+        return value
 
     def _cost(self, o: JobOptions) -> int | None:
         """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""

@@ -3,6 +3,7 @@ start (rate-limit specifications: ``"10/minute"``, ``"5/s"``, ``"100/30s"``, ``"
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -61,3 +62,28 @@ def parse_rate_limit(spec: str | RateLimit) -> RateLimit:
     if count < 1 or period <= 0:
         raise ConfigurationError(f"rate limit {spec!r}: the count and the period must be positive")
     return RateLimit(count, period)
+
+
+RATE_KEY_LOCKS = 64
+"""How many lock rows the per-key rate windows share (``rate-key:00`` to ``rate-key:63``): a key's
+admission serialises on its bucket's row, so the locks table does not grow with the keys ever
+seen, and 64 buckets leave two admissions of different keys rarely waiting for each other."""
+RATE_WINDOW_PREFIX = "key:"
+"""How a per-key window's name starts in ``errands_rate_starts`` (a job's own window is its name)."""
+
+
+def rate_window(name: str, key: str | None) -> str:
+    """The window a run of job ``name`` counts in: the job's own (its name) when it has no rate
+    key, else one per (job, key), named by a digest so that any job name and any key of up to
+    255 characters fit the column and no two pairs share a window."""
+    if key is None:
+        return name
+    # (surrogatepass: a key read back from a row written by hand may hold lone surrogates.)
+    digest = hashlib.sha256(f"{name}\x00{key}".encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return RATE_WINDOW_PREFIX + digest
+
+
+def rate_window_lock(window: str) -> str:
+    """The lock row a per-key window's admission takes: one of RATE_KEY_LOCKS buckets."""
+    bucket = int(hashlib.sha256(window.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % RATE_KEY_LOCKS
+    return f"rate-key:{bucket:02d}"

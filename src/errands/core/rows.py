@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from .columns import CLAIMED, FAILED, JOBS, Column, Kind
 from .errors import BadPayload
+from .limits import RateLimit, rate_window, rate_window_lock
 from .payload import decode_arguments
 
 ToDatetime = Callable[[Any], datetime]
@@ -211,6 +212,9 @@ class ClaimedJob(NamedTuple):
     flags: int = 0
     snoozes: int = 0
     """How often the job snoozed before this run (``raise Snooze``), against its ``max_snoozes``."""
+    rate_key: str | None = None
+    """The rate-limit key, as enqueue computed it from the job's arguments (None: the job's own
+    window).  The worker reads it and never recomputes it."""
 
     @classmethod
     def read(cls, row: Sequence[Any]) -> ClaimedJob:
@@ -535,9 +539,25 @@ class Limit(NamedTuple):
     """"rate" (at most ``limit`` starts per ``period`` seconds), "concurrency" (at most ``limit`` running
     of a group) or "queue" (at most ``limit`` running of the queue ``name``, set by an operator)."""
     name: str
-    """The lock and counter key: the job name for rates, the group key for concurrency."""
+    """The counter key: the rate window (the job's name, or its per-key window, ``rate_window``),
+    the group key for concurrency."""
     limit: int
     period: float = 0.0
+    lock: str = ""
+    """The lock row admission takes for it ("": ``kind:name``; a per-key rate window: its bucket's)."""
+
+    @property
+    def lock_name(self) -> str:
+        return self.lock or f"{self.kind}:{self.name}"
+
+    @classmethod
+    def rate(cls, name: str, key: str | None, limit: RateLimit) -> Limit:
+        """Job ``name``'s rate limit for a run stored with rate key ``key``: the job's own window
+        under its own lock row, or the key's window under its bucket's lock row."""
+        if key is None:
+            return cls("rate", name, limit.count, limit.period)
+        window = rate_window(name, key)
+        return cls("rate", window, limit.count, limit.period, rate_window_lock(window))
 
 
 class QueueLimits(NamedTuple):

@@ -316,6 +316,8 @@ class LiveJob(JobSummary):
     """Ids of the jobs it still waits for (up to 20)."""
     batch_id: int | None = None
     concurrency_key: str | None = None
+    rate_key: str | None = None
+    """The rate-limit key its runs count under (None: the job's own window)."""
     progress_message: str | None = None
     cancel_requested: bool = False
     why: list[str] = field(default_factory=list)

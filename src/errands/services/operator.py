@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import check_queue_name
 from ..core.errors import EnqueueError, InvalidOption, JobNotFound
-from ..core.limits import ID_MAX
+from ..core.limits import ID_MAX, rate_window
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState
 from ..store.insights import (
@@ -369,7 +369,7 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
                        timeout=_finite(row.timeout), unique_key=row.unique_key,
                        waits_for=[parent for _, parent in store.insights.dependencies_of(row.id)]
                        if row.blocked_by is not None else [],
-                       batch_id=row.batch_id, concurrency_key=row.concurrency_key,
+                       batch_id=row.batch_id, concurrency_key=row.concurrency_key, rate_key=row.rate_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
                        why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden,
                        workflow=None if row.batch_id is None else workflow_of(app, row.id, row.batch_id))
@@ -467,9 +467,11 @@ def _limit_reasons(app: Errands, row: Any) -> list[str]:
             reasons.append(f"its concurrency group {row.concurrency_key!r} is full "
                            f"({running} of {b.concurrency_limit} running)")
     if b.rate_limit:
-        starts = app.store.insights.rate_starts(row.name, b.rate_limit.period)
+        key = row.rate_key
+        starts = app.store.insights.rate_starts(rate_window(row.name, key), b.rate_limit.period)
         if starts >= b.rate_limit.count:
-            reasons.append(f"its rate limit is used up ({starts} of {b.rate_limit.count} starts in the last "
+            whose = "its rate limit" if key is None else f"its rate limit for key {key!r}"
+            reasons.append(f"{whose} is used up ({starts} of {b.rate_limit.count} starts in the last "
                            f"{b.rate_limit.period:g}s)")
     return reasons
 

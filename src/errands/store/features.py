@@ -60,6 +60,13 @@ QUEUE_RETRY = 0.5
 """Seconds after which a run its queue's stored concurrency limit refused is due again."""
 REFUSE_CHUNK = 100
 """Refused runs given back per statement."""
+RATE_PRUNE_ROWS = 5_000
+"""Passed rate-limit starts deleted per transaction by a prune."""
+RATE_PRUNE_BATCHES = 20
+"""Most such transactions per prune (100,000 starts: a worker prunes once a minute, so starts
+recorded at up to 1,600 a second leave as fast as they come; the rest wait for the next pass)."""
+RATE_KEEP = 600.0
+"""Seconds a start stays recorded after its window passed (for people and tests reading the table)."""
 RATE_MARGIN = 0.001
 """Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
@@ -319,9 +326,9 @@ class FeatureStore:
             return Admitted([], {})
 
         def decide(cur: Cursor) -> Admitted:
-            names = sorted({(lim.kind, lim.name) for _, limits in runs for lim in limits})
-            for kind, name in names:
-                self.steps.lock_name(cur, f"{kind}:{name}")
+            # (Per-key rate windows share RATE_KEY_LOCKS bucket rows: one lock may cover several.)
+            for lock in sorted({lim.lock_name for _, limits in runs for lim in limits}):
+                self.steps.lock_name(cur, lock)
             ours = [job_id for job_id, _ in runs]
             refused: dict[int, float] = {}
             by_limit: dict[tuple[str, str], list[tuple[int, Limit]]] = {}
@@ -432,8 +439,9 @@ class FeatureStore:
                 cost = costs.get(job_id, 1)
                 if not late and cost <= free:
                     free -= cost
-                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
-                                         "VALUES ({p}, {now}, {p})"), (name, None if cost == 1 else cost))
+                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
+                                         "VALUES ({p}, {now}, {p}, {now_plus})"),
+                                (name, None if cost == 1 else cost, float(lim.period)))
                 else:  # keep claim order: nothing after a run that did not fit starts now
                     late.append((job_id, cost))
             if late:
@@ -448,9 +456,9 @@ class FeatureStore:
                         # A millisecond after the unit leaves: the clock's and the floats' rounding
                         # (SQLite stores seconds as REAL) could otherwise put it a hair inside.
                         wait += RATE_MARGIN
-                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units) "
-                                             "VALUES ({p}, {now_plus}, {p})"),
-                                    (name, wait, None if cost == 1 else cost))
+                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
+                                             "VALUES ({p}, {now_plus}, {p}, {now_plus})"),
+                                    (name, wait, None if cost == 1 else cost, wait + float(lim.period)))
                         later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
                     else:
                         refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
@@ -514,16 +522,20 @@ class FeatureStore:
         return Admitted(admitted, refused)
 
     # ------------------------------------------------------------------ retention
-    def prune(self, failed_ttl: float | None) -> dict[str, int]:
-        """Forget expired results, old rate-limit starts, finished batches and (when
-        ``failed_ttl`` is set) dead-letter entries older than that many seconds."""
+    def prune(self, failed_ttl: float | None, rate_keep: float = RATE_KEEP) -> dict[str, int]:
+        """Forget expired results, the rate-limit starts whose window passed ``rate_keep`` seconds
+        ago, finished batches and (when ``failed_ttl`` is set) dead-letter entries older than that
+        many seconds."""
+        rate_starts = self._prune_rate_starts(rate_keep)
 
         def delete(cur: Cursor) -> dict[str, int]:
-            out = {}
+            out = {"rate_starts": rate_starts}
             cur.execute(self.d.q("DELETE FROM {results} WHERE expires_at < {now}"))
             out["results"] = int(cur.rowcount)
-            cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE started_at < {now_plus}"), (-2 * 86400.0,))
-            out["rate_starts"] = int(cur.rowcount)
+            # Starts written before schema 10 carry no expiry: two days, as they always had.
+            cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE expires_at IS NULL AND started_at < {now_plus}"),
+                        (-2 * 86400.0,))
+            out["rate_starts"] += int(cur.rowcount)
             # Rows of jobs that are gone; a unique key also waits for the end of its unique period.
             cur.execute(self.d.q("DELETE FROM {group_runs} WHERE NOT EXISTS "
                                  "(SELECT 1 FROM {jobs} j WHERE j.id = {group_runs}.job_id)"))
@@ -550,3 +562,22 @@ class FeatureStore:
             return out
 
         return self.db.run(delete, write=True)
+
+    def _prune_rate_starts(self, keep: float) -> int:
+        """Delete the starts of every window (a job's, a key's, a queue's) that passed ``keep``
+        seconds ago, so the keys that fell idle leave the table: RATE_PRUNE_ROWS a transaction (short
+        row locks beside the admissions inserting), at most RATE_PRUNE_BATCHES of them a pass."""
+        sql = self.d.q(self.d.bounded_delete_sql.format(table="{rate_starts}", where="expires_at < {now_plus}",
+                                                        limit="{p}"))
+
+        def one(cur: Cursor) -> int:
+            cur.execute(sql, (-float(keep), RATE_PRUNE_ROWS))
+            return int(cur.rowcount)
+
+        deleted = 0
+        for _ in range(RATE_PRUNE_BATCHES):
+            n = self.db.run(one, write=True)
+            deleted += n
+            if n < RATE_PRUNE_ROWS:
+                break
+        return deleted

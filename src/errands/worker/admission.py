@@ -168,7 +168,8 @@ class Admission:
 
     def _limits(self, row: ClaimedJob) -> list[Limit] | None:
         """The limits one claimed run must pass; None when it has none to pass.  The concurrency
-        group is the one enqueue stored with the job (``ClaimedJob.concurrency_key``)."""
+        group and the rate key are the ones enqueue stored with the job (``ClaimedJob.concurrency_key``,
+        ``ClaimedJob.rate_key``)."""
         definition = self.app.registry.get(row.name)
         if definition is None:
             return None
@@ -179,7 +180,7 @@ class Admission:
         if b.concurrency_limit is not None:
             limits.append(Limit("concurrency", row.concurrency_key or row.name, b.concurrency_limit))
         if b.rate_limit is not None:
-            limits.append(Limit("rate", row.name, b.rate_limit.count, b.rate_limit.period))
+            limits.append(Limit.rate(row.name, row.rate_key, b.rate_limit))
         return limits
 
     def hand_out(self, rows: list[ClaimedJob]) -> None:

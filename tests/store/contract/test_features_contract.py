@@ -9,12 +9,13 @@ import pytest
 from helpers import wait_for_db_clock
 
 from errands.core.endings import Completed
+from errands.core.limits import RateLimit, rate_window
 from errands.core.payload import encode_result
 from errands.core.rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, JobState, Limit, QueueLimits
 from errands.store import Store
 from errands.store.features import CONCURRENCY_RETRY
 
-from .support import OTHER, OWNER, claim, claim_ids, count, enqueue, job, near, within, xfail_on
+from .support import OTHER, OWNER, claim, claim_ids, count, enqueue, job, near, rows, within, xfail_on
 
 MARIADB = ("mariadb", "mariadb-update")
 PAD_SPACE = ("MariaDB compares VARCHAR keys with PAD SPACE even under utf8mb4_bin (the tables' collation): "
@@ -278,6 +279,45 @@ def test_admission_holds_a_rate_limit_over_its_window(store: Store) -> None:
     window = timedelta(seconds=60)
     assert within(refused.available_at, before + window, after + window, slack=timedelta(milliseconds=50))
     assert store.features.admission(OWNER, []).admitted == []
+
+
+def test_each_rate_key_has_its_own_window_and_cost_counts_in_it(store: Store) -> None:
+    # 3 units a minute per key: key "a" fits a cost-2 and a cost-1 run, key "b" only its first cost-2
+    # run (a shared window would have refused the "b" runs); a run without a key counts in the job's
+    # own window, untouched by both.
+    rate = RateLimit(3, 60.0)
+    ids = store.jobs.enqueue([job(rate_key="a", cost=2), job(rate_key="b", cost=2), job(rate_key="a"),
+                              job(rate_key="b", cost=2), job()])
+    claimed = claim(store)
+    assert [(c.id, c.rate_key) for c in claimed] == list(zip(ids, ["a", "b", "a", "b", None], strict=True))
+    decision = store.features.admission(OWNER, [(c.id, [Limit.rate(c.name, c.rate_key, rate)]) for c in claimed])
+    assert decision.admitted == [ids[0], ids[1], ids[2], ids[4]] and list(decision.waits) == [ids[3]]
+    windows = {key: rate_window("contract.job", key) for key in ("a", "b", None)}
+    assert windows[None] == "contract.job" and len(set(windows.values())) == 3
+    assert [store.insights.rate_starts(windows[k], 60.0) for k in ("a", "b", None)] == [2, 1, 1]  # rows
+    units = rows(store, "SELECT name, SUM(COALESCE(units, 1)) AS n FROM {rate_starts} GROUP BY name")
+    assert {r["name"]: int(r["n"]) for r in units} == {windows["a"]: 3, windows["b"]: 2, windows[None]: 1}
+    # The refused run waits for its key's window; its key stays with it, through the dead letter too.
+    assert store.jobs.get_job(ids[3]).rate_key == "b"  # type: ignore[union-attr]
+    assert store.endings.bury(OWNER, ids[1], "E", "gone")
+    assert store.jobs.get_failed(ids[1]).rate_key == "b"  # type: ignore[union-attr]
+    assert store.jobs.retry_failed([ids[1]]) and store.jobs.get_job(ids[1]).rate_key == "b"  # type: ignore[union-attr]
+
+
+def test_prune_forgets_the_starts_of_passed_windows_and_keeps_the_live_ones(store: Store) -> None:
+    # Keys that fall idle leave the rate table: a start is deleted once its window has passed.
+    short, long = RateLimit(5, 0.2), RateLimit(5, 60.0)
+    ids = store.jobs.enqueue([job(rate_key=f"customer-{n}") for n in range(3)] + [job(rate_key="live")])
+    claimed = claim(store)
+    limits = [Limit.rate(c.name, c.rate_key, long if c.rate_key == "live" else short) for c in claimed]
+    assert store.features.admission(OWNER, [(c.id, [lim]) for c, lim in zip(claimed, limits, strict=True)]
+                                    ).admitted == ids
+    assert count(store, "rate_starts") == 4
+    wait_for_db_clock(store, store.now() + timedelta(seconds=0.25))
+    assert store.features.prune(None)["rate_starts"] == 0  # kept a while after their window passed
+    assert store.features.prune(None, rate_keep=0)["rate_starts"] == 3
+    assert [r["name"] for r in rows(store, "SELECT name FROM {rate_starts}")] == [limits[3].name]
+    assert store.features.prune(None, rate_keep=0)["rate_starts"] == 0
 
 
 def test_concurrency_groups_are_compared_exactly_as_given(store: Store, backend: str,

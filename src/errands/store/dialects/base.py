@@ -217,6 +217,9 @@ class Dialect(ABC):
     max_connections_sql: str | None = None
     #: The SQL function that returns the smallest of its arguments (SQLite's scalar ``MIN``).
     least_function = "LEAST"
+    bounded_delete_sql = "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {where} LIMIT {limit})"
+    """A ``DELETE`` of at most ``limit`` rows of ``table`` matching ``where`` (``str.format`` fields), through
+    the ids: SQLite's and PostgreSQL's DELETE take no LIMIT."""
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
 

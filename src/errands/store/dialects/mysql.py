@@ -187,6 +187,8 @@ class MySQLDialect(Dialect):
     name = "mysql"
     column_types = COLUMN_TYPES
     inserts_class = MySQLInserts
+    # MySQL and MariaDB refuse LIMIT in an IN subquery, and take it on a one-table DELETE.
+    bounded_delete_sql = "DELETE FROM {table} WHERE {where} LIMIT {limit}"
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"

@@ -202,15 +202,23 @@ def _version_9(d: Dialect) -> list[str | Step]:
 
 
 def _version_10(d: Dialect) -> list[str | Step]:
-    # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
+    # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key, aging.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
     has_aging = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
                  f"AND TABLE_NAME = '{d.t_jobs}' AND INDEX_NAME = '{d.t_jobs}_aging'")
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key"),
-            *d.add_job_column("age_after"), *d.add_job_column("age_base"), *d.add_job_column("age_cap"),
-            # Aging: the jobs that still age (no partial index here: age_cap is NULL for every other
-            # job, and the pass reads the non-NULL range only).
-            Step(d.q("ALTER TABLE {jobs} ADD INDEX {jobs}_aging (age_cap)"), has_aging)]
+    steps: list[str | Step] = [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"),
+                               *d.add_job_column("rate_key"), *d.add_job_column("age_after"),
+                               *d.add_job_column("age_base"), *d.add_job_column("age_cap")]
+    # Per-key rate limits: when each start leaves its window, so the prune deletes passed windows
+    # (the keys that fell idle) a bounded number at a time, through this index.
+    has_expiry = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                  f"AND TABLE_NAME = '{d.q('{rate_starts}')}' AND INDEX_NAME = '{d.q('{rate_starts}')}_expiry'")
+    steps += [d.added_column("rate_starts", "expires_at DATETIME(6) NULL"),
+              Step(d.q("ALTER TABLE {rate_starts} ADD KEY {rate_starts}_expiry (expires_at)"), has_expiry)]
+    # Aging: the jobs that still age (no partial index here: age_cap is NULL for every other
+    # job, and the pass reads the non-NULL range only).
+    steps.append(Step(d.q("ALTER TABLE {jobs} ADD INDEX {jobs}_aging (age_cap)"), has_aging))
+    return steps
 
 
 MIGRATIONS = in_version_order(

@@ -166,12 +166,18 @@ def _version_9(d: Dialect) -> list[str | Step]:
 
 
 def _version_10(d: Dialect) -> list[str | Step]:
-    # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
+    # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key, aging.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key"),
-            *d.add_job_column("age_after"), *d.add_job_column("age_base"), *d.add_job_column("age_cap"),
-            # Aging: the waiting jobs that still age, by due time (the pass reads only these).
-            d.q("CREATE INDEX IF NOT EXISTS {jobs}_aging ON {jobs} (available_at) WHERE age_cap IS NOT NULL")]
+    steps: list[str | Step] = [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"),
+                               *d.add_job_column("rate_key"), *d.add_job_column("age_after"),
+                               *d.add_job_column("age_base"), *d.add_job_column("age_cap")]
+    # Per-key rate limits: when each start leaves its window, so the prune deletes passed windows
+    # (the keys that fell idle) a bounded number at a time, through this index.
+    steps += [d.q("ALTER TABLE {rate_starts} ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ"),
+              d.q("CREATE INDEX IF NOT EXISTS {rate_starts}_expiry ON {rate_starts} (expires_at)")]
+    # Aging: the waiting jobs that still age, by due time (the pass reads only these).
+    steps.append(d.q("CREATE INDEX IF NOT EXISTS {jobs}_aging ON {jobs} (available_at) WHERE age_cap IS NOT NULL"))
+    return steps
 
 
 MIGRATIONS = in_version_order(

@@ -1,5 +1,6 @@
 """errands' schema version 10 (when a job expires unstarted, its deadline across retries, its
-rate-limit key: three nullable job columns) in a database at version 9."""
+rate-limit key: three nullable job columns; when each rate-limit start leaves its window, with its
+index) in a database at version 9."""
 
 from django.db import migrations
 
