@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import enum
 import traceback as tb
+from datetime import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from .context import context_of
 from .errors import BadPayload
-from .hooks import call_on_dead, call_on_retry, chain_of
+from .hooks import call_on_dead, call_on_expired, call_on_retry, chain_of
 from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
-from .rows import FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+from .rows import DEADLINE_ERROR, EXPIRED_ERROR, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 
 
 class Result(str, enum.Enum):
@@ -68,6 +69,9 @@ class RunOutcome(NamedTuple):
     (``raise Snooze(seconds)``)."""
     dead_message: str | None = None
     """The message to keep if the attempt sends the job to the dead letter (None: ``error_message``)."""
+    deadline_in: float | None = None
+    """Seconds left (by the database's clock) before the job's ``deadline`` (None: it has none): no
+    attempt may start after it.  Read for jobs flagged ``FLAG_DEADLINE`` only."""
 
     @property
     def error_text(self) -> str:
@@ -181,6 +185,46 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
 
 
 def _decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
+    settlement = _ending(outcome, policy)
+    left = outcome.deadline_in
+    if left is not None and isinstance(settlement, (RetryAt, Snoozed)) and settlement.delay >= left:
+        return past_deadline(outcome, settlement.delay, left,
+                             settlement.traceback if isinstance(settlement, RetryAt) else None)
+    return settlement
+
+
+def past_deadline(outcome: RunOutcome, delay: float, left: float, traceback: str | None = None) -> Buried:
+    """A run whose next attempt would start after the job's deadline: the dead letter, as
+    ``errands.DeadlineExceeded``, with the error of the attempt that ended."""
+    row = outcome.row
+    when = (f"its deadline is {left:.1f}s away and its next attempt would start in {delay:.1f}s" if left > 0
+            else "its deadline has passed")
+    cause = outcome.error_text if outcome.error_type else outcome.result.value
+    return Buried(row.id, row.attempts, DEADLINE_ERROR, safe_text(
+        f"no further attempt: {when}. The last attempt ended with {cause}", ERROR_TEXT_CAP), traceback)
+
+
+def expired(row: ClaimedJob, expires_at: datetime) -> Buried:
+    """How a waiting job that was not started by its expiry ends: expired (it never runs), kept in the
+    dead letter as ``errands.JobExpired`` so that an operator can see, retry or forget it."""
+    return Buried(row.id, row.attempts, EXPIRED_ERROR,
+                  f"not started by its expiry ({_moment(expires_at)}); it never ran" if row.attempts == 0 else
+                  f"not started again by its expiry ({_moment(expires_at)}) after {row.attempts} attempt(s)")
+
+
+def overdue(row: ClaimedJob, deadline_at: datetime, last_error: str | None) -> Buried:
+    """How a waiting job (a retry, or a first run) whose deadline passed ends: no further attempt,
+    ``errands.DeadlineExceeded``, with the last attempt's error when it had one."""
+    tail = f"; the last attempt ended with {last_error}" if last_error else ""
+    return Buried(row.id, row.attempts, DEADLINE_ERROR, safe_text(
+        f"no further attempt: its deadline ({_moment(deadline_at)}) passed while it waited{tail}", ERROR_TEXT_CAP))
+
+
+def _moment(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ending(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     row, result = outcome.row, outcome.result
     if result is Result.OK:
         return _completed(row, outcome.value, policy)
@@ -260,7 +304,8 @@ class HookHost(AppHost, Protocol):
 
 
 def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
-    """Call the ``on_retry`` or ``on_dead`` hooks of an ending that committed (app hooks and the job's).
+    """Call the ``on_retry``, ``on_dead`` or ``on_expired`` hooks of an ending that committed (app hooks
+    and the job's).
 
     Runs in the process that decided the ending: a worker for its own runs, the supervisor for the
     jobs of a process it killed or lost, whichever process recovered an expired lease (any worker's
@@ -280,7 +325,9 @@ def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
             arguments = ([], {})
     retry_in = settlement.delay if isinstance(settlement, RetryAt) else None
     record = FailedJob.of(row, settlement.error_type, settlement.error_message, retry_in, arguments)
-    if isinstance(settlement, RetryAt):
+    if isinstance(settlement, Buried) and settlement.error_type == EXPIRED_ERROR:
+        call_on_expired(chain, record)
+    elif isinstance(settlement, RetryAt):
         call_on_retry(chain, context_of(row, app), record)
     else:
         call_on_dead(chain, context_of(row, app), record)

@@ -27,7 +27,7 @@ from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
-from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
+from .rows import FLAG_DEADLINE, FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
 from .signatures import EnumParameters, check_handler
 
 if TYPE_CHECKING:
@@ -79,6 +79,14 @@ class JobOptions:
     """Seconds of quiet before the burst's one run (None: the job's ``debounce``)."""
     max_wait: float | None = None
     """With debounce: seconds after the burst's first enqueue by which it runs (None: the job's)."""
+    expires_in: float | None = None
+    """Seconds after the job is due (enqueue, or its delay or ``run_at``) by which it must have started;
+    later it never starts and ends as expired (docs/features/expiry.md)."""
+    expires_at: datetime | None = None
+    """The same as a moment (aware); wins over ``expires_in``."""
+    deadline: float | datetime | None = None
+    """Seconds from the enqueue, or a moment, after which no attempt starts: a failure whose retry would
+    start later goes to the dead letter as ``errands.DeadlineExceeded``."""
 
     @property
     def is_plain(self) -> bool:
@@ -135,6 +143,28 @@ class JobOptions:
         for what, seconds in (("debounce", self.debounce), ("max_wait", self.max_wait)):
             if seconds is not None:
                 check_seconds(what, seconds)
+        if self.expires_in is not None:
+            check_seconds("expires_in", self.expires_in)
+        if self.expires_at is not None:
+            check_moment("expires_at", self.expires_at)
+        if self.deadline is not None:
+            if isinstance(self.deadline, datetime):
+                check_moment("deadline", self.deadline)
+            else:
+                check_seconds("deadline", self.deadline)
+
+    def expiry_and_deadline(self) -> tuple[datetime | None, datetime | None]:
+        """(``expires_at``, ``deadline_at``) of an enqueue made now, in UTC: the moment given, else the
+        seconds counted from now on this host's clock (``expires_in`` from when the job is due).  The
+        database's clock judges them at each claim."""
+        expires, deadline = self.expires_at, self.deadline
+        if expires is None and self.expires_in is not None:
+            due = self.run_at or datetime.now(timezone.utc) + timedelta(seconds=self.delay)
+            expires = due + timedelta(seconds=self.expires_in)
+        if deadline is not None and not isinstance(deadline, datetime):
+            deadline = datetime.now(timezone.utc) + timedelta(seconds=deadline)
+        return (None if expires is None else expires.astimezone(timezone.utc),
+                None if deadline is None else deadline.astimezone(timezone.utc))
 
 
 _FEATURE_OPTIONS = fields(JobOptions)[[f.name for f in fields(JobOptions)].index("run_at") + 1:]
@@ -181,6 +211,19 @@ def check_unique_states(value: object) -> tuple[UniqueState, ...]:
         raise InvalidOption("unique_states must be ('waiting',) (one waiting plus one running job per key) or "
                             f"('waiting', 'running') (one waiting or running job), got {_shown(value)}")
     return tuple(state for state in UNIQUE_STATES if state in states)
+
+
+def check_moment(what: str, moment: object) -> datetime:
+    """An aware datetime within ten years of now (``expires_at``, ``deadline``)."""
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidOption(f"{what} must be an aware datetime, e.g. datetime.now(timezone.utc), got {_shown(moment)}")
+    try:
+        ahead = (moment - datetime.now(timezone.utc)) / timedelta(seconds=1)
+    except OverflowError:
+        ahead = math.inf
+    if not -MAX_DELAY <= ahead <= MAX_DELAY:
+        raise InvalidOption(f"{what} must be within ten years of now, got {moment.isoformat()}")
+    return moment
 
 
 def check_seconds(what: str, seconds: object) -> float:
@@ -281,6 +324,13 @@ class JobSpec:
     """Seconds of quiet after a burst of enqueues (one key) before its one run, with the last arguments."""
     max_wait: float | None = None
     """With ``debounce``: the run is due at most this many seconds after the burst's first enqueue."""
+    expires_in: float | None = None
+    """Seconds after it is due by which a run must have started, else it ends as expired and never runs
+    (``using(expires_in=..., expires_at=...)`` per call)."""
+    deadline: float | None = None
+    """Seconds from each enqueue after which no attempt starts (Temporal's schedule-to-close): a failure
+    whose retry would start later is buried with ``errands.DeadlineExceeded`` (``using(deadline=...)``:
+    seconds or a moment, per call).  A running attempt is not stopped at the deadline (``timeout`` does)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -293,6 +343,9 @@ class JobSpec:
             period = None if self.unique_for is None else check_unique_for(self.unique_for)
             if self.cost is not None:
                 check_cost(self.cost)
+            for what, seconds in (("expires_in", self.expires_in), ("deadline", self.deadline)):
+                if seconds is not None:
+                    check_seconds(what, seconds)
         except InvalidOption as exc:
             raise ConfigurationError(str(exc)) from None
         if self.cost is not None and rate is not None and self.cost > rate.count:
@@ -349,6 +402,8 @@ class JobSpecArgs(TypedDict, total=False):
     unique_states: Sequence[UniqueState] | None
     debounce: float | None
     max_wait: float | None
+    expires_in: float | None
+    deadline: float | None
 
 
 @dataclass(frozen=True)
@@ -407,7 +462,10 @@ class JobDefaults:
                                  unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
                                  debounce=spec.debounce, max_wait=spec.max_wait)
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
-                                   timeout=spec.timeout, keep_result=spec.keep_result).validated()
+                                   timeout=spec.timeout, keep_result=spec.keep_result)
+        if spec.expires_in is not None or spec.deadline is not None:
+            options = replace(options, expires_in=spec.expires_in, deadline=spec.deadline)
+        options = options.validated()
         backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
         return options, backoff, behaviour
 
@@ -667,6 +725,11 @@ class JobDefinition(Generic[P, R]):
         the older ``fn(ctx, error_type, error_message)`` works too."""
         return self.hooks.on_dead(fn)
 
+    def on_expired(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``fn(job)``, called once with the job's record when a run of this job ended as
+        expired, unstarted (``expires_in`` / ``expires_at``)."""
+        return self.hooks.on_expired(fn)
+
     def decode(self, payload: Any) -> tuple[list[Any], dict[str, Any]]:
         """A stored payload's arguments as the handler gets them (BadPayload when they cannot be)."""
         args, kwargs = decode_arguments(payload)
@@ -684,7 +747,8 @@ class JobDefinition(Generic[P, R]):
               label: str | None = None, cost: int | None = None, unique_for: float | None = None,
               on_conflict: OnConflict | None = None, unique_states: Sequence[UniqueState] | None = None,
               debounce: float | None = None, max_wait: float | None = None,
-              cursor: Any = None) -> JobDefinition[P, R]:
+              expires_in: float | None = None, expires_at: datetime | None = None,
+              deadline: float | datetime | None = None, cursor: Any = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched.
 
         ``after``: a job handle or id, or a list of them, that must all succeed before this run
@@ -696,13 +760,21 @@ class JobDefinition(Generic[P, R]):
         unique key is held (the job's options of the same names, for this call).
         ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
         ``timeout=math.inf``: no time limit for this run (None leaves the job's own).
+        ``expires_in`` (seconds after it is due) or ``expires_at`` (a moment): not started by then, it
+        never starts and ends as expired; either replaces the job's own expiry.
+        ``deadline``: seconds from now, or a moment, after which no attempt starts.
         """
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
             timeout=timeout, unique_key=unique_key, keep_result=keep_result, label=label, cost=cost,
             unique_for=unique_for, after=None if after is None else _job_ids(after), on_conflict=on_conflict,
             unique_states=None if unique_states is None else check_unique_states(unique_states),
-            debounce=debounce, max_wait=max_wait).items() if v is not None}
+            debounce=debounce, max_wait=max_wait, expires_in=expires_in, expires_at=expires_at,
+            deadline=deadline).items() if v is not None}
+        if expires_at is not None:
+            changes["expires_in"] = None  # the call's moment replaces the job's own expiry
+        elif expires_in is not None:
+            changes["expires_at"] = None
         if timeout == NO_TIMEOUT:
             changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
@@ -798,8 +870,12 @@ class JobDefinition(Generic[P, R]):
             if unique_for:
                 flags |= FLAG_UNIQUE_PERIOD
         delay = float(o.delay if debounce is None else debounce)
+        expires_at, deadline_at = o.expiry_and_deadline()
+        if deadline_at is not None:
+            flags |= FLAG_DEADLINE
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
-                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule)
+                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
+                      expires_at=expires_at, deadline_at=deadline_at)
 
     def _cost(self, o: JobOptions) -> int | None:
         """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""

@@ -74,6 +74,20 @@ class JobState(str, enum.Enum):
     """No longer in any table: it ran successfully (or was forgotten, or its record expired)."""
     UNKNOWN = "unknown"
     """No job with this id was ever enqueued in this database (the id is beyond every id issued)."""
+    EXPIRED = "expired"
+    """Not started by its expiry (``expires_in`` / ``expires_at``): it never runs.  Kept in the dead
+    letter (error type ``errands.JobExpired``), where an operator can retry or forget it."""
+
+
+EXPIRED_ERROR = "errands.JobExpired"
+"""The error type of a job that expired unstarted, in the dead letter (its state reads EXPIRED)."""
+DEADLINE_ERROR = "errands.DeadlineExceeded"
+"""The error type of a job buried because its deadline passed (no further attempt)."""
+
+
+def dead_state(error_type: object) -> JobState:
+    """The state of a dead-letter entry: EXPIRED for an expired job, else FAILED."""
+    return JobState.EXPIRED if error_type == EXPIRED_ERROR else JobState.FAILED
 
 
 # Bits of the ``flags`` column: what must happen when a job ends, beyond deleting its row.
@@ -85,6 +99,9 @@ FLAG_DEPENDENTS = 4
 """Other jobs wait for this one (set when such a job is enqueued): unblock them on success."""
 FLAG_UNIQUE_PERIOD = 256
 """Its unique key stays taken for a while after it ends (``unique_for``): stamp the key's expiry then."""
+FLAG_DEADLINE = 1024
+"""It has a ``deadline_at``: a failed attempt reads it before deciding whether another may start
+(the claim returns no times, so only these jobs pay that read)."""
 FLAG_WORKFLOW = 8
 """A step of a workflow: its outcome is kept until the workflow ends (plus the retention period),
 because later steps may receive it and the workflow page shows it."""

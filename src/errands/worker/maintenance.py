@@ -4,7 +4,8 @@ The heartbeat thread extends the leases of every job this process holds (buffere
 finished but not yet recorded) and reports the worker alive; every half lease it recovers
 stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
 :mod:`errands.worker.liveness`) and unblocks jobs whose dependency finished; once a minute it
-prunes expired results, old dead-letter entries and stats; every ``alert_every`` seconds it takes
+prunes expired results, old dead-letter entries and stats, and ends waiting jobs past their expiry
+or their deadline; every ``alert_every`` seconds it takes
 its turn at evaluating the alert thresholds, if the app has any (:mod:`errands.worker.alerts`).
 While async jobs run it
 also looks for cancellation requests.  The listener thread wakes the claim loop when the
@@ -165,8 +166,18 @@ class Maintenance:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             self.store.features.prune(self.app.failed_ttl)
             self.store.insights.prune_stats()
+            self._end_overdue()
         if self._alerts is not None and self._alerts.due():
             evaluate_quietly(self.app)
+
+    def _end_overdue(self) -> None:
+        """End waiting jobs past their expiry (expired) or their deadline (DeadlineExceeded), a bounded
+        number a pass; the claim already refuses them, so this only settles their record and hooks."""
+        ended = self.store.endings.end_overdue()
+        if ended:
+            log.info("ended %d waiting job(s) past their expiry or deadline", len(ended))
+        for row, settlement in ended:  # this process ended them: its hooks hear of them
+            announce(self.app, row, settlement)
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""

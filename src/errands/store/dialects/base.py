@@ -36,8 +36,14 @@ BACKLOG_AGE_SAMPLE = 1_000
 """The age gauge reads the oldest of this many next jobs in claim order: in a FIFO queue the first one
 is the oldest, and 10,000 rows per queue cost PostgreSQL a heap fetch each (/metrics took 466 ms with
 1,000,000 jobs waiting in five queues)."""
-CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
-             "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
+STARTABLE = (" AND (expires_at IS NULL OR expires_at > {now})"
+             " AND (deadline_at IS NULL OR deadline_at > {now})")
+"""The claim's refusal of a job past its expiry or its deadline, by the database's clock: checked on
+the candidate rows the index walk finds (a plain job's NULLs end each test at once), so no worker ever
+starts such a job, however many race for it; the maintenance pass (``endings.end_overdue``) ends them."""
+
+CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}"
+             + STARTABLE + " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
 """The rows of one queue a worker could claim now (params: queue, queue): ready, and the queue not paused.
 The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exactly what a new worker
 would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused)."""
@@ -385,7 +391,7 @@ class Dialect(ABC):
         """
         paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
         return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
-                      "AND blocked_by IS NULL AND available_at <= {now}" + paused +
+                      "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
                       " ORDER BY priority DESC, id LIMIT {p}")
 
     def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:

@@ -15,13 +15,15 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol
 
-from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, names
+from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, Kind, names
 from ...core.rows import NewJob, all_plain
 from ..driver import Cursor, first_column, last_row_id
 
 INSERT_CHUNK = 500
 """Most rows one multi-row INSERT carries (a driver takes at most 65,535 parameters)."""
 _RUN_AT = itemgetter(NewJob._fields.index("run_at"))
+TIME_FIELDS = tuple(c.name for c in INSERTED if c.fill is Fill.FIELD and c.kind is Kind.TIME)
+"""Times a NewJob carries as aware datetimes (``expires_at``, ``deadline_at``), stored in each dialect's form."""
 
 
 class Templates(Protocol):
@@ -116,6 +118,15 @@ class JobInserts:
         """The due time's parameters: ``run_at`` as stored (None: not given) and ``delay``."""
         return None if j.run_at is None else self.d.from_datetime(j.run_at), float(j.delay)
 
+    def stored_times(self, jobs: Sequence[NewJob]) -> Sequence[NewJob]:
+        """``jobs`` with their :data:`TIME_FIELDS` in the dialect's stored form (only a batch of the
+        full shape can hold any; most hold none and are returned as they are)."""
+        if not any(getattr(j, name) is not None for j in jobs for name in TIME_FIELDS):
+            return jobs
+        store = self.d.from_datetime
+        return [j._replace(**{name: store(getattr(j, name)) for name in TIME_FIELDS if getattr(j, name) is not None})
+                for j in jobs]
+
     def _cached(self, key: str, make: Callable[[], str]) -> str:
         sql = self._sql.get(key)
         if sql is None:
@@ -132,6 +143,8 @@ class JobInserts:
         takes at most 65,535 parameters), a trailing row alone the single-row path.  A dialect
         overrides this where the database has a faster bulk form, from the same shape."""
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(jobs)
         if len(jobs) == 1:
             return [self.one(cur, jobs[0], shape)]
         ids: list[int] = []

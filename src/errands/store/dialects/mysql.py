@@ -48,7 +48,7 @@ from .base import (
     Step,
     int_or_none,
 )
-from .inserts import INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
+from .inserts import FULL, INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
 
 try:
     import pymysql
@@ -135,6 +135,8 @@ class MySQLInserts(JobInserts):
         if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
             return super().insert_jobs(cur, jobs, shape)
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(jobs)
         head = self.head(shape)
         rest_of = _rest_getter(shape)
         rows_of: dict[tuple[Any, ...], str] = {}
@@ -461,8 +463,9 @@ class MySQLDialect(Dialect):
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
-                               "AND reserved_by IS NULL AND available_at <= %s ORDER BY priority DESC, id LIMIT %s"),
-                        (owner, now, until, *candidates, now, int(limit)))
+                               "AND reserved_by IS NULL AND available_at <= %s AND (expires_at IS NULL OR expires_at > %s) "
+                               "AND (deadline_at IS NULL OR deadline_at > %s) ORDER BY priority DESC, id LIMIT %s"),
+                        (owner, now, until, *candidates, now, now, now, int(limit)))
             if cur.rowcount:
                 break
         else:

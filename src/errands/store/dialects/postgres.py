@@ -266,6 +266,16 @@ class PostgresInserts(JobInserts):
         now_us = _pg_microseconds(reserved["now"])
         types = ["int8"] + [_COPY_TYPES.get(c.kind, "text") for c in shape.columns]
         values = shape.values
+        times = [i for i, c in enumerate(shape.fields) if c.kind is Kind.TIME]
+        if times and any(getattr(j, shape.fields[i].name) is not None for j in jobs for i in times):
+            plain_values = shape.values
+
+            def values(j: NewJob) -> tuple[Any, ...]:  # expires_at, deadline_at: microseconds as well
+                row = list(plain_values(j))
+                for i in times:
+                    if row[i] is not None:
+                        row[i] = _pg_microseconds(row[i])
+                return tuple(row)
         # The computed columns are the same for every row but the due time: a row is the job's values,
         # then ``before``, its due time, ``after`` (no call per column per row: this loop is the COPY's cost).
         fills = [c.fill for c in shape.computed]
