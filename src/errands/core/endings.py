@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import enum
 import traceback as tb
-from datetime import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from .context import context_of

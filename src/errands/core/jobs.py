@@ -22,7 +22,16 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar
 
 from .config import check_queue_name
-from .errors import BadPayload, ConfigurationError, EnqueueError, InvalidOption, JobCancelled, JobFailed, JobNotFound
+from .errors import (
+    BadPayload,
+    ConfigurationError,
+    EnqueueError,
+    InvalidOption,
+    JobCancelled,
+    JobExpired,
+    JobFailed,
+    JobNotFound,
+)
 from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
@@ -644,9 +653,11 @@ class JobHandle:
         state = app.job_state(self.id, self.name)
         if state is JobState.UNKNOWN:
             raise JobNotFound(f"no job with id {self.id} was ever enqueued in this database")
-        if state is JobState.FAILED:
+        if state is JobState.FAILED or state is JobState.EXPIRED:
             entry = app.store.jobs.get_failed(self.id)
             kind, text = (entry.error_type, entry.error_message) if entry else ("", "")
+            if state is JobState.EXPIRED:
+                raise JobExpired(f"job {self.id} ({self.name}) expired before it started: {text}", kind, text)
             raise JobFailed(f"job {self.id} ({self.name}) ended in the dead letter: {kind}: {text}", kind, text)
         if state is JobState.FINISHED:
             return True, None  # succeeded without a kept result (or its record expired)

@@ -287,6 +287,8 @@ class JobRow:
         return decode_arguments(self.payload)
 
     def state(self, now: datetime) -> JobState:
+        if self.expires_at is not None and self.reserved_by is None and self.expires_at <= now:
+            return JobState.EXPIRED  # refused by every claim; the next maintenance pass moves it to the dead letter
         return state_in_table(self.reserved_by, self.blocked_by, self.available_at, self.reserved_until, now)
 
 
@@ -527,13 +529,14 @@ class WorkflowRow:
         """"running", "blocked" (a dead step holds the rest), "succeeded", "failed" or "cancelled"."""
         states = [s.state for s in self.steps]
         if not self.batch.finished:
-            return "blocked" if JobState.FAILED in states and not any(
+            return "blocked" if (JobState.FAILED in states or JobState.EXPIRED in states) and not any(
                 s in (JobState.RUNNING, JobState.READY, JobState.DELAYED, JobState.STALE) for s in states) \
                 else "running"
         if self.batch.failed == 0:
             return "succeeded"
         return "cancelled" if all(s in (JobState.CANCELLED, JobState.SUCCEEDED, JobState.FINISHED)
-                                  for s in states) and JobState.FAILED not in states else "failed"
+                                  for s in states) and JobState.FAILED not in states \
+            and JobState.EXPIRED not in states else "failed"
 
 
 class Limit(NamedTuple):

@@ -463,8 +463,9 @@ class MySQLDialect(Dialect):
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
-                               "AND reserved_by IS NULL AND available_at <= %s AND (expires_at IS NULL OR expires_at > %s) "
-                               "AND (deadline_at IS NULL OR deadline_at > %s) ORDER BY priority DESC, id LIMIT %s"),
+                               "AND reserved_by IS NULL AND available_at <= %s AND (expires_at IS NULL OR "
+                               "expires_at > %s) AND (deadline_at IS NULL OR deadline_at > %s) "
+                               "ORDER BY priority DESC, id LIMIT %s"),
                         (owner, now, until, *candidates, now, now, now, int(limit)))
             if cur.rowcount:
                 break

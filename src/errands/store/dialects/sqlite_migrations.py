@@ -162,7 +162,11 @@ def _version_9(d: Dialect) -> list[str | Step]:
 def _version_10(d: Dialect) -> list[str | Step]:
     # Issue 25: when a job expires unstarted, its deadline across retries, its rate-limit key.
     # Nullable columns that a plain job leaves NULL (no table rewrite).
-    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key")]
+    return [*d.add_job_column("expires_at"), *d.add_job_column("deadline_at"), *d.add_job_column("rate_key"),
+            # The maintenance pass finds the waiting jobs past their expiry or deadline through these;
+            # partial, so a plain job (both NULL) adds no entry.
+            d.q("CREATE INDEX IF NOT EXISTS {jobs}_expiry ON {jobs} (expires_at) WHERE expires_at IS NOT NULL"),
+            d.q("CREATE INDEX IF NOT EXISTS {jobs}_deadline ON {jobs} (deadline_at) WHERE deadline_at IS NOT NULL")]
 
 
 MIGRATIONS = in_version_order(
