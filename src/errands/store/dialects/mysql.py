@@ -41,6 +41,7 @@ from .base import (
     CLAIMABLE,
     FAIL,
     RETRY,
+    STARTABLE,
     UNAVAILABLE,
     Dialect,
     Listener,
@@ -412,9 +413,16 @@ class MySQLDialect(Dialect):
         if not rows:
             return []
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
+        # The UPDATE reads the clock again, a moment after the pick: a job whose expiry or deadline falls
+        # in between is left alone (STARTABLE again), so no reserved_at is ever past either.
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
-                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
+                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")" + self.q(STARTABLE),
                     [owner, float(lease), *(r[_ID] for r in rows)])
+        if cur.rowcount != len(rows):  # rare: read back which of the picked rows this claim took
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE reserved_by = %s AND id IN (") + self.marks(rows) + ")",
+                        [owner, *(r[_ID] for r in rows)])
+            taken = {r["id"] for r in fetch_rows(cur)}
+            rows = [r for r in rows if r[_ID] in taken]
         # The rows as they are now: one more attempt, reserved by this owner.
         a, o = _ATTEMPTS, _OWNER
         return [(*r[:a], r[a] + 1, *r[a + 1:o], owner, *r[o + 1:]) for r in rows]
