@@ -162,18 +162,24 @@ class JobOptions:
             else:
                 check_seconds("deadline", self.deadline)
 
-    def expiry_and_deadline(self) -> tuple[datetime | None, datetime | None]:
-        """(``expires_at``, ``deadline_at``) of an enqueue made now, in UTC: the moment given, else the
-        seconds counted from now on this host's clock (``expires_in`` from when the job is due).  The
-        database's clock judges them at each claim."""
-        expires, deadline = self.expires_at, self.deadline
+    def expiry_and_deadline(self) -> tuple[datetime | float | None, datetime | float | None]:
+        """(``expires_at``, ``deadline_at``) of this enqueue as :class:`NewJob` carries them: a moment
+        (aware UTC), or seconds after the insert by the database's clock, which the store adds when it
+        writes the row (``expires_in`` counts from when the job is due: after its ``delay``, or from
+        its ``run_at``).  So a host whose clock is off, or a test's frozen database clock, agrees with
+        the claim that judges them."""
+        expires: datetime | float | None = self.expires_at
+        deadline = self.deadline
         if expires is None and self.expires_in is not None:
-            due = self.run_at or datetime.now(timezone.utc) + timedelta(seconds=self.delay)
-            expires = due + timedelta(seconds=self.expires_in)
-        if deadline is not None and not isinstance(deadline, datetime):
-            deadline = datetime.now(timezone.utc) + timedelta(seconds=deadline)
-        return (None if expires is None else expires.astimezone(timezone.utc),
-                None if deadline is None else deadline.astimezone(timezone.utc))
+            expires = (self.run_at + timedelta(seconds=self.expires_in) if self.run_at is not None
+                       else float(self.delay + self.expires_in))
+        if isinstance(expires, datetime):
+            expires = expires.astimezone(timezone.utc)
+        if isinstance(deadline, datetime):
+            deadline = deadline.astimezone(timezone.utc)
+        elif deadline is not None:
+            deadline = float(deadline)
+        return expires, deadline
 
 
 _FEATURE_OPTIONS = fields(JobOptions)[[f.name for f in fields(JobOptions)].index("run_at") + 1:]

@@ -171,10 +171,12 @@ class NewJob(NamedTuple):
     given here is replaced)."""
     unique_rule: UniqueRule | None = None
     """What an enqueue does when ``unique_key`` is held (None: :data:`KEEP`)."""
-    expires_at: datetime | None = None
-    """Aware UTC: a job not started by then never starts (it ends as expired)."""
-    deadline_at: datetime | None = None
-    """Aware UTC: after it, no further attempt (the job is buried with ``DeadlineExceeded``)."""
+    expires_at: datetime | float | None = None
+    """Aware UTC, or seconds after the insert by the database's clock: a job not started by then never
+    starts (it ends as expired)."""
+    deadline_at: datetime | float | None = None
+    """Aware UTC, or seconds after the insert by the database's clock: after it, no further attempt
+    (the job is buried with ``DeadlineExceeded``)."""
     rate_key: str | None = None
     """The rate-limit window this job's runs count in, as enqueue computed it (None: the job's own)."""
 

@@ -10,14 +10,14 @@ rest of a row).  Each variant takes its columns from one :class:`InsertShape`, m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol
 
 from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, Kind, names
 from ...core.rows import NewJob, all_plain
-from ..driver import Cursor, first_column, last_row_id
+from ..driver import Cursor, first_column, last_row_id, scalar
 
 INSERT_CHUNK = 500
 """Most rows one multi-row INSERT carries (a driver takes at most 65,535 parameters)."""
@@ -32,6 +32,8 @@ class Templates(Protocol):
     def q(self, template: str) -> str: ...
 
     def from_datetime(self, value: datetime) -> Any: ...
+
+    def to_datetime(self, value: Any) -> datetime: ...
 
 
 class InsertShape:
@@ -118,13 +120,24 @@ class JobInserts:
         """The due time's parameters: ``run_at`` as stored (None: not given) and ``delay``."""
         return None if j.run_at is None else self.d.from_datetime(j.run_at), float(j.delay)
 
-    def stored_times(self, jobs: Sequence[NewJob]) -> Sequence[NewJob]:
+    def stored_times(self, cur: Cursor, jobs: Sequence[NewJob]) -> Sequence[NewJob]:
         """``jobs`` with their :data:`TIME_FIELDS` in the dialect's stored form (only a batch of the
-        full shape can hold any; most hold none and are returned as they are)."""
+        full shape can hold any; most hold none and are returned as they are).  A number there is
+        seconds after now by the database's clock, read once for the batch."""
         if not any(getattr(j, name) is not None for j in jobs for name in TIME_FIELDS):
             return jobs
-        store = self.d.from_datetime
-        return [j._replace(**{name: store(getattr(j, name)) for name in TIME_FIELDS if getattr(j, name) is not None})
+        now = None
+        if any(isinstance(getattr(j, name), (int, float)) for j in jobs for name in TIME_FIELDS):
+            cur.execute(self.d.q("SELECT {now}"))
+            now = self.d.to_datetime(scalar(cur))
+
+        def stored(value: datetime | float) -> Any:
+            if not isinstance(value, datetime):
+                assert now is not None
+                value = now + timedelta(seconds=value)
+            return self.d.from_datetime(value)
+
+        return [j._replace(**{name: stored(getattr(j, name)) for name in TIME_FIELDS if getattr(j, name) is not None})
                 for j in jobs]
 
     def _cached(self, key: str, make: Callable[[], str]) -> str:
@@ -144,7 +157,7 @@ class JobInserts:
         overrides this where the database has a faster bulk form, from the same shape."""
         shape = shape or shape_of(jobs)
         if shape is FULL:
-            jobs = self.stored_times(jobs)
+            jobs = self.stored_times(cur, jobs)
         if len(jobs) == 1:
             return [self.one(cur, jobs[0], shape)]
         ids: list[int] = []

@@ -137,7 +137,7 @@ class MySQLInserts(JobInserts):
             return super().insert_jobs(cur, jobs, shape)
         shape = shape or shape_of(jobs)
         if shape is FULL:
-            jobs = self.stored_times(jobs)
+            jobs = self.stored_times(cur, jobs)
         head = self.head(shape)
         rest_of = _rest_getter(shape)
         rows_of: dict[tuple[Any, ...], str] = {}

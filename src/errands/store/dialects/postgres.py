@@ -41,7 +41,7 @@ from .base import (
     claim_order,
     int_or_none,
 )
-from .inserts import InsertShape, JobInserts, shape_of
+from .inserts import FULL, InsertShape, JobInserts, shape_of
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -204,6 +204,8 @@ class PostgresInserts(JobInserts):
         # then no prepared statements and no COPY, only what every DB-API cursor does.
         ours = isinstance(cur, psycopg.Cursor)
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(cur, jobs)  # (seconds from now made moments; datetimes as they are)
         if len(jobs) == 1:
             j = jobs[0]
             sql = self._cached(f"pg1:{shape.key}", lambda: self.head(shape) + self.row(shape)
