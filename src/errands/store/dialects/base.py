@@ -42,11 +42,13 @@ STARTABLE = (" AND (expires_at IS NULL OR expires_at > {now})"
 the candidate rows the index walk finds (a plain job's NULLs end each test at once), so no worker ever
 starts such a job, however many race for it; the maintenance pass (``endings.end_overdue``) ends them."""
 
-CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now}"
-             + STARTABLE + " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
+CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
+             "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
 """The rows of one queue a worker could claim now (params: queue, queue): ready, and the queue not paused.
 The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exactly what a new worker
-would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused)."""
+would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused).  Both
+leave out STARTABLE: a job past its expiry or deadline counts until the maintenance pass moves it to
+the dead letter (within a minute), which keeps the statements KEDA runs (docs/autoscaling.md) short."""
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
