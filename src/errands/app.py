@@ -313,11 +313,6 @@ class Errands:
         (:class:`errands.FailedJob`).  The older ``fn(ctx, error_type, error_message)`` works too."""
         return self.hooks.on_dead(fn)
 
-    def on_expired(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn(job)`` once for each job that ended as expired, unstarted (``expires_in``); ``job`` is its
-        record (:class:`errands.FailedJob`, error type ``errands.JobExpired``)."""
-        return self.hooks.on_expired(fn)
-
     def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn(job)`` whenever a failed run is given back for a retry (in ``job.retry_in`` seconds).
         The older ``fn(ctx, error_type, error_message, delay)`` works too."""
@@ -609,15 +604,6 @@ class Errands:
         for row, settlement in report.ended:
             announce(self, row, settlement)
         return report
-
-    def end_overdue(self, limit: int = 500) -> int:
-        """End waiting jobs past their expiry (as expired) or their deadline (``DeadlineExceeded``), at most
-        ``limit`` of each; returns how many.  Workers do this once a minute (the claim already refuses
-        such jobs); the ``on_expired`` and ``on_dead`` hooks of what this call ends run here."""
-        ended = self.store.endings.end_overdue(limit)
-        for row, settlement in ended:
-            announce(self, row, settlement)
-        return len(ended)
 
     def run_worker(self, queues: Sequence[str] | None = None, **options: Unpack[WorkerOptions]) -> int:
         """Process jobs in this process (threads, soft timeouts); returns how many ran.

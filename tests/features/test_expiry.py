@@ -17,6 +17,7 @@ from errands import Errands, JobExpired, JobState
 from errands.cli import main
 from errands.core.rows import NewJob
 from errands.services.operator import job_detail
+from errands.worker.maintenance import end_overdue
 
 
 def test_an_expired_job_never_runs_and_ends_as_expired_once(app: Errands) -> None:
@@ -27,7 +28,7 @@ def test_an_expired_job_never_runs_and_ends_as_expired_once(app: Errands) -> Non
     def quote(n: int) -> None:
         ran.append(n)
 
-    app.on_expired(lambda job: heard.append((job.id, job.error_type)))
+    app.hooks.on_expired(lambda job: heard.append((job.id, job.error_type)))
     quote.on_expired(lambda job: heard.append((job.id, "job hook")))
     app.on_dead(lambda job: heard.append((job.id, "on_dead")))
     gone = quote.using(expires_at=app.store.now() - timedelta(seconds=1)).enqueue(1)
@@ -37,7 +38,7 @@ def test_an_expired_job_never_runs_and_ends_as_expired_once(app: Errands) -> Non
     app.run_until_empty()
     assert ran == [2]
     assert gone.status() is JobState.EXPIRED, "refused by the claim before the pass ends it"
-    assert app.end_overdue() == 2 and app.end_overdue() == 0
+    assert end_overdue(app) == 2 and end_overdue(app) == 0
     assert sorted(heard) == sorted([(gone.id, "errands.JobExpired"), (gone.id, "job hook"),
                                     (batch.jobs[0].id, "errands.JobExpired"), (batch.jobs[0].id, "job hook")])
     assert gone.status() is JobState.EXPIRED
@@ -71,7 +72,7 @@ def test_a_retry_past_the_deadline_is_buried_as_deadline_exceeded_and_on_dead_he
     [late] = app.store.jobs.enqueue([NewJob("charge", "default", '{"args":[3],"kwargs":{}}', max_attempts=5,
                                             deadline_at=app.store.now() - timedelta(seconds=1))])
     app.run_until_empty()
-    assert app.end_overdue() == 1
+    assert end_overdue(app) == 1
     assert app.store.jobs.get_failed(late).error_type == "errands.DeadlineExceeded"
     assert dead == [(handle.id, "errands.DeadlineExceeded"), (late, "errands.DeadlineExceeded")]
 
@@ -102,7 +103,7 @@ def test_two_worker_processes_never_start_a_job_after_its_expiry(migrated_url: s
     ran = [int(r[0]) for r in runs]
     assert len(ran) == len(set(ran)), "a job ran twice"
     assert all(float(claimed) < float(expires) for _, claimed, expires in runs), "claimed after its expiry"
-    app.end_overdue(limit=1000)
+    end_overdue(app, limit=1000)
     dead = [app.store.jobs.get_failed(i) for i in ids]
     expired = {f.id for f in dead if f is not None and f.error_type == "errands.JobExpired"}
     assert not expired & set(ran) and expired | set(ran) == set(ids)

@@ -20,6 +20,7 @@ from errands import Errands, JobCancelled, Retry, current_job
 from errands.contrib import prometheus
 from errands.dashboard import create_dashboard
 from errands.metrics import ErrandsCollector, render
+from errands.worker.maintenance import end_overdue
 
 APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parent.parent.parent / "src"
@@ -121,7 +122,7 @@ def test_worker_counters_move_when_jobs_run(app: Errands) -> None:
     assert value("errands_enqueued_total", {"job": "ok", "queue": "q"}) == 3
     assert value("errands_enqueued_total", {"job": "doomed", "queue": "q"}) == 1
     drain(app)
-    assert app.end_overdue() == 1 and value("errands_expired_total", {"job": "ok", "queue": "q"}) == 1
+    assert end_overdue(app) == 1 and value("errands_expired_total", {"job": "ok", "queue": "q"}) == 1
 
     def runs(job: str, outcome: str) -> float | None:
         return value("errands_runs_total", {"job": job, "queue": "q", "outcome": outcome})

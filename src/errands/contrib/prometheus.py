@@ -129,7 +129,7 @@ def instrument(app: Errands, registry: CollectorRegistry = REGISTRY,
     app.around_job(timed)
     app.on_retry(retried)
     app.on_dead(dead)
-    app.on_expired(expired)
+    app.hooks.on_expired(expired)
     app.around_enqueue(counted)
     _instrumented.add(app)
     return m

@@ -12,7 +12,7 @@ Runs (per app and per job):
   ``job.retry_in`` seconds (the retry is committed).
 * ``on_expired(job)`` runs once for a job that was not started by its expiry (``expires_in``), after
   it was ended as expired (in the dead letter as ``errands.JobExpired``; ``on_dead`` does not hear
-  of it), in the process whose maintenance pass ended it.
+  of it), in the process whose maintenance pass ended it.  Per app: ``app.hooks.on_expired``.
 * ``on_dead(job)`` runs after a run was moved to the dead letter (seed 004's ``failed()``), once
   per dead job whichever path buried it.  Both run in the process that decided the ending
   (:func:`errands.core.endings.announce`): the worker for its runs, the supervisor for a run it

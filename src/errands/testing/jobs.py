@@ -20,6 +20,7 @@ from ..core.errors import BadPayload
 from ..core.jobs import JobDefinition
 from ..core.payload import decode_arguments
 from ..core.rows import JobRow, JobState
+from ..worker.maintenance import end_overdue
 from ..worker.scheduler import Scheduler
 
 __all__ = ["Enqueued", "Jobs"]
@@ -74,7 +75,7 @@ class Jobs:
         names = list(queues) if queues else sorted(set(self.app.default_queues()) | set(store.jobs.counts()))
         before = self._failures()
         ran = self.app.run_worker(names, burst=True, max_jobs=limit, sleep=0.05)
-        self.app.end_overdue()  # what a worker's maintenance pass does: past expiry or deadline, ended now
+        end_overdue(self.app)  # what a worker's maintenance pass does: past expiry or deadline, ended now
         if raise_errors:
             new = sorted(self._failures().items() - before.items())
             if new:

@@ -171,13 +171,9 @@ class Maintenance:
             evaluate_quietly(self.app)
 
     def _end_overdue(self) -> None:
-        """End waiting jobs past their expiry (expired) or their deadline (DeadlineExceeded), a bounded
-        number a pass; the claim already refuses them, so this only settles their record and hooks."""
-        ended = self.store.endings.end_overdue()
+        ended = end_overdue(self.app)
         if ended:
-            log.info("ended %d waiting job(s) past their expiry or deadline", len(ended))
-        for row, settlement in ended:  # this process ended them: its hooks hear of them
-            announce(self.app, row, settlement)
+            log.info("ended %d waiting job(s) past their expiry or deadline", ended)
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
@@ -228,6 +224,17 @@ class Maintenance:
         finally:
             if listener is not None:
                 listener.close()
+
+
+def end_overdue(app: RunHost, limit: int = 500) -> int:
+    """End waiting jobs past their expiry (as expired) or their deadline (``DeadlineExceeded``), at most
+    ``limit`` of each, and call their ``on_expired`` / ``on_dead`` hooks here; returns how many.  Every
+    worker does it once a minute (the claim already refuses such jobs); ``Jobs(app).drain()`` after
+    its runs."""
+    ended = app.store.endings.end_overdue(limit)
+    for row, settlement in ended:  # this process ended them: its hooks hear of them
+        announce(app, row, settlement)
+    return len(ended)
 
 
 def _close_quietly(listener: Wakeup) -> None:
