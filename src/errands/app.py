@@ -529,7 +529,7 @@ class Errands:
         failed = store.jobs.get_failed(job_id)
         if failed is not None:
             _same_job(job_id, failed.name, name)
-            return dead_state(failed.error_type)
+            return dead_state(failed.error_type, failed.error_message)
         result = store.features.get_result(job_id)
         if result is not None:
             _same_job(job_id, result.name, name)

@@ -10,7 +10,7 @@ from errands.core.endings import Buried, Completed, Result, RetryAt, RunOutcome,
 from errands.core.errors import ConfigurationError, InvalidOption, Snooze
 from errands.core.jobs import JobOptions, JobSpec
 from errands.core.retry import DEFAULT_POLICY, JobPolicy
-from errands.core.rows import FLAG_DEADLINE, ClaimedJob
+from errands.core.rows import FLAG_DEADLINE, ClaimedJob, JobState, dead_state
 
 POLICY = JobPolicy(lambda attempt: 10.0 * attempt, DEFAULT_POLICY, 60.0, 30.0, False)
 MOMENT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -51,6 +51,9 @@ def test_the_last_attempt_is_buried_with_its_own_error_whatever_the_deadline():
 def test_waiting_jobs_past_their_expiry_or_deadline_end_with_their_reason():
     gone = expired(row(0), MOMENT)
     assert gone.error_type == "errands.JobExpired" and "2030-01-02 03:04:05 UTC" in gone.error_message
+    assert dead_state(gone.error_type, gone.error_message) is JobState.EXPIRED
+    # A handler that let another job's JobExpired (from its result()) escape failed; it did not expire.
+    assert dead_state("errands.JobExpired", "job 5 (quote) expired before it started: ...") is JobState.FAILED
     late = overdue(row(1), MOMENT, "ValueError: boom")
     assert late.error_type == "errands.DeadlineExceeded" and late.error_message.endswith("ValueError: boom")
 

@@ -112,7 +112,7 @@ def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
         return {"id": dead.id, "name": dead.name, "label": dead.label, "queue": dead.queue,
-                "state": dead_state(dead.error_type).value,
+                "state": dead_state(dead.error_type, dead.error_message).value,
                 "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
                 "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
     result = store.features.get_result(job_id)

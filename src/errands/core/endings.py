@@ -29,7 +29,7 @@ from .hooks import call_on_dead, call_on_expired, call_on_retry, chain_of
 from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
-from .rows import DEADLINE_ERROR, EXPIRED_ERROR, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+from .rows import DEADLINE_ERROR, EXPIRED_ERROR, EXPIRED_MESSAGE, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 
 
 class Result(str, enum.Enum):
@@ -120,6 +120,17 @@ class Buried(NamedTuple):
     traceback: str | None = None
 
 
+class Expired(NamedTuple):
+    """A waiting job not started by its expiry (the maintenance pass's, never a run's): to the dead
+    letter as ``errands.JobExpired``, and the ``on_expired`` hooks, not ``on_dead``, hear of it."""
+
+    job_id: int
+    attempt: int
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+
+
 class HeldBack(NamedTuple):
     """A run this worker cannot start (its job's name is unknown here): back in line after ``delay``
     with its attempt refunded, while the job is younger than ``grace`` seconds (the database's clock
@@ -140,7 +151,7 @@ class CancelledRun(NamedTuple):
     record_ttl: float
 
 
-Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack
+Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack | Expired
 
 
 Ended = tuple[ClaimedJob, Settlement]
@@ -204,12 +215,12 @@ def past_deadline(outcome: RunOutcome, delay: float, left: float, traceback: str
         f"no further attempt: {when}. The last attempt ended with {cause}", ERROR_TEXT_CAP), traceback)
 
 
-def expired(row: ClaimedJob, expires_at: datetime) -> Buried:
+def expired(row: ClaimedJob, expires_at: datetime) -> Expired:
     """How a waiting job that was not started by its expiry ends: expired (it never runs), kept in the
     dead letter as ``errands.JobExpired`` so that an operator can see, retry or forget it."""
-    return Buried(row.id, row.attempts, EXPIRED_ERROR,
-                  f"not started by its expiry ({_moment(expires_at)}); it never ran" if row.attempts == 0 else
-                  f"not started again by its expiry ({_moment(expires_at)}) after {row.attempts} attempt(s)")
+    return Expired(row.id, row.attempts, EXPIRED_ERROR,
+                   f"{EXPIRED_MESSAGE} by its expiry ({_moment(expires_at)}); it never ran" if row.attempts == 0 else
+                   f"{EXPIRED_MESSAGE} again by its expiry ({_moment(expires_at)}) after {row.attempts} attempt(s)")
 
 
 def overdue(row: ClaimedJob, deadline_at: datetime, last_error: str | None) -> Buried:
@@ -311,7 +322,7 @@ def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
     jobs of a process it killed or lost, whichever process recovered an expired lease (any worker's
     heartbeat thread, ``errands recover``, the dashboard's Recover button).  A hook's failure is
     logged, never raised."""
-    if not isinstance(settlement, (RetryAt, Buried)):  # (a HeldBack is no failure: it waits for a deploy)
+    if not isinstance(settlement, (RetryAt, Buried, Expired)):  # (a HeldBack is no failure: it waits for a deploy)
         return
     definition = app.registry.get(row.name) if type(row.name) is str else None
     chain = chain_of(app.hooks, definition.behaviour.hooks if definition is not None else None)
@@ -325,7 +336,7 @@ def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
             arguments = ([], {})
     retry_in = settlement.delay if isinstance(settlement, RetryAt) else None
     record = FailedJob.of(row, settlement.error_type, settlement.error_message, retry_in, arguments)
-    if isinstance(settlement, Buried) and settlement.error_type == EXPIRED_ERROR:
+    if isinstance(settlement, Expired):
         call_on_expired(chain, record)
     elif isinstance(settlement, RetryAt):
         call_on_retry(chain, context_of(row, app), record)

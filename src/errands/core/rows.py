@@ -85,9 +85,16 @@ DEADLINE_ERROR = "errands.DeadlineExceeded"
 """The error type of a job buried because its deadline passed (no further attempt)."""
 
 
-def dead_state(error_type: object) -> JobState:
-    """The state of a dead-letter entry: EXPIRED for an expired job, else FAILED."""
-    return JobState.EXPIRED if error_type == EXPIRED_ERROR else JobState.FAILED
+EXPIRED_MESSAGE = "not started"
+"""How the message of an expired job's entry begins (the maintenance pass writes it): a handler that let
+an ``errands.JobExpired`` of another job's ``result()`` escape failed with that type too, not expired."""
+
+
+def dead_state(error_type: object, error_message: object) -> JobState:
+    """The state of a dead-letter entry: EXPIRED for a job that expired unstarted, else FAILED."""
+    expired = error_type == EXPIRED_ERROR and isinstance(error_message, str) and error_message.startswith(
+        EXPIRED_MESSAGE)
+    return JobState.EXPIRED if expired else JobState.FAILED
 
 
 # Bits of the ``flags`` column: what must happen when a job ends, beyond deleting its row.

@@ -377,8 +377,9 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
-        return DeadJob(dead.id, dead.name, dead.queue, dead_state(dead.error_type).value, "failed", dead.attempts,
-                       dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
+        state = dead_state(dead.error_type, dead.error_message).value
+        return DeadJob(dead.id, dead.name, dead.queue, state, "failed", dead.attempts, dead.max_attempts,
+                       dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
                        errors, hidden, workflow=workflow_of(app, dead.id))
     result = store.features.get_result(job_id)

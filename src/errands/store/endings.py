@@ -23,6 +23,7 @@ from ..core.endings import (
     CancelledRun,
     Completed,
     Ended,
+    Expired,
     HeldBack,
     PolicyLookup,
     RecoveryReport,
@@ -104,7 +105,7 @@ class EndingStore:
                 written = s if self._retry(cur, owner, s) else None
             elif isinstance(s, Snoozed):
                 written = s if self._snooze(cur, owner, s) else None
-            elif isinstance(s, Buried):
+            elif isinstance(s, (Buried, Expired)):
                 written = s if self._bury(cur, owner, s) else None
             elif isinstance(s, HeldBack):
                 written = self._hold_back(cur, owner, s)
@@ -258,7 +259,7 @@ class EndingStore:
                         "enqueue for a worker that registers it; none took it)")
         return buried if self._bury(cur, owner, buried) else None
 
-    def _bury(self, cur: Cursor, owner: str | None, s: Buried) -> bool:
+    def _bury(self, cur: Cursor, owner: str | None, s: Buried | Expired) -> bool:
         where, params = ("id = {p}", [s.job_id]) if owner is None else ("id = {p} AND reserved_by = {p}",
                                                                        [s.job_id, owner])
         return self.steps.bury_locked(cur, where, params, s.error_type, s.error_message, s.traceback) == 1

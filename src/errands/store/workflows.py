@@ -123,7 +123,8 @@ class WorkflowStore:
             cur.execute(self.d.q("SELECT id, error_type, error_message FROM {failed} WHERE id IN (") + marks + ")",
                         chunk)
             for r in fetch_rows(cur):
-                out[as_int(r["id"])] = (dead_state(r["error_type"]), f"{r['error_type']}: {r['error_message']}")
+                kind, text = r["error_type"], r["error_message"]
+                out[as_int(r["id"])] = (dead_state(kind, text), f"{kind}: {text}")
             cur.execute(self.d.q("SELECT id, state, message FROM {results} WHERE id IN (") + marks + ")", chunk)
             for r in fetch_rows(cur):
                 if as_int(r["id"]) not in out:
