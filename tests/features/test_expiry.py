@@ -38,6 +38,7 @@ def test_an_expired_job_never_runs_and_ends_as_expired_once(app: Errands) -> Non
     app.run_until_empty()
     assert ran == [2]
     assert gone.status() is JobState.EXPIRED, "refused by the claim before the pass ends it"
+    assert "no worker will" in job_detail(app, gone.id).to_json()["why"][0]
     assert end_overdue(app) == 2 and end_overdue(app) == 0
     assert sorted(heard) == sorted([(gone.id, "errands.JobExpired"), (gone.id, "job hook"),
                                     (batch.jobs[0].id, "errands.JobExpired"), (batch.jobs[0].id, "job hook")])

@@ -402,6 +402,12 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
         return []
     if state is JobState.STALE:
         return [_stale_reason(app, row, now)]
+    if state is JobState.EXPIRED:
+        return [f"it expired at {_iso(row.expires_at)} before a worker started it: no worker will; the next "
+                "maintenance pass (within a minute) moves it to the dead letter as errands.JobExpired"]
+    if row.deadline_at is not None and row.deadline_at <= now and row.reserved_by is None:
+        return [f"its deadline passed at {_iso(row.deadline_at)}: no worker will start it; the next maintenance "
+                "pass (within a minute) moves it to the dead letter as errands.DeadlineExceeded"]
     reasons = _state_reasons(app, row, state, now) + _queue_reasons(app, row, now) + _limit_reasons(app, row)
     if not reasons and state is JobState.READY:
         reasons.append("nothing holds it back: a worker should claim it at its next poll")
