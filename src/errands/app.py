@@ -17,7 +17,7 @@ from .core.jobs import JobDefinition, JobHandle, JobOptions, JobSpec, default_jo
 from .core.limits import ID_MAX
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
 from .core.retry import DEFAULT_POLICY, JobPolicy
-from .core.rows import BatchRow, WorkflowRow
+from .core.rows import BatchRow, WorkflowRow, dead_state
 from .core.settings import AppOptions, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
@@ -529,7 +529,7 @@ class Errands:
         failed = store.jobs.get_failed(job_id)
         if failed is not None:
             _same_job(job_id, failed.name, name)
-            return JobState.FAILED
+            return dead_state(failed.error_type, failed.error_message)
         result = store.features.get_result(job_id)
         if result is not None:
             _same_job(job_id, result.name, name)

@@ -30,12 +30,14 @@ def opened(url: str) -> Errands:
 
 def test_enqueue_prints_the_id_and_stores_the_job(migrated):
     done = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", "[0.5]",
-                   "--queue", "mails", "--priority", "3", "--delay", "60")
+                   "--queue", "mails", "--priority", "3", "--delay", "60", "--expires-in", "30", "--deadline", "600")
     assert done.returncode == 0, done.stderr
     job_id = int(done.stdout.strip())
     row = opened(migrated).store.jobs.get_job(job_id)
     assert (row.name, row.queue, row.priority, row.payload) == (
         "sample_jobs.sleep_then_record", "mails", 3, '{"args":[0.5],"kwargs":{}}')
+    assert (row.expires_at - row.available_at).total_seconds() == pytest.approx(30, abs=0.01)  # from its due time
+    assert (row.deadline_at - row.created_at).total_seconds() == pytest.approx(600, abs=0.01)
 
 
 @pytest.mark.parametrize("args, code, message", [

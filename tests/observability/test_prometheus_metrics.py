@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from errands import Errands, JobCancelled, Retry, current_job
 from errands.contrib import prometheus
 from errands.dashboard import create_dashboard
 from errands.metrics import ErrandsCollector, render
+from errands.worker.maintenance import end_overdue
 
 APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parent.parent.parent / "src"
@@ -115,10 +117,12 @@ def test_worker_counters_move_when_jobs_run(app: Errands) -> None:
     def stop() -> None:
         raise JobCancelled("asked to stop")
 
-    app.enqueue_many([ok.prepare(1), ok.prepare(2), flaky.prepare(), doomed.prepare(), stop.prepare()])
-    assert value("errands_enqueued_total", {"job": "ok", "queue": "q"}) == 2
+    late = ok.using(expires_at=app.store.now() - timedelta(seconds=1)).prepare(3)
+    app.enqueue_many([ok.prepare(1), ok.prepare(2), flaky.prepare(), doomed.prepare(), stop.prepare(), late])
+    assert value("errands_enqueued_total", {"job": "ok", "queue": "q"}) == 3
     assert value("errands_enqueued_total", {"job": "doomed", "queue": "q"}) == 1
     drain(app)
+    assert end_overdue(app) == 1 and value("errands_expired_total", {"job": "ok", "queue": "q"}) == 1
 
     def runs(job: str, outcome: str) -> float | None:
         return value("errands_runs_total", {"job": job, "queue": "q", "outcome": outcome})

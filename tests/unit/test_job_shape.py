@@ -53,7 +53,8 @@ def test_every_option_after_run_at_takes_the_enqueue_off_its_fast_path():
     names = [f.name for f in dataclasses.fields(JobOptions)]
     features = names[names.index("run_at") + 1:]
     examples = {"unique_key": "k", "after": (1,), "keep_result": True, "label": "l", "cost": 2, "unique_for": 1.0,
-                "on_conflict": "replace", "unique_states": ("waiting",), "debounce": 1.0, "max_wait": 2.0}
+                "on_conflict": "replace", "unique_states": ("waiting",), "debounce": 1.0, "max_wait": 2.0,
+                "expires_in": 5.0, "expires_at": datetime(2030, 1, 1, tzinfo=timezone.utc), "deadline": 60.0}
     assert set(features) == set(examples), "a new option needs an example here"
     assert JobOptions(queue="q", priority=3, max_attempts=2, timeout=5.0, delay=1.0).is_plain
     for name, value in examples.items():

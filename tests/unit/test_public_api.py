@@ -3,10 +3,10 @@ import errands
 
 def test_public_api_is_pinned():
     assert sorted(errands.__all__) == [
-        "Alert", "Backoff", "BadPayload", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "Discard",
-        "EnqueueError", "Errands", "ErrandsError", "FailedJob", "Hooks", "InvalidOption", "InvalidQueueName",
-        "JobCancelled", "JobContext", "JobDefinition", "JobFailed", "JobHandle", "JobNotFound", "JobState",
-        "JobTimeout",
+        "Alert", "Backoff", "BadPayload", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "DeadlineExceeded",
+        "Discard", "EnqueueError", "Errands", "ErrandsError", "FailedJob", "Hooks", "InvalidOption", "InvalidQueueName",
+        "JobCancelled", "JobContext", "JobDefinition", "JobExpired", "JobFailed", "JobHandle", "JobNotFound",
+        "JobState", "JobTimeout",
         "PayloadNotSerializable", "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError",
         "Snooze", "StepRef", "StepRow", "StoreError", "StoreUnavailable", "UnknownJob", "Workflow", "WorkflowHandle",
         "WorkflowRow", "__version__", "chain", "current_job", "group",

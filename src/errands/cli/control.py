@@ -12,6 +12,7 @@ import click
 from ..core.errors import JobNotFound
 from ..core.limits import ID_MAX
 from ..core.payload import safe_text
+from ..core.rows import dead_state
 from ..services import operator as ops
 from ..services.operator import display_arguments, displayable
 from .context import CLI, Context
@@ -105,10 +106,13 @@ def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
                 "waits_for": [parent for _, parent in store.insights.dependencies_of(row.id)],
                 "batch_id": row.batch_id, "rate_key": row.rate_key, "last_error": row.last_error,
                 "progress": row.progress, "progress_message": row.progress_message,
-                "cancel_requested": row.cancel_requested_at is not None}
+                "cancel_requested": row.cancel_requested_at is not None,
+                "expires_at": None if row.expires_at is None else row.expires_at.isoformat(),
+                "deadline_at": None if row.deadline_at is None else row.deadline_at.isoformat()}
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
-        return {"id": dead.id, "name": dead.name, "label": dead.label, "queue": dead.queue, "state": "failed",
+        return {"id": dead.id, "name": dead.name, "label": dead.label, "queue": dead.queue,
+                "state": dead_state(dead.error_type, dead.error_message).value,
                 "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
                 "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
     result = store.features.get_result(job_id)

@@ -34,14 +34,19 @@ def _json_option(value: str | None, kind: type, what: str) -> Any:
 @click.option("--priority", type=int, default=None, help="Higher runs first.")
 @click.option("--delay", type=click.FloatRange(0, MAX_DELAY), default=None,
               help="Seconds before the job may run (at most ten years).")
+@click.option("--expires-in", type=click.FloatRange(0, MAX_DELAY, min_open=True), default=None,
+              help="Seconds after it is due by which it must have started, else it ends as expired.")
+@click.option("--deadline", type=click.FloatRange(0, MAX_DELAY, min_open=True), default=None,
+              help="Seconds from now after which no attempt starts (errands.DeadlineExceeded).")
 @click.pass_obj
 def enqueue(ctx: Context, name: str, args_json: str | None, kwargs_json: str | None, queue: str | None,
-            priority: int | None, delay: float | None) -> None:
+            priority: int | None, delay: float | None, expires_in: float | None, deadline: float | None) -> None:
     """Enqueue registered job NAME and print its id."""
     app = ctx.app(required=True)
     args = _json_option(args_json, list, "--args")
     kwargs = _json_option(kwargs_json, dict, "--kwargs")
-    options = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay).items() if v is not None}
+    options = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay, expires_in=expires_in,
+                                     deadline=deadline).items() if v is not None}
     click.echo(enqueue_one(app, CLI, name, args, kwargs, **options))
 
 

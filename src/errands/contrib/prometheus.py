@@ -7,6 +7,8 @@
 * ``errands_run_duration_seconds{job, queue}``: a histogram of run durations (hooks included);
 * ``errands_retries_total{job, queue}`` and ``errands_dead_total{job, queue}``: failed runs
   given back for another attempt, and runs moved to the dead letter (counted once committed);
+* ``errands_expired_total{job, queue}``: jobs ended as expired, unstarted (``expires_in``), counted by
+  the process whose maintenance pass ended them;
 * ``errands_enqueued_total{job, queue}``: jobs this process stored.
 
 They complement :class:`errands.metrics.ErrandsCollector`, which reads queue depths from the
@@ -37,6 +39,7 @@ from ..core.hooks import Enqueue
 if TYPE_CHECKING:
     from ..app import Errands
     from ..core.context import JobContext
+    from ..core.rows import FailedJob
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
                     float("inf"))
@@ -54,6 +57,7 @@ class RunMetrics:
     retries: Counter
     dead: Counter
     enqueued: Counter
+    expired: Counter
 
 
 _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, RunMetrics] = weakref.WeakKeyDictionary()
@@ -74,7 +78,9 @@ def metrics_for(registry: CollectorRegistry = REGISTRY,
                             registry=registry),
             dead=Counter("errands_dead", "Runs moved to the dead letter.", ["job", "queue"], registry=registry),
             enqueued=Counter("errands_enqueued", "Jobs stored by this process.", ["job", "queue"],
-                             registry=registry))
+                             registry=registry),
+            expired=Counter("errands_expired", "Jobs ended as expired: not started by their expiry.",
+                            ["job", "queue"], registry=registry))
         _by_registry[registry] = found
     return found
 
@@ -108,6 +114,9 @@ def instrument(app: Errands, registry: CollectorRegistry = REGISTRY,
     def dead(ctx: JobContext, error_type: str, error_message: str) -> None:
         m.dead.labels(ctx.name, ctx.queue).inc()
 
+    def expired(job: FailedJob) -> None:
+        m.expired.labels(job.name, job.queue).inc()
+
     def counted(call: Enqueue) -> Iterator[None]:
         yield
         if len(call.ids) == len(call.jobs):  # stored (a failed insert raises through the yield instead)
@@ -120,6 +129,7 @@ def instrument(app: Errands, registry: CollectorRegistry = REGISTRY,
     app.around_job(timed)
     app.on_retry(retried)
     app.on_dead(dead)
+    app.hooks.on_expired(expired)
     app.around_enqueue(counted)
     _instrumented.add(app)
     return m

@@ -20,15 +20,16 @@ import enum
 import traceback as tb
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from .context import context_of
 from .errors import BadPayload
-from .hooks import call_on_dead, call_on_retry, chain_of
+from .hooks import call_on_dead, call_on_expired, call_on_retry, chain_of
 from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
-from .rows import FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+from .rows import DEADLINE_ERROR, EXPIRED_ERROR, EXPIRED_MESSAGE, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 
 
 class Result(str, enum.Enum):
@@ -68,6 +69,9 @@ class RunOutcome(NamedTuple):
     (``raise Snooze(seconds)``)."""
     dead_message: str | None = None
     """The message to keep if the attempt sends the job to the dead letter (None: ``error_message``)."""
+    deadline_in: float | None = None
+    """Seconds left (by the database's clock) before the job's ``deadline`` (None: it has none): no
+    attempt may start after it.  Read for jobs flagged ``FLAG_DEADLINE`` only."""
 
     @property
     def error_text(self) -> str:
@@ -116,6 +120,17 @@ class Buried(NamedTuple):
     traceback: str | None = None
 
 
+class Expired(NamedTuple):
+    """A waiting job not started by its expiry (the maintenance pass's, never a run's): to the dead
+    letter as ``errands.JobExpired``, and the ``on_expired`` hooks, not ``on_dead``, hear of it."""
+
+    job_id: int
+    attempt: int
+    error_type: str
+    error_message: str
+    traceback: str | None = None
+
+
 class HeldBack(NamedTuple):
     """A run this worker cannot start (its job's name is unknown here): back in line after ``delay``
     with its attempt refunded, while the job is younger than ``grace`` seconds (the database's clock
@@ -136,7 +151,7 @@ class CancelledRun(NamedTuple):
     record_ttl: float
 
 
-Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack
+Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack | Expired
 
 
 Ended = tuple[ClaimedJob, Settlement]
@@ -181,6 +196,46 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
 
 
 def _decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
+    settlement = _ending(outcome, policy)
+    left = outcome.deadline_in
+    if left is not None and isinstance(settlement, (RetryAt, Snoozed)) and settlement.delay >= left:
+        return past_deadline(outcome, settlement.delay, left,
+                             settlement.traceback if isinstance(settlement, RetryAt) else None)
+    return settlement
+
+
+def past_deadline(outcome: RunOutcome, delay: float, left: float, traceback: str | None = None) -> Buried:
+    """A run whose next attempt would start after the job's deadline: the dead letter, as
+    ``errands.DeadlineExceeded``, with the error of the attempt that ended."""
+    row = outcome.row
+    when = (f"its deadline is {left:.1f}s away and its next attempt would start in {delay:.1f}s" if left > 0
+            else "its deadline has passed")
+    cause = outcome.error_text if outcome.error_type else outcome.result.value
+    return Buried(row.id, row.attempts, DEADLINE_ERROR, safe_text(
+        f"no further attempt: {when}. The last attempt ended with {cause}", ERROR_TEXT_CAP), traceback)
+
+
+def expired(row: ClaimedJob, expires_at: datetime) -> Expired:
+    """How a waiting job that was not started by its expiry ends: expired (it never runs), kept in the
+    dead letter as ``errands.JobExpired`` so that an operator can see, retry or forget it."""
+    return Expired(row.id, row.attempts, EXPIRED_ERROR,
+                   f"{EXPIRED_MESSAGE} by its expiry ({_moment(expires_at)}); it never ran" if row.attempts == 0 else
+                   f"{EXPIRED_MESSAGE} again by its expiry ({_moment(expires_at)}) after {row.attempts} attempt(s)")
+
+
+def overdue(row: ClaimedJob, deadline_at: datetime, last_error: str | None) -> Buried:
+    """How a waiting job (a retry, or a first run) whose deadline passed ends: no further attempt,
+    ``errands.DeadlineExceeded``, with the last attempt's error when it had one."""
+    tail = f"; the last attempt ended with {last_error}" if last_error else ""
+    return Buried(row.id, row.attempts, DEADLINE_ERROR, safe_text(
+        f"no further attempt: its deadline ({_moment(deadline_at)}) passed while it waited{tail}", ERROR_TEXT_CAP))
+
+
+def _moment(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ending(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     row, result = outcome.row, outcome.result
     if result is Result.OK:
         return _completed(row, outcome.value, policy)
@@ -260,13 +315,14 @@ class HookHost(AppHost, Protocol):
 
 
 def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
-    """Call the ``on_retry`` or ``on_dead`` hooks of an ending that committed (app hooks and the job's).
+    """Call the ``on_retry``, ``on_dead`` or ``on_expired`` hooks of an ending that committed (app hooks
+    and the job's).
 
     Runs in the process that decided the ending: a worker for its own runs, the supervisor for the
     jobs of a process it killed or lost, whichever process recovered an expired lease (any worker's
     heartbeat thread, ``errands recover``, the dashboard's Recover button).  A hook's failure is
     logged, never raised."""
-    if not isinstance(settlement, (RetryAt, Buried)):  # (a HeldBack is no failure: it waits for a deploy)
+    if not isinstance(settlement, (RetryAt, Buried, Expired)):  # (a HeldBack is no failure: it waits for a deploy)
         return
     definition = app.registry.get(row.name) if type(row.name) is str else None
     chain = chain_of(app.hooks, definition.behaviour.hooks if definition is not None else None)
@@ -280,7 +336,9 @@ def announce(app: HookHost, row: ClaimedJob, settlement: Settlement) -> None:
             arguments = ([], {})
     retry_in = settlement.delay if isinstance(settlement, RetryAt) else None
     record = FailedJob.of(row, settlement.error_type, settlement.error_message, retry_in, arguments)
-    if isinstance(settlement, RetryAt):
+    if isinstance(settlement, Expired):
+        call_on_expired(chain, record)
+    elif isinstance(settlement, RetryAt):
         call_on_retry(chain, context_of(row, app), record)
     else:
         call_on_dead(chain, context_of(row, app), record)

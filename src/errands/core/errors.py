@@ -21,6 +21,8 @@ lets callers be precise where they care::
     ├── JobTimeout                a run exceeded its timeout (recorded as its error)
     ├── JobCancelled              the job was cancelled (raised in its handler, or by result())
     ├── JobFailed                 result(): the job ended in the dead letter
+    │   └── JobExpired            result(): the job expired before it started (``expires_in``)
+    ├── DeadlineExceeded          the error a job is buried with when its ``deadline`` passed
     ├── Retry                     raised by a handler: retry after a delay it chooses
     ├── Snooze                    raised by a handler: run again later, without spending an attempt
     └── Discard                   raised by a handler: skip the remaining attempts
@@ -107,6 +109,17 @@ class JobFailed(ErrandsError):
         super().__init__(message)
         self.error_type = error_type
         self.error_message = error_message
+
+
+class JobExpired(JobFailed):
+    """``handle.result()``: the job was not started by its expiry (``expires_in`` / ``expires_at``); it
+    ended as expired (the dead letter, error type ``errands.JobExpired``)."""
+
+
+class DeadlineExceeded(ErrandsError):
+    """The job's ``deadline`` passed before it succeeded: no further attempt is made.  Recorded as the
+    error of a job buried for it (error type ``errands.DeadlineExceeded``); never raised in a handler
+    (a running attempt is not stopped at the deadline: its ``timeout`` does that)."""
 
 
 class Retry(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Retry(delay=60)``

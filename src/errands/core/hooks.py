@@ -10,6 +10,9 @@ Runs (per app and per job):
   function is accepted and wrapped with ``contextlib.contextmanager``), e.g. a span.
 * ``on_retry(job)`` runs after a failed run was given back for another attempt in
   ``job.retry_in`` seconds (the retry is committed).
+* ``on_expired(job)`` runs once for a job that was not started by its expiry (``expires_in``), after
+  it was ended as expired (in the dead letter as ``errands.JobExpired``; ``on_dead`` does not hear
+  of it), in the process whose maintenance pass ended it.  Per app: ``app.hooks.on_expired``.
 * ``on_dead(job)`` runs after a run was moved to the dead letter (seed 004's ``failed()``), once
   per dead job whichever path buried it.  Both run in the process that decided the ending
   (:func:`errands.core.endings.announce`): the worker for its runs, the supervisor for a run it
@@ -63,7 +66,7 @@ log = logging.getLogger("errands.core.hooks")
 
 class Hooks:
     __slots__ = ("before_run", "after_run", "around_run", "retry", "dead", "enqueue_around", "any", "enqueuing",
-                 "scope", "alert")
+                 "scope", "alert", "expired")
 
     def __init__(self, scope: str = "app") -> None:
         self.before_run: list[Callable[..., Any]] = []
@@ -72,6 +75,8 @@ class Hooks:
         self.retry: list[tuple[Callable[..., Any], bool]] = []
         """``on_retry`` hooks, each with whether it takes the record (else the older arguments)."""
         self.dead: list[tuple[Callable[..., Any], bool]] = []
+        self.expired: list[Callable[..., Any]] = []
+        """``on_expired`` hooks: each takes the expired job's record."""
         self.enqueue_around: list[Callable[..., contextlib.AbstractContextManager[Any]]] = []
         self.any = False
         """Whether any run hook is registered: read for every run, so a plain attribute."""
@@ -110,6 +115,12 @@ class Hooks:
 
     def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         self.dead.append((fn, _takes_record(fn, "on_dead", "(ctx, error_type, error_message)")))
+        self.any = True
+        return fn
+
+    def on_expired(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        _require(fn, 1, "an on_expired hook", "(job)")
+        self.expired.append(fn)
         self.any = True
         return fn
 
@@ -226,6 +237,15 @@ def call_on_dead(chain: list[Hooks], ctx: Any, job: FailedJob) -> None:
                     fn(ctx, job.error_type, job.error_message)
             except Exception:  # reported, never fatal to the worker
                 log.exception("on_dead hook %r failed", fn)
+
+
+def call_on_expired(chain: list[Hooks], job: FailedJob) -> None:
+    for hooks in reversed(chain):
+        for fn in hooks.expired:
+            try:
+                fn(job)
+            except Exception:  # reported, never fatal to the worker
+                log.exception("on_expired hook %r failed", fn)
 
 
 # ---------------------------------------------------------------------------------- enqueues

@@ -22,12 +22,21 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar
 
 from .config import check_queue_name
-from .errors import BadPayload, ConfigurationError, EnqueueError, InvalidOption, JobCancelled, JobFailed, JobNotFound
+from .errors import (
+    BadPayload,
+    ConfigurationError,
+    EnqueueError,
+    InvalidOption,
+    JobCancelled,
+    JobExpired,
+    JobFailed,
+    JobNotFound,
+)
 from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
-from .rows import FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
+from .rows import FLAG_DEADLINE, FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
 from .signatures import EnumParameters, check_handler
 
 if TYPE_CHECKING:
@@ -79,6 +88,14 @@ class JobOptions:
     """Seconds of quiet before the burst's one run (None: the job's ``debounce``)."""
     max_wait: float | None = None
     """With debounce: seconds after the burst's first enqueue by which it runs (None: the job's)."""
+    expires_in: float | None = None
+    """Seconds after the job is due (enqueue, or its delay or ``run_at``) by which it must have started;
+    later it never starts and ends as expired (docs/features/expiry.md)."""
+    expires_at: datetime | None = None
+    """The same as a moment (aware); wins over ``expires_in``."""
+    deadline: float | datetime | None = None
+    """Seconds from the enqueue, or a moment, after which no attempt starts: a failure whose retry would
+    start later goes to the dead letter as ``errands.DeadlineExceeded``."""
 
     @property
     def is_plain(self) -> bool:
@@ -135,6 +152,34 @@ class JobOptions:
         for what, seconds in (("debounce", self.debounce), ("max_wait", self.max_wait)):
             if seconds is not None:
                 check_seconds(what, seconds)
+        if self.expires_in is not None:
+            check_seconds("expires_in", self.expires_in)
+        if self.expires_at is not None:
+            check_moment("expires_at", self.expires_at)
+        if self.deadline is not None:
+            if isinstance(self.deadline, datetime):
+                check_moment("deadline", self.deadline)
+            else:
+                check_seconds("deadline", self.deadline)
+
+    def expiry_and_deadline(self) -> tuple[datetime | float | None, datetime | float | None]:
+        """(``expires_at``, ``deadline_at``) of this enqueue as :class:`NewJob` carries them: a moment
+        (aware UTC), or seconds after the insert by the database's clock, which the store adds when it
+        writes the row (``expires_in`` counts from when the job is due: after its ``delay``, or from
+        its ``run_at``).  So a host whose clock is off, or a test's frozen database clock, agrees with
+        the claim that judges them."""
+        expires: datetime | float | None = self.expires_at
+        deadline = self.deadline
+        if expires is None and self.expires_in is not None:
+            expires = (self.run_at + timedelta(seconds=self.expires_in) if self.run_at is not None
+                       else float(self.delay + self.expires_in))
+        if isinstance(expires, datetime):
+            expires = expires.astimezone(timezone.utc)
+        if isinstance(deadline, datetime):
+            deadline = deadline.astimezone(timezone.utc)
+        elif deadline is not None:
+            deadline = float(deadline)
+        return expires, deadline
 
 
 _FEATURE_OPTIONS = fields(JobOptions)[[f.name for f in fields(JobOptions)].index("run_at") + 1:]
@@ -197,6 +242,19 @@ def check_aging(age_after: object, age_limit: object) -> None:
             raise InvalidOption("age_limit needs age_after (the seconds of waiting that earn one step)")
         if isinstance(age_limit, bool) or not isinstance(age_limit, int) or not 1 <= age_limit <= AGE_LIMIT_MAX:
             raise InvalidOption(f"age_limit must be an integer from 1 to {AGE_LIMIT_MAX}, got {_shown(age_limit)}")
+
+
+def check_moment(what: str, moment: object) -> datetime:
+    """An aware datetime within ten years of now (``expires_at``, ``deadline``)."""
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidOption(f"{what} must be an aware datetime, e.g. datetime.now(timezone.utc), got {_shown(moment)}")
+    try:
+        ahead = (moment - datetime.now(timezone.utc)) / timedelta(seconds=1)
+    except OverflowError:
+        ahead = math.inf
+    if not -MAX_DELAY <= ahead <= MAX_DELAY:
+        raise InvalidOption(f"{what} must be within ten years of now, got {moment.isoformat()}")
+    return moment
 
 
 def check_seconds(what: str, seconds: object) -> float:
@@ -305,6 +363,13 @@ class JobSpec:
     priority, up to ``age_limit`` steps (a maintenance pass raises it, docs/features/aging.md)."""
     age_limit: int | None = None
     """With ``age_after``: the most steps aging adds to a run's priority (None: 10)."""
+    expires_in: float | None = None
+    """Seconds after it is due by which a run must have started, else it ends as expired and never runs
+    (``using(expires_in=..., expires_at=...)`` per call)."""
+    deadline: float | None = None
+    """Seconds from each enqueue after which no attempt starts (Temporal's schedule-to-close): a failure
+    whose retry would start later is buried with ``errands.DeadlineExceeded`` (``using(deadline=...)``:
+    seconds or a moment, per call).  A running attempt is not stopped at the deadline (``timeout`` does)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -317,6 +382,9 @@ class JobSpec:
             period = None if self.unique_for is None else check_unique_for(self.unique_for)
             if self.cost is not None:
                 check_cost(self.cost)
+            for what, seconds in (("expires_in", self.expires_in), ("deadline", self.deadline)):
+                if seconds is not None:
+                    check_seconds(what, seconds)
         except InvalidOption as exc:
             raise ConfigurationError(str(exc)) from None
         key = self.rate_limit_key
@@ -387,6 +455,8 @@ class JobSpecArgs(TypedDict, total=False):
     max_wait: float | None
     age_after: float | None
     age_limit: int | None
+    expires_in: float | None
+    deadline: float | None
 
 
 @dataclass(frozen=True)
@@ -449,7 +519,10 @@ class JobDefaults:
                                  else (float(spec.age_after), DEFAULT_AGE_LIMIT if spec.age_limit is None
                                        else spec.age_limit))
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
-                                   timeout=spec.timeout, keep_result=spec.keep_result).validated()
+                                   timeout=spec.timeout, keep_result=spec.keep_result)
+        if spec.expires_in is not None or spec.deadline is not None:
+            options = replace(options, expires_in=spec.expires_in, deadline=spec.deadline)
+        options = options.validated()
         backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
         return options, backoff, behaviour
 
@@ -638,9 +711,11 @@ class JobHandle:
         state = app.job_state(self.id, self.name)
         if state is JobState.UNKNOWN:
             raise JobNotFound(f"no job with id {self.id} was ever enqueued in this database")
-        if state is JobState.FAILED:
+        if state is JobState.FAILED or state is JobState.EXPIRED:
             entry = app.store.jobs.get_failed(self.id)
             kind, text = (entry.error_type, entry.error_message) if entry else ("", "")
+            if state is JobState.EXPIRED:
+                raise JobExpired(f"job {self.id} ({self.name}) expired before it started: {text}", kind, text)
             raise JobFailed(f"job {self.id} ({self.name}) ended in the dead letter: {kind}: {text}", kind, text)
         if state is JobState.FINISHED:
             return True, None  # succeeded without a kept result (or its record expired)
@@ -720,6 +795,11 @@ class JobDefinition(Generic[P, R]):
         the older ``fn(ctx, error_type, error_message)`` works too."""
         return self.hooks.on_dead(fn)
 
+    def on_expired(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``fn(job)``, called once with the job's record when a run of this job ended as
+        expired, unstarted (``expires_in`` / ``expires_at``)."""
+        return self.hooks.on_expired(fn)
+
     def decode(self, payload: Any) -> tuple[list[Any], dict[str, Any]]:
         """A stored payload's arguments as the handler gets them (BadPayload when they cannot be)."""
         args, kwargs = decode_arguments(payload)
@@ -737,7 +817,8 @@ class JobDefinition(Generic[P, R]):
               label: str | None = None, cost: int | None = None, unique_for: float | None = None,
               on_conflict: OnConflict | None = None, unique_states: Sequence[UniqueState] | None = None,
               debounce: float | None = None, max_wait: float | None = None,
-              cursor: Any = None) -> JobDefinition[P, R]:
+              expires_in: float | None = None, expires_at: datetime | None = None,
+              deadline: float | datetime | None = None, cursor: Any = None) -> JobDefinition[P, R]:
         """A copy with options changed for the next enqueue; the registered job is untouched.
 
         ``after``: a job handle or id, or a list of them, that must all succeed before this run
@@ -749,13 +830,21 @@ class JobDefinition(Generic[P, R]):
         unique key is held (the job's options of the same names, for this call).
         ``cursor``: a DB-API cursor of your own transaction; the job exists only if it commits.
         ``timeout=math.inf``: no time limit for this run (None leaves the job's own).
+        ``expires_in`` (seconds after it is due) or ``expires_at`` (a moment): not started by then, it
+        never starts and ends as expired; either replaces the job's own expiry.
+        ``deadline``: seconds from now, or a moment, after which no attempt starts.
         """
         changes: dict[str, Any] = {k: v for k, v in dict(
             queue=queue, priority=priority, delay=delay, run_at=run_at, max_attempts=max_attempts,
             timeout=timeout, unique_key=unique_key, keep_result=keep_result, label=label, cost=cost,
             unique_for=unique_for, after=None if after is None else _job_ids(after), on_conflict=on_conflict,
             unique_states=None if unique_states is None else check_unique_states(unique_states),
-            debounce=debounce, max_wait=max_wait).items() if v is not None}
+            debounce=debounce, max_wait=max_wait, expires_in=expires_in, expires_at=expires_at,
+            deadline=deadline).items() if v is not None}
+        if expires_at is not None:
+            changes["expires_in"] = None  # the call's moment replaces the job's own expiry
+        elif expires_in is not None:
+            changes["expires_at"] = None
         if timeout == NO_TIMEOUT:
             changes["timeout"] = None
         clone: JobDefinition[P, R] = object.__new__(JobDefinition)
@@ -854,8 +943,12 @@ class JobDefinition(Generic[P, R]):
         age_after, age_cap = None, None
         if b.aging is not None and o.priority < PRIORITY_RANGE[1]:
             age_after, age_cap = b.aging[0], min(o.priority + b.aging[1], PRIORITY_RANGE[1])
+        expires_at, deadline_at = o.expiry_and_deadline()
+        if deadline_at is not None:
+            flags |= FLAG_DEADLINE
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
                       unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
+                      expires_at=expires_at, deadline_at=deadline_at,
                       rate_key=None if b.rate_limit_key is None else self._rate_key(b.rate_limit_key, args, kwargs),
                       age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap)
 

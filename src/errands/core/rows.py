@@ -75,6 +75,27 @@ class JobState(str, enum.Enum):
     """No longer in any table: it ran successfully (or was forgotten, or its record expired)."""
     UNKNOWN = "unknown"
     """No job with this id was ever enqueued in this database (the id is beyond every id issued)."""
+    EXPIRED = "expired"
+    """Not started by its expiry (``expires_in`` / ``expires_at``): it never runs.  Kept in the dead
+    letter (error type ``errands.JobExpired``), where an operator can retry or forget it."""
+
+
+EXPIRED_ERROR = "errands.JobExpired"
+"""The error type of a job that expired unstarted, in the dead letter (its state reads EXPIRED)."""
+DEADLINE_ERROR = "errands.DeadlineExceeded"
+"""The error type of a job buried because its deadline passed (no further attempt)."""
+
+
+EXPIRED_MESSAGE = "not started"
+"""How the message of an expired job's entry begins (the maintenance pass writes it): a handler that let
+an ``errands.JobExpired`` of another job's ``result()`` escape failed with that type too, not expired."""
+
+
+def dead_state(error_type: object, error_message: object) -> JobState:
+    """The state of a dead-letter entry: EXPIRED for a job that expired unstarted, else FAILED."""
+    expired = error_type == EXPIRED_ERROR and isinstance(error_message, str) and error_message.startswith(
+        EXPIRED_MESSAGE)
+    return JobState.EXPIRED if expired else JobState.FAILED
 
 
 # Bits of the ``flags`` column: what must happen when a job ends, beyond deleting its row.
@@ -86,6 +107,9 @@ FLAG_DEPENDENTS = 4
 """Other jobs wait for this one (set when such a job is enqueued): unblock them on success."""
 FLAG_UNIQUE_PERIOD = 256
 """Its unique key stays taken for a while after it ends (``unique_for``): stamp the key's expiry then."""
+FLAG_DEADLINE = 1024
+"""It has a ``deadline_at``: a failed attempt reads it before deciding whether another may start
+(the claim returns no times, so only these jobs pay that read)."""
 FLAG_WORKFLOW = 8
 """A step of a workflow: its outcome is kept until the workflow ends (plus the retention period),
 because later steps may receive it and the workflow page shows it."""
@@ -155,10 +179,12 @@ class NewJob(NamedTuple):
     given here is replaced)."""
     unique_rule: UniqueRule | None = None
     """What an enqueue does when ``unique_key`` is held (None: :data:`KEEP`)."""
-    expires_at: datetime | None = None
-    """Aware UTC: a job not started by then never starts (it ends as expired)."""
-    deadline_at: datetime | None = None
-    """Aware UTC: after it, no further attempt (the job is buried with ``DeadlineExceeded``)."""
+    expires_at: datetime | float | None = None
+    """Aware UTC, or seconds after the insert by the database's clock: a job not started by then never
+    starts (it ends as expired)."""
+    deadline_at: datetime | float | None = None
+    """Aware UTC, or seconds after the insert by the database's clock: after it, no further attempt
+    (the job is buried with ``DeadlineExceeded``)."""
     rate_key: str | None = None
     """The rate-limit window this job's runs count in, as enqueue computed it (None: the job's own)."""
     age_after: float | None = None
@@ -283,6 +309,8 @@ class JobRow:
         return decode_arguments(self.payload)
 
     def state(self, now: datetime) -> JobState:
+        if self.expires_at is not None and self.reserved_by is None and self.expires_at <= now:
+            return JobState.EXPIRED  # refused by every claim; the next maintenance pass moves it to the dead letter
         return state_in_table(self.reserved_by, self.blocked_by, self.available_at, self.reserved_until, now)
 
 
@@ -523,13 +551,14 @@ class WorkflowRow:
         """"running", "blocked" (a dead step holds the rest), "succeeded", "failed" or "cancelled"."""
         states = [s.state for s in self.steps]
         if not self.batch.finished:
-            return "blocked" if JobState.FAILED in states and not any(
+            return "blocked" if (JobState.FAILED in states or JobState.EXPIRED in states) and not any(
                 s in (JobState.RUNNING, JobState.READY, JobState.DELAYED, JobState.STALE) for s in states) \
                 else "running"
         if self.batch.failed == 0:
             return "succeeded"
         return "cancelled" if all(s in (JobState.CANCELLED, JobState.SUCCEEDED, JobState.FINISHED)
-                                  for s in states) and JobState.FAILED not in states else "failed"
+                                  for s in states) and JobState.FAILED not in states \
+            and JobState.EXPIRED not in states else "failed"
 
 
 class Limit(NamedTuple):

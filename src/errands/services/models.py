@@ -312,6 +312,10 @@ class LiveJob(JobSummary):
     lease_until: str | None = None
     timeout: float | None = None
     unique_key: str | None = None
+    expires_at: str | None = None
+    """Not started by then, it never starts: it ends as expired (``expires_in``)."""
+    deadline_at: str | None = None
+    """No attempt starts after it (``deadline``)."""
     waits_for: list[int] = field(default_factory=list)
     """Ids of the jobs it still waits for (up to 20)."""
     batch_id: int | None = None

@@ -28,7 +28,7 @@ from ..core.config import check_queue_name
 from ..core.errors import EnqueueError, InvalidOption, JobNotFound
 from ..core.limits import ID_MAX, rate_window
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
-from ..core.rows import JobState
+from ..core.rows import JobState, dead_state
 from ..store.insights import (
     COUNT_CAP,
     DEAD_SEARCH_WINDOW,
@@ -366,7 +366,8 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks) if row.attempts else ([], False)
         return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
                        reserved_at=_iso(row.reserved_at), lease_until=_iso(row.reserved_until),
-                       timeout=_finite(row.timeout), unique_key=row.unique_key,
+                       timeout=_finite(row.timeout), unique_key=row.unique_key, expires_at=_iso(row.expires_at),
+                       deadline_at=_iso(row.deadline_at),
                        waits_for=[parent for _, parent in store.insights.dependencies_of(row.id)]
                        if row.blocked_by is not None else [],
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key, rate_key=row.rate_key,
@@ -376,8 +377,9 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
-        return DeadJob(dead.id, dead.name, dead.queue, JobState.FAILED.value, "failed", dead.attempts,
-                       dead.max_attempts, dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
+        state = dead_state(dead.error_type, dead.error_message).value
+        return DeadJob(dead.id, dead.name, dead.queue, state, "failed", dead.attempts, dead.max_attempts,
+                       dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
                        errors, hidden, workflow=workflow_of(app, dead.id))
     result = store.features.get_result(job_id)
@@ -400,6 +402,12 @@ def why_waiting(app: Errands, row: Any, now: datetime) -> list[str]:
         return []
     if state is JobState.STALE:
         return [_stale_reason(app, row, now)]
+    if state is JobState.EXPIRED:
+        return [f"it expired at {_iso(row.expires_at)} before a worker started it: no worker will; the next "
+                "maintenance pass (within a minute) moves it to the dead letter as errands.JobExpired"]
+    if row.deadline_at is not None and row.deadline_at <= now and row.reserved_by is None:
+        return [f"its deadline passed at {_iso(row.deadline_at)}: no worker will start it; the next maintenance "
+                "pass (within a minute) moves it to the dead letter as errands.DeadlineExceeded"]
     reasons = _state_reasons(app, row, state, now) + _queue_reasons(app, row, now) + _limit_reasons(app, row)
     if not reasons and state is JobState.READY:
         reasons.append("nothing holds it back: a worker should claim it at its next poll")

@@ -23,6 +23,7 @@ from ..core.endings import (
     CancelledRun,
     Completed,
     Ended,
+    Expired,
     HeldBack,
     PolicyLookup,
     RecoveryReport,
@@ -32,10 +33,22 @@ from ..core.endings import (
     Settlement,
     Snoozed,
     decide,
+    expired,
+    overdue,
 )
 from ..core.limits import clamp_delay
 from ..core.payload import safe_text
-from ..core.rows import FLAG_BATCH, FLAG_DEPENDENTS, FLAG_RESULT, FLAG_UNIQUE_PERIOD, ClaimedJob, Failure, JobState
+from ..core.rows import (
+    FLAG_BATCH,
+    FLAG_DEADLINE,
+    FLAG_DEPENDENTS,
+    FLAG_RESULT,
+    FLAG_UNIQUE_PERIOD,
+    ClaimedJob,
+    Failure,
+    JobState,
+    as_int,
+)
 from .database import Database
 from .driver import Cursor, fetch_row, fetch_rows
 from .steps import ERROR_MESSAGE_CAP, Steps
@@ -92,7 +105,7 @@ class EndingStore:
                 written = s if self._retry(cur, owner, s) else None
             elif isinstance(s, Snoozed):
                 written = s if self._snooze(cur, owner, s) else None
-            elif isinstance(s, Buried):
+            elif isinstance(s, (Buried, Expired)):
                 written = s if self._bury(cur, owner, s) else None
             elif isinstance(s, HeldBack):
                 written = self._hold_back(cur, owner, s)
@@ -149,11 +162,58 @@ class EndingStore:
 
         return self.db.run(recover, write=True)
 
+    # ------------------------------------------------------------------ expiry and deadlines
+    def deadlines(self, ids: Sequence[int]) -> dict[int, float]:
+        """Seconds left before each job's deadline, by the database's clock (jobs without one, or gone,
+        are left out): what :func:`~errands.core.endings.decide` needs of a failed run of a job flagged
+        ``FLAG_DEADLINE`` (the claim returns no times)."""
+        if not ids:
+            return {}
+        return self.db.run(lambda cur: self._deadlines(cur, ids), write=False)
+
+    def _deadlines(self, cur: Cursor, ids: Sequence[int]) -> dict[int, float]:
+        match, params = self.d.ids_match(ids)
+        cur.execute(self.d.q("SELECT id, deadline_at, {now} AS now FROM {jobs} WHERE deadline_at IS NOT NULL AND ")
+                    + match, params)
+        to_datetime = self.d.to_datetime
+        return {int(r["id"]): (to_datetime(r["deadline_at"]) - to_datetime(r["now"])).total_seconds()
+                for r in fetch_rows(cur)}
+
+    def end_overdue(self, limit: int = 500) -> list[Ended]:
+        """End waiting jobs that can no longer start (the maintenance pass; the claim already refuses
+        them): those past their expiry as expired, those past their deadline as DeadlineExceeded, both
+        in the dead letter.  At most ``limit`` of each kind a call, through their partial indexes
+        (MySQL: a scan of the jobs table, which is why workers run it once a minute); rows another
+        transaction holds are skipped.  Returns the endings, for :func:`~errands.core.endings.announce`."""
+
+        def end(cur: Cursor) -> list[Ended]:
+            ended: list[Ended] = []
+            for column in ("expires_at", "deadline_at"):
+                cur.execute(self.d.q("SELECT " + _CLAIMED + ", " + column + " AS due, last_error FROM {jobs} WHERE "
+                                     + column + " <= {now} AND reserved_by IS NULL ORDER BY " + column
+                                     + " LIMIT " + str(int(limit))) + self.d.lock_rows_skip)
+                found = [(ClaimedJob.read(r[:len(CLAIMED)]), r[len(CLAIMED)], r[len(CLAIMED) + 1])
+                         for r in cur.fetchall()]
+                for row, due, last_error in found:
+                    moment = self.d.to_datetime(due)
+                    settlement = expired(row, moment) if column == "expires_at" else overdue(row, moment, last_error)
+                    if self.steps.bury_locked(cur, "id = {p} AND reserved_by IS NULL", [row.id],
+                                              settlement.error_type, settlement.error_message) == 1:
+                        ended.append((row, settlement))
+            return ended
+
+        return self.db.run(end, write=True)
+
     def _decide_and_apply(self, cur: Cursor, rows: list[ClaimedJob], outcome_of: Callable[[ClaimedJob], RunOutcome],
                           policies: PolicyLookup) -> list[Ended]:
         ended: list[Ended] = []
+        flagged = [row.id for row in rows if as_int(row.flags) & FLAG_DEADLINE]
+        left = self._deadlines(cur, flagged) if flagged else {}
         for row in rows:
-            settlement = decide(outcome_of(row), policies.policy_of(row.name))
+            outcome = outcome_of(row)
+            if row.id in left:
+                outcome = outcome._replace(deadline_in=left[row.id])
+            settlement = decide(outcome, policies.policy_of(row.name))
             if self.apply_in(cur, row.reserved_by, [settlement]):
                 ended.append((row, settlement))
         return ended
@@ -199,7 +259,7 @@ class EndingStore:
                         "enqueue for a worker that registers it; none took it)")
         return buried if self._bury(cur, owner, buried) else None
 
-    def _bury(self, cur: Cursor, owner: str | None, s: Buried) -> bool:
+    def _bury(self, cur: Cursor, owner: str | None, s: Buried | Expired) -> bool:
         where, params = ("id = {p}", [s.job_id]) if owner is None else ("id = {p} AND reserved_by = {p}",
                                                                        [s.job_id, owner])
         return self.steps.bury_locked(cur, where, params, s.error_type, s.error_message, s.traceback) == 1

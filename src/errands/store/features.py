@@ -40,6 +40,7 @@ from ..core.rows import (
     as_int,
 )
 from .database import Database
+from .dialects.base import age_waiting_sql
 from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
 from .steps import RESULT_COLUMNS, Steps, job_spec
 
@@ -110,7 +111,7 @@ class FeatureStore:
         ran for a while) takes them all at once, never past its cap."""
 
         def age(cur: Cursor) -> int:
-            cur.execute(self.d.age_waiting_sql(), (int(limit),))
+            cur.execute(age_waiting_sql(self.d), (int(limit),))
             return int(cur.rowcount)
 
         return self.db.run(age, write=True)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int, state_in_table
+from ..core.rows import BatchRow, JobState, StepRow, WorkflowRow, as_int, dead_state, state_in_table
 from .database import Database
 from .driver import Cursor, fetch_row, fetch_rows
 from .features import BATCH_COLUMNS, batch_row
@@ -123,7 +123,8 @@ class WorkflowStore:
             cur.execute(self.d.q("SELECT id, error_type, error_message FROM {failed} WHERE id IN (") + marks + ")",
                         chunk)
             for r in fetch_rows(cur):
-                out[as_int(r["id"])] = (JobState.FAILED, f"{r['error_type']}: {r['error_message']}")
+                kind, text = r["error_type"], r["error_message"]
+                out[as_int(r["id"])] = (dead_state(kind, text), f"{kind}: {text}")
             cur.execute(self.d.q("SELECT id, state, message FROM {results} WHERE id IN (") + marks + ")", chunk)
             for r in fetch_rows(cur):
                 if as_int(r["id"]) not in out:

@@ -20,14 +20,16 @@ from ..core.errors import BadPayload
 from ..core.jobs import JobDefinition
 from ..core.payload import decode_arguments
 from ..core.rows import JobRow, JobState
+from ..worker.maintenance import end_overdue
 from ..worker.scheduler import Scheduler
 
 __all__ = ["Enqueued", "Jobs"]
 
 LISTED = 10_000
 """The most jobs one look at the table reads (a test that enqueues more asks per queue)."""
-DELIBERATE = ("errands.Retry:", "errands.Discard:")
-"""Failures a handler chose (``raise Retry(...)``, ``Discard``), which ``drain`` does not report."""
+DELIBERATE = ("errands.Retry:", "errands.Discard:", "errands.JobExpired:")
+"""Failures a handler chose (``raise Retry(...)``, ``Discard``), and jobs that expired unstarted, which
+``drain`` does not report."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,15 @@ class Jobs:
         ``queues``: every queue your jobs name and every queue holding a job, unless given.  Jobs
         that are not due (a delay, a retry's backoff) stay: move the clock and drain again.  At most
         ``limit`` runs: more, with jobs still ready, fails (a job that keeps enqueueing itself).
+        Waiting jobs past their expiry or deadline are then ended, as a worker's maintenance pass would
+        (their ``on_expired`` / ``on_dead`` hooks run).
         ``raise_errors``: a run that failed during the drain (waiting for its retry, or in the dead
         letter) fails the test with its error; ``raise Retry(...)`` and ``Discard`` do not count."""
         store = self.app.store
         names = list(queues) if queues else sorted(set(self.app.default_queues()) | set(store.jobs.counts()))
         before = self._failures()
         ran = self.app.run_worker(names, burst=True, max_jobs=limit, sleep=0.05)
+        end_overdue(self.app)  # what a worker's maintenance pass does: past expiry or deadline, ended now
         if raise_errors:
             new = sorted(self._failures().items() - before.items())
             if new:

@@ -5,7 +5,8 @@ finished but not yet recorded) and reports the worker alive; every half lease it
 stale jobs of dead workers, forgets workers silent for too long (the liveness policy in
 :mod:`errands.worker.liveness`), unblocks jobs whose dependency finished and raises the priority
 of jobs that aged (``age_after=``); once a minute it
-prunes expired results, old dead-letter entries and stats; every ``alert_every`` seconds it takes
+prunes expired results, old dead-letter entries and stats, and ends waiting jobs past their expiry
+or their deadline; every ``alert_every`` seconds it takes
 its turn at evaluating the alert thresholds, if the app has any (:mod:`errands.worker.alerts`).
 While async jobs run it
 also looks for cancellation requests.  The listener thread wakes the claim loop when the
@@ -166,8 +167,14 @@ class Maintenance:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             self.store.features.prune(self.app.failed_ttl)
             self.store.insights.prune_stats()
+            self._end_overdue()
         if self._alerts is not None and self._alerts.due():
             evaluate_quietly(self.app)
+
+    def _end_overdue(self) -> None:
+        ended = end_overdue(self.app)
+        if ended:
+            log.info("ended %d waiting job(s) past their expiry or deadline", ended)
 
     def _rescue(self) -> None:
         """Recover the jobs of dead workers, forget long-silent workers, unblock ready dependants."""
@@ -221,6 +228,17 @@ class Maintenance:
         finally:
             if listener is not None:
                 listener.close()
+
+
+def end_overdue(app: RunHost, limit: int = 500) -> int:
+    """End waiting jobs past their expiry (as expired) or their deadline (``DeadlineExceeded``), at most
+    ``limit`` of each, and call their ``on_expired`` / ``on_dead`` hooks here; returns how many.  Every
+    worker does it once a minute (the claim already refuses such jobs); ``Jobs(app).drain()`` after
+    its runs."""
+    ended = app.store.endings.end_overdue(limit)
+    for row, settlement in ended:  # this process ended them: its hooks hear of them
+        announce(app, row, settlement)
+    return len(ended)
 
 
 def _close_quietly(listener: Wakeup) -> None:

@@ -43,6 +43,10 @@ class EndingPort(Protocol):
 
     def recover_stale(self, policies: PolicyLookup, job_ids: Sequence[int] | None = None) -> RecoveryReport: ...
 
+    def deadlines(self, ids: Sequence[int]) -> dict[int, float]: ...
+
+    def end_overdue(self, limit: int = ...) -> list[Ended]: ...
+
 
 class RegistryPort(Protocol):
     """The workers table (``store.workers``)."""

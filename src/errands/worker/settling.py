@@ -32,7 +32,7 @@ from ..core.endings import (
 )
 from ..core.errors import StoreUnavailable
 from ..core.payload import safe_text
-from ..core.rows import FLAG_DEPENDENTS, ClaimedJob
+from ..core.rows import FLAG_DEADLINE, FLAG_DEPENDENTS, ClaimedJob
 from .execution import describe_arguments
 
 if TYPE_CHECKING:
@@ -178,7 +178,8 @@ class Settling:
             self._write_completed()
         if not self.unsettled:
             return
-        decided = [(o, decide(o, self.app.policies.policy_of(o.row.name))) for o in self.unsettled]
+        outcomes = self._with_deadlines(self.unsettled)
+        decided = [(o, decide(o, self.app.policies.policy_of(o.row.name))) for o in outcomes]
         if any(isinstance(s, Completed) for _, s in decided):
             self._write_successes([(o, s) for o, s in decided if isinstance(s, Completed)])
             decided = [(o, s) for o, s in decided if not isinstance(s, Completed)]
@@ -192,6 +193,21 @@ class Settling:
             state.forget([outcome.row.id])
             state.cancel_requested.discard(outcome.row.id)
             state.jobs_done += 1
+
+    def _with_deadlines(self, outcomes: list[RunOutcome]) -> list[RunOutcome]:
+        """The failed runs of jobs with a deadline, told how long it still is (one read for them all;
+        the claim returns no times): :func:`decide` buries a retry that would start after it."""
+        flagged = [o.row.id for o in outcomes if o.row.flags & FLAG_DEADLINE and o.result is not Result.OK]
+        if not flagged:
+            return outcomes
+        try:
+            left = self.store.endings.deadlines(flagged)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # decided without it: the claim still refuses a retry past the deadline
+            log.error("could not read the deadlines of %d failed run(s): %s", len(flagged), safe_text(exc, 300))
+            return outcomes
+        return [o._replace(deadline_in=left[o.row.id]) if o.row.id in left else o for o in outcomes]
 
     def _write_completed(self) -> None:
         """The plain successes: one DELETE, or one per run if the database refuses the batch."""

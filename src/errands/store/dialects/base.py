@@ -36,11 +36,19 @@ BACKLOG_AGE_SAMPLE = 1_000
 """The age gauge reads the oldest of this many next jobs in claim order: in a FIFO queue the first one
 is the oldest, and 10,000 rows per queue cost PostgreSQL a heap fetch each (/metrics took 466 ms with
 1,000,000 jobs waiting in five queues)."""
+STARTABLE = (" AND (expires_at IS NULL OR expires_at > {now})"
+             " AND (deadline_at IS NULL OR deadline_at > {now})")
+"""The claim's refusal of a job past its expiry or its deadline, by the database's clock: checked on
+the candidate rows the index walk finds (a plain job's NULLs end each test at once), so no worker ever
+starts such a job, however many race for it; the maintenance pass (``endings.end_overdue``) ends them."""
+
 CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
              "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
 """The rows of one queue a worker could claim now (params: queue, queue): ready, and the queue not paused.
 The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exactly what a new worker
-would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused)."""
+would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused).  Both
+leave out STARTABLE: a job past its expiry or deadline counts until the maintenance pass moves it to
+the dead letter (within a minute), which keeps the statements KEDA runs (docs/autoscaling.md) short."""
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
@@ -388,7 +396,7 @@ class Dialect(ABC):
         """
         paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
         return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
-                      "AND blocked_by IS NULL AND available_at <= {now}" + paused +
+                      "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
                       " ORDER BY priority DESC, id LIMIT {p}")
 
     def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:
@@ -431,31 +439,9 @@ class Dialect(ABC):
         return self.q("UPDATE {jobs} SET payload = {p}, priority = {p}, available_at = " + due +
                       " WHERE id = {p} AND reserved_by IS NULL")
 
-    def aged_priority_sql(self) -> str:
-        """The priority a waiting job has earned: its enqueued priority plus one step per ``age_after``
-        seconds since it was due, at most its cap.  Made of columns aging never writes, so it reads
-        the same before and after an UPDATE that assigns it (MySQL assigns left to right)."""
-        waited = f"({self.epoch_sql(self.now_sql)} - {self.epoch_sql('available_at')})"
-        return f"{self.least_function}(age_cap, age_base + {self.floor_sql(waited + ' / age_after')})"
-
-    def aging_step_sql(self) -> str:
-        """``SET`` the earned priority, and forget the cap once it is reached (the job leaves the aging
-        index); the cap is assigned last, from the same expression, so every dialect agrees."""
-        earned = self.aged_priority_sql()
-        return f"SET priority = {earned}, age_cap = CASE WHEN {earned} >= age_cap THEN NULL ELSE age_cap END"
-
-    def aging_due_sql(self) -> str:
-        """The condition of a job owed more priority: waiting, still aging, below what it earned."""
-        return f"age_cap IS NOT NULL AND reserved_by IS NULL AND priority < {self.aged_priority_sql()}"
-
-    def age_waiting_sql(self) -> str:
-        """Priority aging (``age_after=``): the earned priority for at most ``{p}`` waiting jobs owed
-        more.  A bounded maintenance UPDATE rather than a term of the claim's ORDER BY, so the claim
-        keeps walking its index; the inner select reads the aging index (only the jobs that still age).
-        Two passes at once write the same value (the earned priority is a function of the row)."""
-        due = self.aging_due_sql()
-        return self.q("UPDATE {jobs} " + self.aging_step_sql() + " WHERE " + due + " AND id IN (SELECT id FROM "
-                      "{jobs} WHERE " + due + " LIMIT {p})")
+    age_waiting_template = "UPDATE {jobs} {step} WHERE {due} AND id IN (SELECT id FROM {jobs} WHERE {due} LIMIT {p})"
+    """The aging pass's shape (``{step}``: the SET clause, ``{due}``: the condition of a job owed more):
+    at most ``{p}`` rows through their ids, as SQLite's UPDATE takes no LIMIT."""
 
     def after_insert(self, cur: Cursor, queues: set[str]) -> None:  # noqa: B027 - an optional hook
         """Jobs of ``queues`` were inserted outside :meth:`insert_jobs` (PostgreSQL notifies)."""
@@ -496,3 +482,32 @@ class Dialect(ABC):
             "UNION SELECT DISTINCT queue FROM {jobs} WHERE reserved_by IS NOT NULL "
             "UNION SELECT DISTINCT queue FROM {jobs} WHERE blocked_by IS NOT NULL"))
         return {r["queue"] for r in fetch_rows(cur)}
+
+
+def age_waiting_sql(d: Dialect) -> str:
+    """Priority aging (``age_after=``): the earned priority for at most ``{p}`` waiting jobs owed more,
+    in the dialect's :attr:`Dialect.age_waiting_template`.  A bounded maintenance UPDATE rather than a
+    term of the claim's ORDER BY, so the claim keeps walking its index; the inner select reads the aging
+    index (only the jobs that still age).  Two passes at once write the same value (the earned priority
+    is a function of the row)."""
+    return d.q(d.age_waiting_template.replace("{step}", _aging_step_sql(d)).replace("{due}", _aging_due_sql(d)))
+
+
+def _aged_priority_sql(d: Dialect) -> str:
+    """The priority a waiting job has earned: its enqueued priority plus one step per ``age_after``
+    seconds since it was due, at most its cap.  Made of columns aging never writes, so it reads the
+    same before and after an UPDATE that assigns it (MySQL assigns left to right)."""
+    waited = f"({d.epoch_sql(d.now_sql)} - {d.epoch_sql('available_at')})"
+    return f"{d.least_function}(age_cap, age_base + {d.floor_sql(waited + ' / age_after')})"
+
+
+def _aging_step_sql(d: Dialect) -> str:
+    """``SET`` the earned priority, and forget the cap once it is reached (the job leaves the aging
+    index); the cap is assigned last, from the same expression, so every dialect agrees."""
+    earned = _aged_priority_sql(d)
+    return f"SET priority = {earned}, age_cap = CASE WHEN {earned} >= age_cap THEN NULL ELSE age_cap END"
+
+
+def _aging_due_sql(d: Dialect) -> str:
+    """The condition of a job owed more priority: waiting, still aging, below what it earned."""
+    return f"age_cap IS NOT NULL AND reserved_by IS NULL AND priority < {_aged_priority_sql(d)}"

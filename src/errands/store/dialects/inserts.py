@@ -10,18 +10,20 @@ rest of a row).  Each variant takes its columns from one :class:`InsertShape`, m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol
 
-from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, names
+from ...core.columns import INSERTED, PLAIN_INSERTED, Column, Fill, Kind, names
 from ...core.rows import NewJob, all_plain
-from ..driver import Cursor, first_column, last_row_id
+from ..driver import Cursor, first_column, last_row_id, scalar
 
 INSERT_CHUNK = 500
 """Most rows one multi-row INSERT carries (a driver takes at most 65,535 parameters)."""
 _RUN_AT = itemgetter(NewJob._fields.index("run_at"))
+TIME_FIELDS = tuple(c.name for c in INSERTED if c.fill is Fill.FIELD and c.kind is Kind.TIME)
+"""Times a NewJob carries as aware datetimes (``expires_at``, ``deadline_at``), stored in each dialect's form."""
 
 
 class Templates(Protocol):
@@ -30,6 +32,8 @@ class Templates(Protocol):
     def q(self, template: str) -> str: ...
 
     def from_datetime(self, value: datetime) -> Any: ...
+
+    def to_datetime(self, value: Any) -> datetime: ...
 
 
 class InsertShape:
@@ -116,6 +120,26 @@ class JobInserts:
         """The due time's parameters: ``run_at`` as stored (None: not given) and ``delay``."""
         return None if j.run_at is None else self.d.from_datetime(j.run_at), float(j.delay)
 
+    def stored_times(self, cur: Cursor, jobs: Sequence[NewJob]) -> Sequence[NewJob]:
+        """``jobs`` with their :data:`TIME_FIELDS` in the dialect's stored form (only a batch of the
+        full shape can hold any; most hold none and are returned as they are).  A number there is
+        seconds after now by the database's clock, read once for the batch."""
+        if not any(getattr(j, name) is not None for j in jobs for name in TIME_FIELDS):
+            return jobs
+        now = None
+        if any(isinstance(getattr(j, name), (int, float)) for j in jobs for name in TIME_FIELDS):
+            cur.execute(self.d.q("SELECT {now}"))
+            now = self.d.to_datetime(scalar(cur))
+
+        def stored(value: datetime | float) -> Any:
+            if not isinstance(value, datetime):
+                assert now is not None
+                value = now + timedelta(seconds=value)
+            return self.d.from_datetime(value)
+
+        return [j._replace(**{name: stored(getattr(j, name)) for name in TIME_FIELDS if getattr(j, name) is not None})
+                for j in jobs]
+
     def _cached(self, key: str, make: Callable[[], str]) -> str:
         sql = self._sql.get(key)
         if sql is None:
@@ -132,6 +156,8 @@ class JobInserts:
         takes at most 65,535 parameters), a trailing row alone the single-row path.  A dialect
         overrides this where the database has a faster bulk form, from the same shape."""
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(cur, jobs)
         if len(jobs) == 1:
             return [self.one(cur, jobs[0], shape)]
         ids: list[int] = []

@@ -41,6 +41,7 @@ from .base import (
     CLAIMABLE,
     FAIL,
     RETRY,
+    STARTABLE,
     UNAVAILABLE,
     Dialect,
     Listener,
@@ -48,7 +49,7 @@ from .base import (
     Step,
     int_or_none,
 )
-from .inserts import INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
+from .inserts import FULL, INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
 
 try:
     import pymysql
@@ -135,6 +136,8 @@ class MySQLInserts(JobInserts):
         if len(jobs) == 1 or not isinstance(cur, PyMySQLCursor):
             return super().insert_jobs(cur, jobs, shape)
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(cur, jobs)
         head = self.head(shape)
         rest_of = _rest_getter(shape)
         rows_of: dict[tuple[Any, ...], str] = {}
@@ -191,6 +194,9 @@ class MySQLDialect(Dialect):
     bounded_delete_sql = "DELETE FROM {table} WHERE {where} LIMIT {limit}"
     now_sql = NOW
     plus_seconds_sql = f"({NOW} + INTERVAL ROUND(%s * 1000000) MICROSECOND)"
+    # MySQL takes no LIMIT in an IN subquery, and updates one table with its own LIMIT; the order is the
+    # aging index's (a replica replays the same rows).
+    age_waiting_template = "UPDATE {jobs} {step} WHERE {due} ORDER BY age_cap, id LIMIT {p}"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
     backlog_age_sql = (f"SELECT COALESCE(TIMESTAMPDIFF(SECOND, MIN(available_at), {NOW}), 0) "
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
@@ -310,12 +316,6 @@ class MySQLDialect(Dialect):
             return value.replace(tzinfo=timezone.utc)
         return FAR_PAST  # a zero date ('0000-00-00', which PyMySQL returns as text) or NULL
 
-    def age_waiting_sql(self) -> str:
-        # MySQL takes no LIMIT in an IN subquery, and updates one table with its own LIMIT; the order
-        # is the aging index's (a replica replays the same rows).
-        return self.q("UPDATE {jobs} " + self.aging_step_sql() + " WHERE " + self.aging_due_sql() +
-                      " ORDER BY age_cap, id LIMIT {p}")
-
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:
             raise ConfigurationError("run_at must be an aware datetime (e.g. datetime.now(timezone.utc))")
@@ -418,9 +418,16 @@ class MySQLDialect(Dialect):
         if not rows:
             return []
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
+        # The UPDATE reads the clock again, a moment after the pick: a job whose expiry or deadline falls
+        # in between is left alone (STARTABLE again), so no reserved_at is ever past either.
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
-                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")",
+                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")" + self.q(STARTABLE),
                     [owner, float(lease), *(r[_ID] for r in rows)])
+        if cur.rowcount != len(rows):  # rare: read back which of the picked rows this claim took
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE reserved_by = %s AND id IN (") + self.marks(rows) + ")",
+                        [owner, *(r[_ID] for r in rows)])
+            taken = {r["id"] for r in fetch_rows(cur)}
+            rows = [r for r in rows if r[_ID] in taken]
         # The rows as they are now: one more attempt, reserved by this owner.
         a, o = _ATTEMPTS, _OWNER
         return [(*r[:a], r[a] + 1, *r[a + 1:o], owner, *r[o + 1:]) for r in rows]
@@ -469,8 +476,10 @@ class MySQLDialect(Dialect):
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
-                               "AND reserved_by IS NULL AND available_at <= %s ORDER BY priority DESC, id LIMIT %s"),
-                        (owner, now, until, *candidates, now, int(limit)))
+                               "AND reserved_by IS NULL AND available_at <= %s AND (expires_at IS NULL OR "
+                               "expires_at > %s) AND (deadline_at IS NULL OR deadline_at > %s) "
+                               "ORDER BY priority DESC, id LIMIT %s"),
+                        (owner, now, until, *candidates, now, now, now, int(limit)))
             if cur.rowcount:
                 break
         else:

@@ -41,7 +41,7 @@ from .base import (
     claim_order,
     int_or_none,
 )
-from .inserts import InsertShape, JobInserts, shape_of
+from .inserts import FULL, InsertShape, JobInserts, shape_of
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -204,6 +204,8 @@ class PostgresInserts(JobInserts):
         # then no prepared statements and no COPY, only what every DB-API cursor does.
         ours = isinstance(cur, psycopg.Cursor)
         shape = shape or shape_of(jobs)
+        if shape is FULL:
+            jobs = self.stored_times(cur, jobs)  # (seconds from now made moments; datetimes as they are)
         if len(jobs) == 1:
             j = jobs[0]
             sql = self._cached(f"pg1:{shape.key}", lambda: self.head(shape) + self.row(shape)
@@ -266,6 +268,16 @@ class PostgresInserts(JobInserts):
         now_us = _pg_microseconds(reserved["now"])
         types = ["int8"] + [_COPY_TYPES.get(c.kind, "text") for c in shape.columns]
         values = shape.values
+        times = [i for i, c in enumerate(shape.fields) if c.kind is Kind.TIME]
+        if times and any(getattr(j, shape.fields[i].name) is not None for j in jobs for i in times):
+            plain_values = shape.values
+
+            def values(j: NewJob) -> tuple[Any, ...]:  # expires_at, deadline_at: microseconds as well
+                row = list(plain_values(j))
+                for i in times:
+                    if row[i] is not None:
+                        row[i] = _pg_microseconds(row[i])
+                return tuple(row)
         # The computed columns are the same for every row but the due time: a row is the job's values,
         # then ``before``, its due time, ``after`` (no call per column per row: this loop is the COPY's cost).
         fills = [c.fill for c in shape.computed]
@@ -293,6 +305,11 @@ class PostgresDialect(Dialect):
     inserts_class = PostgresInserts
     now_sql = "now()"
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
+    # The rows picked once, in a materialised CTE: a LIMIT ... SKIP LOCKED subquery inside IN may be run
+    # again per row and pick more than the bound.  Rows another pass holds are skipped; the outer
+    # condition judges a row again as it is once locked.
+    age_waiting_template = ("WITH picked AS MATERIALIZED (SELECT id FROM {jobs} WHERE {due} LIMIT {p} FOR UPDATE "
+                            "SKIP LOCKED) UPDATE {jobs} {step} FROM picked WHERE {jobs}.id = picked.id AND {due}")
     minute_sql = "date_trunc('minute', now())"
     backlog_age_sql = ("SELECT CAST(COALESCE(FLOOR(EXTRACT(EPOCH FROM {now} - MIN(available_at))), 0) AS BIGINT) "
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
@@ -396,15 +413,6 @@ class PostgresDialect(Dialect):
             return moment.astimezone(timezone.utc)
         except OverflowError:  # within hours of Python's first or last date
             return FAR_PAST if moment.year == 1 else FAR_FUTURE
-
-    def age_waiting_sql(self) -> str:
-        # The rows picked once, in a materialised CTE: a LIMIT ... SKIP LOCKED subquery inside IN may be
-        # run again per row and pick more than the bound.  Rows another pass holds are skipped; the
-        # outer condition again judges a row as it is once locked (never two steps at once).
-        due = self.aging_due_sql()
-        return self.q("WITH picked AS MATERIALIZED (SELECT id FROM {jobs} WHERE " + due + " LIMIT {p} "
-                      "FOR UPDATE SKIP LOCKED) UPDATE {jobs} " + self.aging_step_sql() + " FROM picked "
-                      "WHERE {jobs}.id = picked.id AND " + due)
 
     def from_datetime(self, value: datetime) -> Any:
         if value.tzinfo is None:

@@ -171,6 +171,10 @@ def _version_10(d: Dialect) -> list[str | Step]:
               d.q("CREATE INDEX IF NOT EXISTS {rate_starts}_expiry ON {rate_starts} (expires_at)")]
     # Aging: the waiting jobs that still age, by due time (the pass reads only these).
     steps.append(d.q("CREATE INDEX IF NOT EXISTS {jobs}_aging ON {jobs} (available_at) WHERE age_cap IS NOT NULL"))
+    # The maintenance pass finds the waiting jobs past their expiry or deadline through these;
+    # partial, so a plain job (both NULL) adds no entry.
+    steps += [d.q("CREATE INDEX IF NOT EXISTS {jobs}_expiry ON {jobs} (expires_at) WHERE expires_at IS NOT NULL"),
+              d.q("CREATE INDEX IF NOT EXISTS {jobs}_deadline ON {jobs} (deadline_at) WHERE deadline_at IS NOT NULL")]
     return steps
 
 
