@@ -35,7 +35,8 @@ def test_a_newjob_is_plain_exactly_when_every_feature_field_is_at_its_default():
     examples = {"unique_key": "k", "after": (1,), "concurrency_key": "g", "flags": 1, "batch_id": 1, "label": "l",
                 "cost": 2, "unique_for": 1.0, "inputs": 1, "step": (0, "s"), "blocked_by": 1,
                 "unique_rule": UniqueRule(replace=True), "expires_at": datetime(2030, 1, 1, tzinfo=timezone.utc),
-                "deadline_at": datetime(2030, 1, 1, tzinfo=timezone.utc), "rate_key": "r"}
+                "deadline_at": datetime(2030, 1, 1, tzinfo=timezone.utc), "rate_key": "r",
+                "fairness_key": "tenant", "fair_turn": 1}
     assert set(examples) == set(tail)
     for name, value in examples.items():
         assert not NewJob("n", "q", "{}")._replace(**{name: value}).is_plain, name

@@ -104,6 +104,8 @@ JOBS: tuple[Column, ...] = (
     Column("expires_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("fairness_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("fair_turn", Kind.BIGINT, Fill.FIELD, feature=True, nullable=False),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

@@ -281,6 +281,9 @@ class JobSpec:
     """Seconds of quiet after a burst of enqueues (one key) before its one run, with the last arguments."""
     max_wait: float | None = None
     """With ``debounce``: the run is due at most this many seconds after the burst's first enqueue."""
+    fairness_key: str | Callable[..., Any] | None = None
+    """The key (a tenant...) the claim takes turns between: a string or a function of the job's arguments
+    as for ``concurrency_key``, computed once at enqueue (None: no turns, today's order)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -306,6 +309,10 @@ class JobSpec:
         """``unique_key``, ``on_conflict``, ``unique_states``, ``debounce`` and ``max_wait``, alone and
         together (``unique_states`` kept as a tuple in its canonical order)."""
         key = self.unique_key
+        fair = self.fairness_key
+        if fair is not None and not callable(fair) and not _storable_key(fair):
+            raise ConfigurationError(f"fairness_key must be a function of the job's arguments or a non-empty string "
+                                     f"of at most {UNIQUE_KEY_MAX} characters (valid Unicode, no NUL)")
         try:
             if key is not None and not callable(key) and not _storable_key(key):
                 raise InvalidOption(f"unique_key must be a function of the job's arguments or a non-empty string "
@@ -349,6 +356,7 @@ class JobSpecArgs(TypedDict, total=False):
     unique_states: Sequence[UniqueState] | None
     debounce: float | None
     max_wait: float | None
+    fairness_key: str | Callable[..., Any] | None
 
 
 @dataclass(frozen=True)
@@ -405,7 +413,7 @@ class JobDefaults:
                                  unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback,
                                  unique_key=spec.unique_key, on_conflict=spec.on_conflict,
                                  unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
-                                 debounce=spec.debounce, max_wait=spec.max_wait)
+                                 debounce=spec.debounce, max_wait=spec.max_wait, fairness_key=spec.fairness_key)
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
                                    timeout=spec.timeout, keep_result=spec.keep_result).validated()
         backoff = make_backoff(self.backoff if spec.backoff is None else spec.backoff, jitter=spec.jitter)
@@ -484,6 +492,8 @@ class JobBehaviour:
     unique_states: tuple[UniqueState, ...] | None = None
     debounce: float | None = None
     max_wait: float | None = None
+    fairness_key: str | Callable[..., Any] | None = None
+    """The key the claim takes turns between (a string, or a function of the arguments); None: none."""
     hooks: Hooks | None = field(default=None, compare=False)
     policy: RetryPolicy = RetryPolicy()
     """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
@@ -617,7 +627,7 @@ class JobDefinition(Generic[P, R]):
         self.behaviour = behaviour or JobBehaviour()
         b = self.behaviour
         self._plain = not (b.unique or b.unique_key is not None or b.debounce is not None
-                           or b.concurrency_limit is not None
+                           or b.concurrency_limit is not None or b.fairness_key is not None
                            or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self._unique = self._unique_rule()
@@ -790,6 +800,12 @@ class JobDefinition(Generic[P, R]):
             if not _storable_key(group):
                 raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
                                     "(valid Unicode, no NUL)")
+        fair = b.fairness_key
+        if fair is not None and not isinstance(fair, str):
+            fair = str(fair(*args, **kwargs))
+            if not _storable_key(fair):
+                raise InvalidOption(f"fairness key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                    "(valid Unicode, no NUL)")
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
         cost = self._cost(o)
         unique_for = None
@@ -799,7 +815,8 @@ class JobDefinition(Generic[P, R]):
                 flags |= FLAG_UNIQUE_PERIOD
         delay = float(o.delay if debounce is None else debounce)
         return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, delay, o.run_at,
-                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule)
+                      unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
+                      fairness_key=fair)
 
     def _cost(self, o: JobOptions) -> int | None:
         """The units of its rate limit a run uses (None: 1, or the job has no rate limit)."""

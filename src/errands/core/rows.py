@@ -160,6 +160,11 @@ class NewJob(NamedTuple):
     """Aware UTC: after it, no further attempt (the job is buried with ``DeadlineExceeded``)."""
     rate_key: str | None = None
     """The rate-limit window this job's runs count in, as enqueue computed it (None: the job's own)."""
+    fairness_key: str | None = None
+    """The tenant (or any key) the claim takes turns between (``fairness_key``), as enqueue computed it."""
+    fair_turn: int = 0
+    """Set by the store from ``fairness_key`` (a value given here is replaced): the key's turn, which
+    the claim orders by after priority (0: no key, today's order)."""
 
     @property
     def is_plain(self) -> bool:
@@ -257,6 +262,9 @@ class JobRow:
     expires_at: datetime | None = None
     deadline_at: datetime | None = None
     rate_key: str | None = None
+    fairness_key: str | None = None
+    fair_turn: int = 0
+    """Its turn among the jobs of its queue and priority (0: no fairness key); see docs/features/fairness.md."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:
@@ -309,6 +317,7 @@ class FailedJobRow:
     concurrency_key: str | None = None
     flags: int = 0
     rate_key: str | None = None
+    fairness_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> FailedJobRow:

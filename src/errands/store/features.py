@@ -39,6 +39,7 @@ from ..core.rows import (
     ToDatetime,
     as_int,
 )
+from . import fairness
 from .database import Database
 from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
 from .steps import RESULT_COLUMNS, Steps, job_spec
@@ -500,8 +501,9 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ retention
     def prune(self, failed_ttl: float | None) -> dict[str, int]:
-        """Forget expired results, old rate-limit starts, finished batches and (when
-        ``failed_ttl`` is set) dead-letter entries older than that many seconds."""
+        """Forget expired results, old rate-limit starts, finished batches, idle fairness keys' counters
+        (bounded: :mod:`errands.store.fairness`) and (when ``failed_ttl`` is set) dead-letter entries
+        older than that many seconds."""
 
         def delete(cur: Cursor) -> dict[str, int]:
             out = {}
@@ -532,6 +534,7 @@ class FeatureStore:
                                  "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = {job_errors}.job_id) "
                                  "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = {job_errors}.job_id)"))
             out["errors"] = int(cur.rowcount)
+            out["fair_keys"] = fairness.prune(self.d, cur)
             return out
 
         return self.db.run(delete, write=True)
