@@ -32,6 +32,10 @@ IDLE_SECONDS = 86400.0
 """A key's counter is forgotten once the key has enqueued nothing for this long (a day)."""
 PRUNE_BATCH = 1000
 """Most counters one maintenance pass forgets."""
+SERVING = ("SELECT fair_turn FROM {jobs} WHERE queue = {p} AND priority = {p} AND reserved_by IS NULL "
+           "AND blocked_by IS NULL AND fair_turn > 0 AND available_at <= {now} ORDER BY fair_turn LIMIT 1")
+"""The turn the claim is serving in a queue at a priority (params: queue, priority): the claim index's
+first keyed entry there (a test holds its plan to the index)."""
 
 
 def assign_turns(d: Dialect, cur: Cursor, jobs: Sequence[NewJob]) -> Sequence[NewJob]:
@@ -62,9 +66,7 @@ def floor(d: Dialect, cur: Cursor, queue: str, priority: int) -> int:
     """The lowest turn a key may take next in ``queue`` at ``priority``: the turn of the first keyed
     job the claim would take (one probe of the claim index), else the queue's highest turn handed
     out (one probe of the counters' (queue, turn) index), else 0."""
-    cur.execute(d.q("SELECT fair_turn FROM {jobs} WHERE queue = {p} AND priority = {p} AND reserved_by IS NULL "
-                    "AND blocked_by IS NULL AND fair_turn > 0 AND available_at <= {now} "
-                    "ORDER BY fair_turn LIMIT 1"), (queue, int(priority)))
+    cur.execute(d.q(SERVING), (queue, int(priority)))
     serving = scalar(cur)
     if serving is not None:
         return as_int(serving)

@@ -463,7 +463,8 @@ class MySQLDialect(Dialect):
             until = now + timedelta(seconds=lease)
             cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = %s, reserved_until = %s, "
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
-                               "AND reserved_by IS NULL AND available_at <= %s ORDER BY priority DESC, fair_turn, id LIMIT %s"),
+                               "AND reserved_by IS NULL AND available_at <= %s "
+                               "ORDER BY priority DESC, fair_turn, id LIMIT %s"),
                         (owner, now, until, *candidates, now, int(limit)))
             if cur.rowcount:
                 break

@@ -194,5 +194,6 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
-    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, fairness between keys (issue 25)", _version_10),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, fairness between keys (issue 25)",
+                  _version_10),
 )
