@@ -1,5 +1,7 @@
 """errands' schema version 10 (when a job expires unstarted, its deadline across retries, its
-rate-limit key: three nullable job columns) in a database at version 9."""
+rate-limit key: three nullable job columns; fairness between keys: the job's ``fairness_key`` and
+``fair_turn``, the claim index rebuilt with the turn after the priority, and the ``fair_keys``
+counters table) in a database at version 9."""
 
 from django.db import migrations
 
