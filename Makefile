@@ -101,6 +101,15 @@ bench: venv
 	$(VENV_PYTHON) bench/limits.py
 	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
+	$(VENV_PYTHON) bench/fairness.py $(if $(filter-out 0,$(QUICK)),--quick)
+
+# make bench-fairness [BENCH_ARGS="--backends postgres --rounds 5 --src base=/tmp/base/src"]: one tenant's 10,000
+# waiting jobs and ten tenants' 10 under `errands worker -c 8` (at which of the big tenant's starts the small tenants'
+# last job starts, fairness on and off, every backend), and the claim with fairness on vs off at 1,000,000 waiting
+# jobs on PostgreSQL (bench/fairness.py, docs/performance.md); part of `make bench`.
+.PHONY: bench-fairness
+bench-fairness: venv
+	$(VENV_PYTHON) bench/fairness.py $(BENCH_ARGS)
 
 # make bench-limits [BENCH_ARGS="--backends sqlite --reps 3 --src base=/tmp/base/src --src this=src"]: concurrency
 # groups (average active runs / limit while work waits) and rate limits (runs per second / allowed) with real

@@ -105,7 +105,7 @@ JOBS: tuple[Column, ...] = (
     Column("deadline_at", Kind.TIME, Fill.FIELD, feature=True),
     Column("rate_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
     Column("fairness_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
-    Column("fair_turn", Kind.BIGINT, Fill.FIELD, feature=True, nullable=False),
+    Column("fair_turn", Kind.BIGINT, Fill.FIELD, feature=True, claim=True, nullable=False),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

@@ -210,6 +210,9 @@ class ClaimedJob(NamedTuple):
     flags: int = 0
     snoozes: int = 0
     """How often the job snoozed before this run (``raise Snooze``), against its ``max_snoozes``."""
+    fair_turn: int = 0
+    """Its turn among the keyed jobs of its queue and priority (0: no fairness key): a claimed batch
+    starts in claim order, priority, then turn, then id."""
 
     @classmethod
     def read(cls, row: Sequence[Any]) -> ClaimedJob:

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Fill, Kind, claimed_index, names
@@ -147,16 +148,20 @@ class PollingListener(Listener):
 
 _PRIORITY = claimed_index("priority")
 _ID = claimed_index("id")
+_TURN = claimed_index("fair_turn")
+_turn_of = itemgetter(_TURN)
 
 
 def claim_order(rows: list[Any]) -> list[Any]:
-    """Claimed rows (CLAIM_COLUMNS) in the order they should start: priority, highest first,
-    then id.  ``UPDATE ... RETURNING`` gives no order.  Most batches share one priority, and
-    plain tuple order (id first) sorts those in C without a key function."""
-    if len({r[_PRIORITY] for r in rows}) <= 1:
+    """Claimed rows (CLAIM_COLUMNS) in the order they should start, the claim's: priority, highest
+    first, then turn (fairness keys), then id.  ``UPDATE ... RETURNING`` gives no order, and a
+    worker runs a batch (its prefetch: hundreds of short jobs) in this order, so keyed jobs must
+    keep their turns here too.  Most batches share one priority and have no turns, and plain tuple
+    order (id first) sorts those in C without a key function."""
+    if len({r[_PRIORITY] for r in rows}) <= 1 and not any(map(_turn_of, rows)):
         rows.sort()
     else:
-        rows.sort(key=lambda r: (-r[_PRIORITY], r[_ID]))
+        rows.sort(key=lambda r: (-r[_PRIORITY], r[_TURN], r[_ID]))
     return rows
 
 
