@@ -88,7 +88,8 @@ clean:
 # (bench/run.py, docs/performance.md), then the backlog benchmark (bench/backlog.py, docs/scaling.md "Big
 # backlogs") at issue 13's sizes: 10,000, 1,000,000 and 10,000,000 waiting jobs on PostgreSQL, 1,000,000 on
 # SQLite and MariaDB, and the 10,000,000-job table drained whole (some 12 minutes more; SIZES= and
-# BACKLOG_ARGS= as for bench-backlog).  QUICK=1: both at small sizes, a few minutes in all.
+# BACKLOG_ARGS= as for bench-backlog), then fairness between tenants (bench/fairness.py, docs/performance.md).
+# QUICK=1: all at small sizes, a few minutes in all.
 # The peers go into their own venv, bench/.venv-peers, never into .venv.
 .PHONY: bench
 BENCH_ARGS ?=
