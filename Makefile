@@ -88,7 +88,8 @@ clean:
 # (bench/run.py, docs/performance.md), then the backlog benchmark (bench/backlog.py, docs/scaling.md "Big
 # backlogs") at issue 13's sizes: 10,000, 1,000,000 and 10,000,000 waiting jobs on PostgreSQL, 1,000,000 on
 # SQLite and MariaDB, and the 10,000,000-job table drained whole (some 12 minutes more; SIZES= and
-# BACKLOG_ARGS= as for bench-backlog).  QUICK=1: both at small sizes, a few minutes in all.
+# BACKLOG_ARGS= as for bench-backlog), then fairness between tenants (bench/fairness.py, docs/performance.md).
+# QUICK=1: all at small sizes, a few minutes in all.
 # The peers go into their own venv, bench/.venv-peers, never into .venv.
 .PHONY: bench
 BENCH_ARGS ?=
@@ -101,6 +102,15 @@ bench: venv
 	$(VENV_PYTHON) bench/limits.py
 	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
+	$(VENV_PYTHON) bench/fairness.py $(if $(filter-out 0,$(QUICK)),--quick)
+
+# make bench-fairness [BENCH_ARGS="--backends postgres --rounds 5 --src base=/tmp/base/src"]: one tenant's 10,000
+# waiting jobs and ten tenants' 10 under `errands worker -c 8` (at which of the big tenant's starts the small tenants'
+# last job starts, fairness on and off, every backend), and the claim with fairness on vs off at 1,000,000 waiting
+# jobs on PostgreSQL (bench/fairness.py, docs/performance.md); part of `make bench`.
+.PHONY: bench-fairness
+bench-fairness: venv
+	$(VENV_PYTHON) bench/fairness.py $(BENCH_ARGS)
 
 # make bench-limits [BENCH_ARGS="--backends sqlite --reps 3 --src base=/tmp/base/src --src this=src"]: concurrency
 # groups (average active runs / limit while work waits) and rate limits (runs per second / allowed) with real

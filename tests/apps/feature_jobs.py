@@ -127,3 +127,9 @@ def wf_sum(values: list[int]) -> int:
         f"INSERT INTO feature_runs (job_id, started_at, ended_at) VALUES ({p}, {p}, {p})",
         (job_id, started, time.time())))
     return sum(values)
+
+
+@app.job(name="tenant_work", queue="fair", fairness_key=lambda tenant, n: tenant)
+def tenant_work(tenant: str, n: int) -> None:
+    """A tenant's job: the claim takes turns between tenants (fairness_key)."""
+    _record(time.time(), tenant)

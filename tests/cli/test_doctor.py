@@ -92,10 +92,10 @@ def test_dropped_claim_index_is_drift_with_the_statement_to_restore_it(app, db_u
     drift = check(report, "schema_drift")
     assert drift["data"]["missing_indexes"] == ["errands_jobs_claim"]
     assert "index errands_jobs_claim on errands_jobs is missing" in drift["items"]
-    restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, id, available_at)" \
-        if app.store.dialect.name == "mysql" else \
-        "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, priority DESC, id) WHERE reserved_by IS NULL " \
-        "AND blocked_by IS NULL"
+    restore = "ADD KEY errands_jobs_claim (queue, reserved_by, blocked_by, priority DESC, fair_turn, id, " \
+        "available_at)" if app.store.dialect.name == "mysql" else \
+        "CREATE INDEX errands_jobs_claim ON errands_jobs (queue, priority DESC, fair_turn, id) WHERE " \
+        "reserved_by IS NULL AND blocked_by IS NULL"
     assert restore in drift["fix"] and restore in check(report, "claim_index")["fix"]
     # The statement in the fix really restores the schema.
     execute(app, drift["fix"].splitlines()[-1])
@@ -443,9 +443,10 @@ def test_expected_schema_is_read_from_every_dialects_ddl(url):
     assert "errands_schema" in expected.tables and "errands_stats" in expected.tables
     claim = expected.indexes["errands_jobs_claim"].spec
     if store.dialect.name == "mysql":
-        assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "id", "available_at")
+        assert claim.columns == ("queue", "reserved_by", "blocked_by", "priority", "fair_turn", "id",
+                                 "available_at")
     else:
-        assert claim.columns == ("queue", "priority", "id")
+        assert claim.columns == ("queue", "priority", "fair_turn", "id")
         assert claim.predicate == "reserved_byisnullandblocked_byisnull"
     version_1 = expected_schema(store, 1)
     assert "blocked_by" not in version_1.tables["errands_jobs"].columns and "errands_stats" not in version_1.tables

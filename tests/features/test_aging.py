@@ -37,7 +37,8 @@ def test_aging_options_are_stored_from_the_definition_and_the_call(tmp_path) -> 
 
     first = rebuild.prepare(1)
     assert (first.age_after, first.age_base, first.age_cap) == (30.0, 2, 5)
-    assert rebuild.using(priority=9).prepare(1)[-3:] == (30.0, 9, 12)  # the cap follows the call's priority
+    called = rebuild.using(priority=9).prepare(1)
+    assert (called.age_after, called.age_base, called.age_cap) == (30.0, 9, 12)  # the cap follows the call's priority
     assert tidy.prepare().age_cap == 10  # age_limit's default
     assert app.store.jobs.get_job(rebuild.enqueue(1).id).age_cap == 5  # type: ignore[union-attr]
     for bad in ({"age_after": 0}, {"age_after": "1m"}, {"age_limit": 3}, {"age_after": 1, "age_limit": 0},

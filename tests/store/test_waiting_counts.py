@@ -64,7 +64,8 @@ def test_the_mysql_claim_index_holds_the_due_time_and_the_claim_still_uses_it(ap
                     f"AND TABLE_NAME = '{d.t_jobs}' AND INDEX_NAME = '{d.t_jobs}_claim' ORDER BY SEQ_IN_INDEX")
         return [r[0] for r in cur.fetchall()]  # type: ignore[attr-defined]
 
-    assert app.store.db.run(columns) == ["queue", "reserved_by", "blocked_by", "priority", "id", "available_at"]
+    assert app.store.db.run(columns) == ["queue", "reserved_by", "blocked_by", "priority", "fair_turn", "id",
+                                         "available_at"]
 
     @app.job(name="mail", queue="mails")
     def mail(n: int) -> None: ...

@@ -36,7 +36,8 @@ def test_a_newjob_is_plain_exactly_when_every_feature_field_is_at_its_default():
                 "cost": 2, "unique_for": 1.0, "inputs": 1, "step": (0, "s"), "blocked_by": 1,
                 "unique_rule": UniqueRule(replace=True), "expires_at": datetime(2030, 1, 1, tzinfo=timezone.utc),
                 "deadline_at": datetime(2030, 1, 1, tzinfo=timezone.utc), "rate_key": "r", "age_after": 1.0,
-                "age_base": 0, "age_cap": 1}
+                "age_base": 0, "age_cap": 1,
+                "fairness_key": "tenant", "fair_turn": 1}
     assert set(examples) == set(tail)
     for name, value in examples.items():
         assert not NewJob("n", "q", "{}")._replace(**{name: value}).is_plain, name

@@ -107,6 +107,8 @@ JOBS: tuple[Column, ...] = (
     Column("age_after", Kind.FLOAT, Fill.FIELD, feature=True),
     Column("age_base", Kind.INT, Fill.FIELD, feature=True),
     Column("age_cap", Kind.INT, Fill.FIELD, feature=True),
+    Column("fairness_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
+    Column("fair_turn", Kind.BIGINT, Fill.FIELD, feature=True, claim=True, nullable=False),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

@@ -370,6 +370,9 @@ class JobSpec:
     """Seconds from each enqueue after which no attempt starts (Temporal's schedule-to-close): a failure
     whose retry would start later is buried with ``errands.DeadlineExceeded`` (``using(deadline=...)``:
     seconds or a moment, per call).  A running attempt is not stopped at the deadline (``timeout`` does)."""
+    fairness_key: str | Callable[..., Any] | None = None
+    """The key (a tenant...) the claim takes turns between: a string or a function of the job's arguments
+    as for ``concurrency_key``, computed once at enqueue (None: no turns, today's order)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -409,6 +412,10 @@ class JobSpec:
         """``unique_key``, ``on_conflict``, ``unique_states``, ``debounce`` and ``max_wait``, alone and
         together (``unique_states`` kept as a tuple in its canonical order)."""
         key = self.unique_key
+        fair = self.fairness_key
+        if fair is not None and not callable(fair) and not _storable_key(fair):
+            raise ConfigurationError(f"fairness_key must be a function of the job's arguments or a non-empty string "
+                                     f"of at most {UNIQUE_KEY_MAX} characters (valid Unicode, no NUL)")
         try:
             if key is not None and not callable(key) and not _storable_key(key):
                 raise InvalidOption(f"unique_key must be a function of the job's arguments or a non-empty string "
@@ -457,6 +464,7 @@ class JobSpecArgs(TypedDict, total=False):
     age_limit: int | None
     expires_in: float | None
     deadline: float | None
+    fairness_key: str | Callable[..., Any] | None
 
 
 @dataclass(frozen=True)
@@ -517,7 +525,8 @@ class JobDefaults:
                                  debounce=spec.debounce, max_wait=spec.max_wait,
                                  aging=None if spec.age_after is None
                                  else (float(spec.age_after), DEFAULT_AGE_LIMIT if spec.age_limit is None
-                                       else spec.age_limit))
+                                       else spec.age_limit),
+                                 fairness_key=spec.fairness_key)
         options = self.job_options(queue=spec.queue, priority=spec.priority, max_attempts=spec.max_attempts,
                                    timeout=spec.timeout, keep_result=spec.keep_result)
         if spec.expires_in is not None or spec.deadline is not None:
@@ -609,6 +618,8 @@ class JobBehaviour:
     max_wait: float | None = None
     aging: tuple[float, int] | None = None
     """(``age_after``, ``age_limit``): seconds of waiting per step of priority, and the most steps."""
+    fairness_key: str | Callable[..., Any] | None = None
+    """The key the claim takes turns between (a string, or a function of the arguments); None: none."""
     hooks: Hooks | None = field(default=None, compare=False)
     policy: RetryPolicy = RetryPolicy()
     """``retry_on``, ``discard_on`` and ``max_snoozes``: what the retry decision reads of this job."""
@@ -745,7 +756,7 @@ class JobDefinition(Generic[P, R]):
         b = self.behaviour
         self._plain = not (b.unique or b.unique_key is not None or b.debounce is not None
                            or b.concurrency_limit is not None or b.aging is not None
-                           or b.rate_limit_key is not None
+                           or b.rate_limit_key is not None or b.fairness_key is not None
                            or (b.cost is not None and b.cost != 1 and b.rate_limit is not None))
         """No feature of the definition itself changes what an enqueue stores (the fast path)."""
         self._unique = self._unique_rule()
@@ -932,6 +943,12 @@ class JobDefinition(Generic[P, R]):
             if not _storable_key(group):
                 raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
                                     "(valid Unicode, no NUL)")
+        fair = b.fairness_key
+        if fair is not None and not isinstance(fair, str):
+            fair = str(fair(*args, **kwargs))
+            if not _storable_key(fair):
+                raise InvalidOption(f"fairness key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                    "(valid Unicode, no NUL)")
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
         cost = self._cost(o)
         unique_for = None
@@ -950,7 +967,8 @@ class JobDefinition(Generic[P, R]):
                       unique_key, o.after, group, flags, None, o.label, cost, unique_for, unique_rule=rule,
                       expires_at=expires_at, deadline_at=deadline_at,
                       rate_key=None if b.rate_limit_key is None else self._rate_key(b.rate_limit_key, args, kwargs),
-                      age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap)
+                      age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap,
+                      fairness_key=fair)
 
     def _rate_key(self, key: str | Callable[..., Any], args: tuple[Any, ...] | list[Any],
                   kwargs: dict[str, Any]) -> str:

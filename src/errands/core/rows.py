@@ -193,6 +193,11 @@ class NewJob(NamedTuple):
     """Aging: the priority it was enqueued with (the steps earned are ``priority - age_base``)."""
     age_cap: int | None = None
     """Aging: the highest priority waiting can give it (None once reached, or no aging)."""
+    fairness_key: str | None = None
+    """The tenant (or any key) the claim takes turns between (``fairness_key``), as enqueue computed it."""
+    fair_turn: int = 0
+    """Set by the store from ``fairness_key`` (a value given here is replaced): the key's turn, which
+    the claim orders by after priority (0: no key, today's order)."""
 
     @property
     def is_plain(self) -> bool:
@@ -241,6 +246,9 @@ class ClaimedJob(NamedTuple):
     rate_key: str | None = None
     """The rate-limit key, as enqueue computed it from the job's arguments (None: the job's own
     window).  The worker reads it and never recomputes it."""
+    fair_turn: int = 0
+    """Its turn among the keyed jobs of its queue and priority (0: no fairness key): a claimed batch
+    starts in claim order, priority, then turn, then id."""
 
     @classmethod
     def read(cls, row: Sequence[Any]) -> ClaimedJob:
@@ -296,6 +304,9 @@ class JobRow:
     age_after: float | None = None
     age_base: int | None = None
     age_cap: int | None = None
+    fairness_key: str | None = None
+    fair_turn: int = 0
+    """Its turn among the jobs of its queue and priority (0: no fairness key); see docs/features/fairness.md."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:
@@ -350,6 +361,7 @@ class FailedJobRow:
     concurrency_key: str | None = None
     flags: int = 0
     rate_key: str | None = None
+    fairness_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> FailedJobRow:

@@ -39,6 +39,7 @@ from ..core.rows import (
     ToDatetime,
     as_int,
 )
+from . import fairness
 from .database import Database
 from .dialects.base import age_waiting_sql
 from .driver import Cursor, Row, fetch_row, fetch_rows, scalar
@@ -525,8 +526,8 @@ class FeatureStore:
     # ------------------------------------------------------------------ retention
     def prune(self, failed_ttl: float | None, rate_keep: float = RATE_KEEP) -> dict[str, int]:
         """Forget expired results, the rate-limit starts whose window passed ``rate_keep`` seconds
-        ago, finished batches and (when ``failed_ttl`` is set) dead-letter entries older than that
-        many seconds."""
+        ago, finished batches, idle fairness keys' counters (bounded: :mod:`errands.store.fairness`) and
+        (when ``failed_ttl`` is set) dead-letter entries older than that many seconds."""
         rate_starts = self._prune_rate_starts(rate_keep)
 
         def delete(cur: Cursor) -> dict[str, int]:
@@ -560,6 +561,7 @@ class FeatureStore:
                                  "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = {job_errors}.job_id) "
                                  "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = {job_errors}.job_id)"))
             out["errors"] = int(cur.rowcount)
+            out["fair_keys"] = fairness.prune(self.d, cur)
             return out
 
         return self.db.run(delete, write=True)

@@ -30,6 +30,7 @@ from ..core.rows import (
     as_int,
 )
 from ..core.settings import DEFAULTS
+from . import fairness
 from .dialects.base import Dialect
 from .dialects.inserts import due_now
 from .driver import Cursor, fetch_row, fetch_rows, scalar
@@ -129,6 +130,7 @@ class Steps:
         go through the dialect's one insert path (:meth:`Dialect.insert_jobs`), together where
         nothing needs one's id before the next is written.
         """
+        jobs = fairness.assign_turns(self.d, cur, jobs)
         ids: list[int] = []
         waiting: list[tuple[int, NewJob]] = []  # (position, job) of rows inserted together
 

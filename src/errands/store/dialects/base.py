@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Fill, Kind, claimed_index, names
@@ -61,7 +62,7 @@ class RunFn(Protocol):
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
-          "stats", "job_errors", "steps", "queue_limits", "alerts")
+          "stats", "job_errors", "steps", "queue_limits", "alerts", "fair_keys")
 _TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
 """Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
 
@@ -155,16 +156,20 @@ class PollingListener(Listener):
 
 _PRIORITY = claimed_index("priority")
 _ID = claimed_index("id")
+_TURN = claimed_index("fair_turn")
+_turn_of = itemgetter(_TURN)
 
 
 def claim_order(rows: list[Any]) -> list[Any]:
-    """Claimed rows (CLAIM_COLUMNS) in the order they should start: priority, highest first,
-    then id.  ``UPDATE ... RETURNING`` gives no order.  Most batches share one priority, and
-    plain tuple order (id first) sorts those in C without a key function."""
-    if len({r[_PRIORITY] for r in rows}) <= 1:
+    """Claimed rows (CLAIM_COLUMNS) in the order they should start, the claim's: priority, highest
+    first, then turn (fairness keys), then id.  ``UPDATE ... RETURNING`` gives no order, and a
+    worker runs a batch (its prefetch: hundreds of short jobs) in this order, so keyed jobs must
+    keep their turns here too.  Most batches share one priority and have no turns, and plain tuple
+    order (id first) sorts those in C without a key function."""
+    if len({r[_PRIORITY] for r in rows}) <= 1 and not any(map(_turn_of, rows)):
         rows.sort()
     else:
-        rows.sort(key=lambda r: (-r[_PRIORITY], r[_ID]))
+        rows.sort(key=lambda r: (-r[_PRIORITY], r[_TURN], r[_ID]))
     return rows
 
 
@@ -230,6 +235,10 @@ class Dialect(ABC):
     the ids: SQLite's and PostgreSQL's DELETE take no LIMIT."""
     #: From how many jobs an enqueue takes more than one statement (and so must be a transaction).
     transaction_from = INSERT_CHUNK + 1
+    #: Create a fairness key's counter row at turn 0, or touch it (params: queue, key): either way the
+    #: row is locked until the transaction ends (:mod:`errands.store.fairness`).
+    fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES ({p}, {p}, 0, {now}) "
+                      "ON CONFLICT (queue, name) DO UPDATE SET used_at = excluded.used_at")
 
     # ------------------------------------------------------------------ required SQL (abstract)
     # Each backend must say these; a missing one fails when the dialect is made, not with broken SQL.
@@ -389,15 +398,17 @@ class Dialect(ABC):
         """The heart of every claim: ready rows of one queue in index order.
 
         Parameters: queue, (queue again for the paused check,) limit.  The claim index
-        (queue, priority DESC, id) over unreserved, unblocked rows serves both the WHERE
-        and the ORDER BY, so this stays a short index range scan however many jobs wait;
-        tests guard that with EXPLAIN on every backend.  The paused check is one lookup
+        (queue, priority DESC, fair_turn, id) over unreserved, unblocked rows serves both the
+        WHERE and the ORDER BY, so this stays a short index range scan however many jobs wait;
+        tests guard that with EXPLAIN on every backend.  ``fair_turn`` is 0 for a job without a
+        fairness key, so such jobs keep their order (priority, then id); keyed jobs of one
+        priority take turns (:mod:`errands.store.fairness`).  The paused check is one lookup
         of the queue's row, evaluated once per statement.
         """
         paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
         return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
                       "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
-                      " ORDER BY priority DESC, id LIMIT {p}")
+                      " ORDER BY priority DESC, fair_turn, id LIMIT {p}")
 
     def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:
         return (queue, queue, int(limit)) if paused_check else (queue, int(limit))

@@ -199,7 +199,7 @@ class MySQLDialect(Dialect):
     age_waiting_template = "UPDATE {jobs} {step} WHERE {due} ORDER BY age_cap, id LIMIT {p}"
     minute_sql = "(UTC_TIMESTAMP() - INTERVAL SECOND(UTC_TIMESTAMP()) SECOND)"
     backlog_age_sql = (f"SELECT COALESCE(TIMESTAMPDIFF(SECOND, MIN(available_at), {NOW}), 0) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, fair_turn, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     # MySQL tells no client name: every session on this database counts under one empty name.
     connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
@@ -207,6 +207,8 @@ class MySQLDialect(Dialect):
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     count_waiting_per_queue = True
     search_window_share = 0.5
+    fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES (%s, %s, 0, {now}) "
+                      "ON DUPLICATE KEY UPDATE used_at = VALUES(used_at)")
 
     def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:
         super().__init__(url, prefix=prefix)
@@ -478,7 +480,7 @@ class MySQLDialect(Dialect):
                                "attempts = attempts + 1 WHERE id IN (" + self.marks(candidates) + ") "
                                "AND reserved_by IS NULL AND available_at <= %s AND (expires_at IS NULL OR "
                                "expires_at > %s) AND (deadline_at IS NULL OR deadline_at > %s) "
-                               "ORDER BY priority DESC, id LIMIT %s"),
+                               "ORDER BY priority DESC, fair_turn, id LIMIT %s"),
                         (owner, now, until, *candidates, now, now, now, int(limit)))
             if cur.rowcount:
                 break
@@ -486,5 +488,5 @@ class MySQLDialect(Dialect):
             return []
         # This owner claims from one thread, so (owner, claim time) names exactly this batch.
         cur.execute(self.q("SELECT " + CLAIM_COLUMNS + " FROM {jobs} WHERE reserved_by = %s AND reserved_at = %s "
-                           "AND queue = %s ORDER BY priority DESC, id"), (owner, now, queue))
+                           "AND queue = %s ORDER BY priority DESC, fair_turn, id"), (owner, now, queue))
         return list(cur.fetchall())

@@ -218,7 +218,28 @@ def _version_10(d: Dialect) -> list[str | Step]:
     # Aging: the jobs that still age (no partial index here: age_cap is NULL for every other
     # job, and the pass reads the non-NULL range only).
     steps.append(Step(d.q("ALTER TABLE {jobs} ADD INDEX {jobs}_aging (age_cap)"), has_aging))
+    steps += _fairness(d)
     return steps
+
+
+def _fairness(d: Dialect) -> list[str | Step]:
+    """Fairness between keys (issue 25): each job's key and turn (0 for a job without a key: a constant
+    default, added in place), the claim index with the turn after priority (the claim's order is
+    priority, turn, id; InnoDB rebuilds the index in place, writes go on), and each key's counter of
+    turns handed out per queue.  Each ALTER guarded (MySQL's DDL commits on its own)."""
+    has_turn = ("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                f"AND TABLE_NAME = '{d.t_jobs}' AND INDEX_NAME = '{d.t_jobs}_claim' "
+                "AND COLUMN_NAME = 'fair_turn'")
+    return [
+        *d.add_job_column("fairness_key"), *d.add_job_column("fair_turn"),
+        Step(d.q("ALTER TABLE {jobs} DROP KEY {jobs}_claim, ADD KEY {jobs}_claim "
+                 "(queue, reserved_by, blocked_by, priority DESC, fair_turn, id, available_at)"), has_turn),
+        # The (queue, turn) key: the highest turn of a queue (where a key starts when no keyed job
+        # waits) is one index probe.
+        d.q("CREATE TABLE IF NOT EXISTS {fair_keys} (queue VARCHAR(60) NOT NULL, name VARCHAR(255) NOT NULL,"
+            " turn BIGINT NOT NULL DEFAULT 0, used_at DATETIME(6) NOT NULL, PRIMARY KEY (queue, name),"
+            " KEY {fair_keys}_turn (queue, turn))" + TABLE),
+    ]
 
 
 MIGRATIONS = in_version_order(
@@ -234,5 +255,6 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table, and the due time at the end of the claim index", _version_9),
-    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging (issue 25)", _version_10),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging, fairness between keys "
+                      "(issue 25)", _version_10),
 )

@@ -312,7 +312,7 @@ class PostgresDialect(Dialect):
                             "SKIP LOCKED) UPDATE {jobs} {step} FROM picked WHERE {jobs}.id = picked.id AND {due}")
     minute_sql = "date_trunc('minute', now())"
     backlog_age_sql = ("SELECT CAST(COALESCE(FLOOR(EXTRACT(EPOCH FROM {now} - MIN(available_at))), 0) AS BIGINT) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, fair_turn, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     transaction_from = COPY_FROM
     connections_sql = ("SELECT application_name AS name, count(*) AS n FROM pg_stat_activity "

@@ -151,7 +151,7 @@ class SQLiteDialect(Dialect):
     plus_seconds_sql: str = f"({NOW} + ?)"
     minute_sql: str = f"(CAST({NOW} / 60 AS INTEGER) * 60.0)"
     backlog_age_sql = ("SELECT COALESCE(CAST({now} - MIN(available_at) AS INTEGER), 0) "
-                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, id "
+                       f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, fair_turn, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")
     # "+queue" keeps the claim index out: through it SQLite read every row of the queue and
     # sorted them by id (600 ms for six queues of a million jobs); in rowid order it stops at

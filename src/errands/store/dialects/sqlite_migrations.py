@@ -175,7 +175,23 @@ def _version_10(d: Dialect) -> list[str | Step]:
     # partial, so a plain job (both NULL) adds no entry.
     steps += [d.q("CREATE INDEX IF NOT EXISTS {jobs}_expiry ON {jobs} (expires_at) WHERE expires_at IS NOT NULL"),
               d.q("CREATE INDEX IF NOT EXISTS {jobs}_deadline ON {jobs} (deadline_at) WHERE deadline_at IS NOT NULL")]
+    steps += _fairness(d)
     return steps
+
+
+def _fairness(d: Dialect) -> list[str | Step]:
+    """Fairness between keys (issue 25): each job's key and turn (0 for a job without a key), the claim
+    index ordered by turn after priority (the claim's order is priority, turn, id), and each key's
+    counter of turns handed out per queue."""
+    return [*d.add_job_column("fairness_key"), *d.add_job_column("fair_turn"), *(d.q(s) for s in (
+        "DROP INDEX IF EXISTS {jobs}_claim",
+        "CREATE INDEX {jobs}_claim ON {jobs} (queue, priority DESC, fair_turn, id) "
+        "WHERE reserved_by IS NULL AND blocked_by IS NULL",
+        "CREATE TABLE IF NOT EXISTS {fair_keys} (queue TEXT NOT NULL, name TEXT NOT NULL,"
+        " turn INTEGER NOT NULL DEFAULT 0, used_at REAL NOT NULL, PRIMARY KEY (queue, name))",
+        # The highest turn of a queue (where a key starts when no keyed job waits): one index probe.
+        "CREATE INDEX IF NOT EXISTS {fair_keys}_turn ON {fair_keys} (queue, turn)",
+    ))]
 
 
 MIGRATIONS = in_version_order(
@@ -191,5 +207,6 @@ MIGRATIONS = in_version_order(
     SchemaVersion(7, "each worker's own lease and heartbeat interval", _version_7),
     SchemaVersion(8, "limits per queue, set from the dashboard", _version_8),
     SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
-    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging (issue 25)", _version_10),
+    SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging, fairness between keys "
+                      "(issue 25)", _version_10),
 )

@@ -1,6 +1,8 @@
 """errands' schema version 10 (when a job expires unstarted, its deadline across retries, its
 rate-limit key: three nullable job columns; when each rate-limit start leaves its window, with its
-index) in a database at version 9."""
+index; priority aging: the job's ``age_after``, ``age_base`` and ``age_cap`` with the aging index;
+fairness between keys: the job's ``fairness_key`` and ``fair_turn``, the claim index rebuilt with the
+turn after the priority, and the ``fair_keys`` counters table) in a database at version 9."""
 
 from django.db import migrations
 
