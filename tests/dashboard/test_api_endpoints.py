@@ -57,7 +57,7 @@ def test_queues_pause_resume_and_limits_in_force(web, dash_app):
 
 
 def test_periodic_jobs_list_and_run_now(web, dash_app):
-    @dash_app.periodic("*/5 * * * *", args=("nightly",))
+    @dash_app.periodic("*/5 * * * *", args=("nightly",), name="test_api_endpoints.cleanup")
     def cleanup(label: str) -> None: ...
 
     login(web)

@@ -31,6 +31,9 @@ def run(blocks: list[dict[str, object]]) -> int:
     sys.path.insert(0, os.getcwd())
     main = types.ModuleType("__main__")  # the samples' own __main__ (dataclasses, SQLAlchemy and Django look there)
     main.__dict__["__builtins__"] = __builtins__
+    # A page's samples are a script, as a reader runs them (``python tasks.py``), not a REPL: errands
+    # names their jobs after the script's module and refuses a job that only a REPL would define.
+    main.__file__ = os.path.join(os.getcwd(), "tasks.py")
     sys.modules["__main__"] = main
     namespace = main.__dict__
     sources: dict[str, list[str]] = {}

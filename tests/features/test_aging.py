@@ -29,10 +29,10 @@ def test_a_workers_maintenance_ages_waiting_jobs(fapp: Errands, spawn) -> None: 
 def test_aging_options_are_stored_from_the_definition_and_the_call(tmp_path) -> None:  # type: ignore[no-untyped-def]
     app = Errands(f"sqlite:///{tmp_path / 'aging.db'}")
 
-    @app.job(priority=2, age_after=30, age_limit=3)
+    @app.job(name="test_aging.rebuild", priority=2, age_after=30, age_limit=3)
     def rebuild(n: int) -> None: ...
 
-    @app.job(age_after=5)
+    @app.job(name="test_aging.tidy", age_after=5)
     def tidy() -> None: ...
 
     first = rebuild.prepare(1)

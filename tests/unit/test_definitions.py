@@ -2,7 +2,11 @@
 
 import json
 import math
+import re
+import sys
+import types
 from datetime import datetime, timedelta
+from unittest.mock import patch
 
 import pytest
 
@@ -24,13 +28,30 @@ def app(tmp_path):
     return Errands(f"sqlite:///{tmp_path / 'x.db'}", payload_limit=1024)
 
 
-def test_name_defaults_to_module_and_function(app):
-    @app.job
-    def send_welcome(user_id: int) -> None: ...
+def send_welcome(user_id: int) -> None: ...
 
-    assert send_welcome.name == f"{__name__}.test_name_defaults_to_module_and_function.<locals>.send_welcome"
-    assert app.get_job(send_welcome.name) is send_welcome
-    assert send_welcome(3) is None  # still callable directly
+
+def test_name_defaults_to_module_and_function(app):
+    job = app.job(send_welcome)
+    assert job.name == f"{__name__}.send_welcome"
+    assert app.get_job(job.name) is job
+    assert job(3) is None  # still callable directly
+
+
+def test_a_name_no_worker_could_import_is_refused_with_the_fix(app):
+    """Issue 25, point 7: a job defined inside a function, or in an interactive session, would be
+    enqueued under a name no worker registers; the decorator says so, and how to name it."""
+    with pytest.raises(ConfigurationError, match="inside a function.*" + re.escape(f'name="{__name__}.send"')):
+        @app.job
+        def send(user_id: int) -> None: ...
+    typed: dict[str, object] = {"__name__": "__main__"}
+    exec("def hello(): pass", typed)  # what the REPL or python -c defines
+    fake_main = types.ModuleType("__main__")  # no __file__, no __spec__: an interactive session
+    with patch.dict(sys.modules, {"__main__": fake_main}), \
+            pytest.raises(ConfigurationError, match=r"interactive session.*name=\"shop\.hello\""):
+        app.job(typed["hello"])
+    named = app.job(name="shop.hello")(typed["hello"])  # the fix
+    assert named.name == "shop.hello"
 
 
 def test_decorator_options_and_explicit_name(app):

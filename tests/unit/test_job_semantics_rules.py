@@ -76,10 +76,11 @@ def test_defaults_come_from_the_app_then_the_job_then_the_call(tmp_path):
     app = Errands(f"sqlite:///{tmp_path / 'd.db'}", default_queue="bulk", max_attempts=7, timeout=30.0,
                   backoff="linear", max_snoozes=4)
 
-    @app.job
+    @app.job(name="test_job_semantics_rules.inherits")
     def inherits() -> None: ...
 
-    @app.job(queue="mail", max_attempts=2, timeout=math.inf, backoff=1, max_snoozes=0)
+    @app.job(name="test_job_semantics_rules.own", queue="mail", max_attempts=2, timeout=math.inf, backoff=1,
+             max_snoozes=0)
     def own() -> None: ...
 
     o = inherits.options
@@ -95,7 +96,7 @@ def test_defaults_come_from_the_app_then_the_job_then_the_call(tmp_path):
 
 
 def test_the_built_in_defaults_live_in_settings_defaults(app):
-    @app.job
+    @app.job(name="test_job_semantics_rules.plain")
     def plain() -> None: ...
 
     assert (plain.options.queue, plain.options.max_attempts, plain.options.timeout) == (
@@ -112,7 +113,7 @@ def test_defaults_from_environment_and_settings_objects(monkeypatch, tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     app = Errands.from_settings({"ERRANDS_DATABASE_URL": url, "ERRANDS_TIMEOUT": "none"}, pyproject=False)
 
-    @app.job
+    @app.job(name="test_job_semantics_rules.job")
     def job() -> None: ...
 
     assert (job.options.queue, job.options.max_attempts, job.options.timeout) == ("envq", 9, None)
@@ -133,19 +134,19 @@ def test_a_bad_default_stops_the_app_naming_it(monkeypatch, tmp_path, variable, 
 # ------------------------------------------------------------------------------ refused at definition
 def test_a_class_is_refused(app):
     with pytest.raises(ConfigurationError, match="not the class .*Report.*handle"):
-        @app.job
+        @app.job(name="test_job_semantics_rules.handle")
         class Report:
             def handle(self) -> None: ...
 
 
 def test_generator_functions_are_refused(app):
     with pytest.raises(ConfigurationError, match="generator"):
-        @app.job
+        @app.job(name="test_job_semantics_rules.rows")
         def rows():
             yield 1
 
     with pytest.raises(ConfigurationError, match="generator"):
-        @app.job
+        @app.job(name="test_job_semantics_rules.more_rows")
         async def more_rows():
             yield 1
 
@@ -153,17 +154,17 @@ def test_generator_functions_are_refused(app):
 def test_a_method_written_in_a_class_body_is_refused(app):
     with pytest.raises(ConfigurationError, match="method written in class Mailer.*self"):
         class Mailer:
-            @app.job
+            @app.job(name="test_job_semantics_rules.send")
             def send(self, to: str) -> None: ...
 
 
 def test_periodic_arguments_must_fit_the_handler(app):
     with pytest.raises(ConfigurationError, match="periodic job .*report"):
-        @app.periodic("0 * * * *", args=[1, 2])
+        @app.periodic("0 * * * *", args=[1, 2], name="test_job_semantics_rules.report")
         def report(day: int) -> None: ...
     assert not app.schedules and not [n for n in app.registry if n.endswith("report")]
 
-    @app.periodic("0 * * * *", kwargs={"day": 1})
+    @app.periodic("0 * * * *", kwargs={"day": 1}, name="test_job_semantics_rules.fine")
     def fine(day: int) -> None: ...
     assert fine.name in app.schedules
 
@@ -268,7 +269,7 @@ class Pair(enum.Enum):
 
 
 def test_enum_members_are_refused_unless_the_parameter_is_annotated(app):
-    @app.job
+    @app.job(name="test_job_semantics_rules.paint")
     def paint(colour, size) -> None: ...
 
     with pytest.raises(PayloadNotSerializable, match="Colour.RED.*Enum member.*annotate"):
@@ -280,7 +281,7 @@ def test_enum_members_are_refused_unless_the_parameter_is_annotated(app):
 
 
 def test_annotated_enum_parameters_travel_as_values_and_come_back_as_members(app):
-    @app.job
+    @app.job(name="test_job_semantics_rules.paint")
     def paint(colour: Colour, *sizes: Size, shade: Colour | None = None, **extra: Colour) -> None: ...
 
     new = paint.prepare(Colour.RED, Size.S, 3, shade=Colour.BLUE, trim="blue")
@@ -297,7 +298,7 @@ def test_annotated_enum_parameters_travel_as_values_and_come_back_as_members(app
 
 def test_an_enum_whose_values_json_cannot_carry_is_refused_at_definition(app):
     with pytest.raises(ConfigurationError, match="Pair"):
-        @app.job
+        @app.job(name="test_job_semantics_rules.pick")
         def pick(pair: Pair) -> None: ...
 
 
@@ -338,7 +339,7 @@ def test_a_broken_tag_is_bad_payload_never_another_error(payload):
 
 
 def test_the_codec_types_round_trip_through_a_definition(app):
-    @app.job
+    @app.job(name="test_job_semantics_rules.book")
     def book(when: datetime, day: date, ref: UUID, amount: Decimal) -> None: ...
 
     values = (datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=ZoneInfo("Europe/Istanbul")), date(2030, 5, 6),

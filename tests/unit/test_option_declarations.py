@@ -43,8 +43,8 @@ def test_every_option_is_a_keyword_of_its_door_with_its_declared_default():
     def f(x):
         return x
 
-    declared = app.job(**{f.name: f.default for f in dataclasses.fields(JobSpec)})(f)
-    assert declared.options == app.job(f).options and declared.behaviour == app.job(name="other")(f).behaviour
+    declared = app.job(**{**{f.name: f.default for f in dataclasses.fields(JobSpec)}, "name": "declared"})(f)
+    assert declared.options == app.job(name="f")(f).options and declared.behaviour == app.job(name="other")(f).behaviour
 
 
 def test_defaults_and_the_settings_fields_are_read_from_the_app_options():
@@ -77,7 +77,7 @@ def test_the_options_check_their_values_as_the_doors_always_did():
     with pytest.raises(InvalidOption, match="priority must be a 32-bit integer"):
         app.job(priority=2**40)
     assert JobSpec(rate_limit="10/minute").rate_limit == JobSpec(rate_limit="10/min").rate_limit  # parsed once
-    assert app.job(timeout=math.inf)(lambda: None).options.timeout is None
+    assert app.job(timeout=math.inf, name="unlimited")(lambda: None).options.timeout is None
 
 
 def test_mypy_checks_the_options_and_the_enqueue_calls_of_a_users_code(tmp_path):

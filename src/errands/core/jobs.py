@@ -541,11 +541,28 @@ def default_job_name(func: Callable[..., Any]) -> str:
     again in its own registry.  A script run as ``python shop.py`` (or ``python -m shop``) defines its
     functions in ``__main__``, a module no worker imports under that name: there the name uses the
     module the worker does import, ``shop`` (what ``errands --app shop:app worker`` registers), so the
-    jobs a script enqueues are the worker's.  Only an interactive session keeps ``__main__``."""
+    jobs a script enqueues are the worker's.
+
+    Refused (``ConfigurationError``, with the fix) where no worker could ever find the job under the
+    name it would get: a function of an interactive session (``__main__`` with no file: the REPL,
+    ``python -c``, a notebook) and one defined inside another function (``<locals>``).  A worker that
+    claims such a job holds it back as unknown and, after ``unknown_job_grace``, buries it; refusing
+    here says so while the fix is one keyword away."""
     module = getattr(func, "__module__", None)
+    qualname = str(getattr(func, "__qualname__", func))
     if module == "__main__":
-        module = _main_module_name() or module
-    return f"{module}.{getattr(func, '__qualname__', func)}"
+        module = _main_module_name()
+        if module is None:
+            raise ConfigurationError(
+                f"job {qualname!r} is defined in an interactive session (module __main__), which no worker "
+                f"imports: give it a name, @app.job(name=\"shop.{qualname}\"), or define it in a module the "
+                "worker imports (errands --app that_module:app worker)")
+    if "<locals>" in qualname:
+        raise ConfigurationError(
+            f"job {module}.{qualname} is defined inside a function, so no worker can import it by that name: "
+            f"give it a name, @app.job(name=\"{module}.{qualname.rsplit('.', 1)[-1]}\"), or define it at "
+            "module level")
+    return f"{module}.{qualname}"
 
 
 def _main_module_name() -> str | None:
