@@ -91,7 +91,9 @@ add.enqueue(2, 3)
 assert app.run_worker(burst=True) == 1 and seen == [5], seen
 print("ok")
 """
-    ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=scaled(120), env=env,
+    # A script file, as a user runs one: a job of ``python -c`` (an interactive __main__) is refused.
+    (tmp_path / "core_check.py").write_text(script)
+    ran = subprocess.run([str(python), "core_check.py"], capture_output=True, text=True, timeout=scaled(120), env=env,
                          cwd=tmp_path)
     assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr[-2000:]
     cli = subprocess.run([str(venv / "bin" / "errands"), "--version"], capture_output=True, text=True, env=env)
