@@ -915,11 +915,7 @@ class JobDefinition(Generic[P, R]):
             return key
         b = self.behaviour
         if b.unique_key is not None:
-            key = b.unique_key if isinstance(b.unique_key, str) else str(b.unique_key(*args, **kwargs))
-            if not _storable_key(key):
-                raise InvalidOption(f"unique key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
-                                    "(valid Unicode, no NUL)")
-            return key
+            return self._key_of("unique key", b.unique_key, args, kwargs)
         if b.unique:
             return f"{self.name}:{hashlib.sha256(payload.encode()).hexdigest()[:40]}"
         return self.name if self._unique[1] is not None else None
@@ -956,16 +952,8 @@ class JobDefinition(Generic[P, R]):
         group = None
         if b.concurrency_limit is not None:
             key = b.concurrency_key
-            group = self.name if key is None else key if isinstance(key, str) else str(key(*args, **kwargs))
-            if not _storable_key(group):
-                raise InvalidOption(f"concurrency key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
-                                    "(valid Unicode, no NUL)")
-        fair = b.fairness_key
-        if fair is not None and not isinstance(fair, str):
-            fair = str(fair(*args, **kwargs))
-            if not _storable_key(fair):
-                raise InvalidOption(f"fairness key of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
-                                    "(valid Unicode, no NUL)")
+            group = self.name if key is None else self._key_of("concurrency key", key, args, kwargs)
+        fair = None if b.fairness_key is None else self._key_of("fairness key", b.fairness_key, args, kwargs)
         flags = FLAG_RESULT if (o.keep_result or self.app.keep_results) else 0
         cost = self._cost(o)
         unique_for = None
@@ -986,6 +974,16 @@ class JobDefinition(Generic[P, R]):
                       rate_key=None if b.rate_limit_key is None else self._rate_key(b.rate_limit_key, args, kwargs),
                       age_after=age_after, age_base=None if age_after is None else o.priority, age_cap=age_cap,
                       fairness_key=fair)
+
+    def _key_of(self, what: str, key: str | Callable[..., Any], args: tuple[Any, ...] | list[Any],
+                kwargs: dict[str, Any]) -> str:
+        """A key of this call (unique, concurrency, fairness): the job's string, or what its function
+        makes of the arguments, as text; refused here, at enqueue, when no backend could store it."""
+        value = key if isinstance(key, str) else str(key(*args, **kwargs))
+        if not _storable_key(value):
+            raise InvalidOption(f"{what} of job {self.name!r} must be 1-{UNIQUE_KEY_MAX} characters "
+                                "(valid Unicode, no NUL)")
+        return value
 
     def _rate_key(self, key: str | Callable[..., Any], args: tuple[Any, ...] | list[Any],
                   kwargs: dict[str, Any]) -> str:
