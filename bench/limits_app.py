@@ -18,6 +18,7 @@ app = Errands("sqlite:///errands-bench-unset.db")
 
 GROUP_LIMIT = 2
 RATE = "20/s"
+SLOW_RATE = "5/1s"
 
 
 def _log(kind: str, group: str, started: float) -> None:
@@ -41,3 +42,9 @@ def grouped(group: str, seconds: float) -> None:
 def rated(n: int) -> None:
     """A no-op that may start at most 20 times a second, across every worker."""
     _log("rate", "-", time.time())
+
+
+@app.job(name="bench.rated5", rate_limit=SLOW_RATE)
+def rated5(n: int) -> None:
+    """A no-op that may start at most 5 times in any second, across every worker."""
+    _log("rate5", "-", time.time())

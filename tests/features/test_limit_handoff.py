@@ -180,3 +180,86 @@ def test_a_worker_holds_a_run_granted_ahead_until_its_start(app, monkeypatch):
     [row] = worker.admission.take(4)
     assert row.id == job.id
     assert worker.state.not_before[job.id] - before > 5.0  # its runner waits until the start is its
+
+
+def test_a_worker_is_granted_no_more_rate_limited_starts_than_it_has_idle_runners(app):
+    # Issue 26: a start granted beyond the idle runners would wait behind the others, its handler
+    # starting well after the moment the database recorded; the next window's prompt starts could
+    # then meet it in one period.  The runs beyond the idle runners go back, due at once.
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None: ...
+
+    for n in range(10):
+        r.enqueue(n)
+    worker = _worker(app)  # four runners, none busy
+    taken = worker.admission.take(10)
+    assert len(taken) == 4 and sorted(worker.state.not_before) == sorted(row.id for row in taken)
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 4
+    waiting = [job for job in app.store.jobs.list_jobs() if job.reserved_by is None]
+    assert len(waiting) == 6 and all(_seconds_until_due(app, job.id) <= 0 for job in waiting)
+    assert all(job.attempts == 0 for job in waiting)  # given back with their attempt refunded
+    # Two runners busy: two more starts, the runs granted a start handed to the runners first.
+    worker.state.outstanding = 2
+    assert len(worker.admission.take(10)) == 2
+
+
+def test_a_start_is_recorded_a_lead_ahead_and_held_until_then(app):
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None: ...
+
+    job = r.enqueue(0)
+    rows = app.store.jobs.claim("w", ["default"], 1, lease=30)
+    before = app.store.now()
+    decision = app.store.features.admission("w", [(row.id, [Limit("rate", "r", 100, 1.0)]) for row in rows],
+                                            lead=5.0)
+    # Granted now, but recorded 5 s ahead (the caller holds it until then, from ``decided_at``).
+    assert decision.admitted == [job.id] and decision.later == {job.id: 5.0}
+    assert decision.decided_at is not None and decision.decided_at <= time.monotonic()
+    [(started,)] = _rows(app, "SELECT started_at FROM {rate_starts} WHERE name = 'r'")
+    assert 4.9 < (app.store.dialect.to_datetime(started) - before).total_seconds() < 6.0
+    [(name, stored, units)] = decision.starts[job.id]
+    assert (name, units) == ("r", 1) and app.store.dialect.to_datetime(stored) == app.store.dialect.to_datetime(started)
+
+
+def test_forgetting_a_start_takes_back_one_of_several_alike(app):
+    for _ in range(3):  # three starts of one window at one moment, as one admission's grants can be
+        app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+            "INSERT INTO {rate_starts} (name, started_at, units) VALUES ('r', {p}, NULL)"),
+            (app.store.dialect.from_datetime(app.store.now().replace(microsecond=0)),)), write=True)
+    [(stored,)] = _rows(app, "SELECT DISTINCT started_at FROM {rate_starts}")
+    assert app.store.features.forget_starts([("r", stored, 1)]) == 1
+    assert len(_rows(app, "SELECT id FROM {rate_starts}")) == 2
+    assert app.store.features.forget_starts([("r", stored, 2), ("other", stored, 1)]) == 0  # units and window match
+
+
+class _LateOnce:
+    """Stands in for START_TOLERANCE: the first run compared with it is late, the others are not."""
+
+    def __init__(self) -> None:
+        self.misses = 0
+
+    def __lt__(self, lateness: float) -> bool:  # (``lateness > START_TOLERANCE``)
+        self.misses += 1
+        return self.misses == 1
+
+
+def test_a_run_its_runner_reaches_too_late_is_given_back_unrun_and_granted_again(app, monkeypatch):
+    import errands.worker.execution as execution
+
+    ran: list[int] = []
+
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None:
+        ran.append(n)
+
+    late = _LateOnce()
+    monkeypatch.setattr(execution, "START_TOLERANCE", late)
+    job = r.enqueue(7)
+    worker = Worker(app, WorkerSettings(queues=("default",), concurrency=1, prefetch=0, burst=True))
+    worker.run()
+    # It ran once: the late first hand-out was given back (attempt refunded, recorded start taken
+    # back) and the job granted a new start.
+    assert ran == [7] and late.misses == 2
+    assert app.store.jobs.get_job(job.id) is None
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 1
+    assert worker.claimed == 1

@@ -622,8 +622,14 @@ class Admitted(NamedTuple):
     waits: dict[int, float]
     """Each refused run and the seconds after which it is due again."""
     later: dict[int, float] = {}
-    """Admitted runs granted a rate-limit start ahead (``admission(ahead=...)``): the seconds
-    (of the database's clock, from the decision) before which each must not start."""
+    """Admitted runs granted a rate-limit start ahead (``admission(ahead=..., lead=...)``): the
+    seconds (of the database's clock, from the decision) before which each must not start."""
+    starts: dict[int, list[tuple[str, Any, int]]] = {}
+    """Each run granted a rate-limited start: its starts as stored (window, started_at, units), which
+    ``forget_starts`` takes back if the run never started."""
+    decided_at: float | None = None
+    """The decision's moment by this process's ``time.monotonic()`` (the ``later`` seconds count
+    from it); None when no rate limit was decided."""
 
 
 class Failure(NamedTuple):

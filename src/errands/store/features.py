@@ -18,8 +18,9 @@ the dialect (``insert_ignore``, ``upsert``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..core.errors import BadPayload
@@ -69,6 +70,9 @@ RATE_PRUNE_BATCHES = 20
 recorded at up to 1,600 a second leave as fast as they come; the rest wait for the next pass)."""
 RATE_KEEP = 600.0
 """Seconds a start stays recorded after its window passed (for people and tests reading the table)."""
+CLOCK_READ_SPREAD = 0.004
+"""Seconds a reading of the database's clock may take for admission to trust which moment of this
+process's clock it was (within half of it); a slower one is taken again (:meth:`_clock_reading`)."""
 RATE_MARGIN = 0.001
 """Seconds added to a refused rate-limited run's wait, so that the start it waits for has left the
 window (``started_at > now - period``) by the time its row is due, whatever the clock's rounding."""
@@ -305,7 +309,8 @@ class FeatureStore:
         return decision.admitted, list(decision.waits)
 
     def admission(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
-                  concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0) -> Admitted:
+                  concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0,
+                  slots: int | None = None, lead: float = 0.0) -> Admitted:
         """Decide which claimed runs may start now; the others go back to the queue unrun.
 
         A concurrency limit counts the group's runs that are admitted and whose lease is
@@ -323,6 +328,15 @@ class FeatureStore:
         than the limit) and listed in ``later``: the caller holds it until then.  A run refused
         comes back that much before it fits, so that its next claim can be granted ahead in turn:
         a limit kept busy then loses no claim's latency per window (at most ``period / 4``).
+
+        ``slots``: at most this many rate-limited runs are granted a start (issue 26): the caller's
+        idle runners, so that each granted run starts in its runner the moment it was recorded
+        rather than after the runs queued before it (a start recorded early and a handler started
+        late let two windows' handlers meet in one period).  The first ``slots`` in claim order are
+        eligible; the others are refused, due when their window has room (at once if it has).
+        ``lead``: every rate-limited start is granted at least that many seconds ahead (listed in
+        ``later``, from ``decided_at``), the time a granted run takes to reach its runner: the
+        caller holds it until then, so its handler starts at the moment recorded, not after it.
         """
         if not runs:
             return Admitted([], {})
@@ -339,8 +353,10 @@ class FeatureStore:
                     by_limit.setdefault((lim.kind, lim.name), []).append((job_id, lim))
             # Concurrency first: it only reads, so a run it refuses consumes no rate start.
             grouped, waiting = self._admit_concurrency(cur, by_limit, ours, refused, concurrency_retry)
-            later = self._admit_rates(cur, by_limit, refused, ahead)
-            return self._record_admission(cur, owner, ours, grouped, waiting, refused)._replace(later=later)
+            later, starts, decided = self._admit_rates(cur, by_limit, refused, ahead,
+                                                       _eligible(runs, refused, slots), lead)
+            admitted = self._record_admission(cur, owner, ours, grouped, waiting, refused)
+            return admitted._replace(later=later, starts=starts, decided_at=decided)
 
         return self.db.run(decide, write=True)
 
@@ -410,28 +426,45 @@ class FeatureStore:
         return grouped, waiting
 
     def _admit_rates(self, cur: Cursor, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
-                     refused: dict[int, float], ahead: float = 0.0) -> dict[int, float]:
+                     refused: dict[int, float], ahead: float = 0.0, eligible: set[int] | None = None,
+                     lead: float = 0.0) -> tuple[dict[int, float], dict[int, list[tuple[str, Any, int]]], float]:
         """Record a start for each run a rate limit allows; refuse the others until the window moves.
 
         A run uses ``cost`` units of its limit (the jobs' ``cost`` column; NULL is 1), and the
         units started in any window never exceed the limit.  Runs are taken in claim order and
         the first one that does not fit stops the rest of its limit for this admission, so a
-        costly run is not starved by cheap ones claimed with it.  Returns the runs granted a start
-        ahead (see :meth:`admission`) and the seconds until it."""
-        costs: dict[int, int] = {}
+        costly run is not starved by cheap ones claimed with it.  Only the ``eligible`` runs (None:
+        all) are granted a start, now or ahead; the others are refused until their window has room.
+
+        Every time here is one reading of the database's clock (``Dialect.clock_sql``: the moment
+        of reading, not the transaction's start), matched with this process's monotonic clock
+        (:meth:`_clock_reading`): a start is recorded at that reading plus ``lead`` at least (the rest of this
+        transaction and the hand-out to a runner), and the caller holds the run until the same
+        moment of its own clock, so the handler starts when its start was recorded whatever this
+        transaction and its commit took.  Returns the runs granted a start and the seconds (from
+        that moment) until each, the starts recorded for each, and the moment (``time.monotonic()``)."""
+        rates = [(name, members) for (kind, name), members in sorted(by_limit.items()) if kind == "rate"]
+        if not rates:
+            return {}, {}, time.monotonic()
+        rated = sorted({job_id for _, members in rates for job_id, _ in members})
+        cur.execute(self.d.q("SELECT id, cost FROM {jobs} WHERE cost IS NOT NULL AND id IN (")
+                    + self.d.marks(rated) + ")", rated)
+        costs = {int(r["id"]): max(1, as_int(r["cost"], 1)) for r in fetch_rows(cur)}
+        now, decided = self._clock_reading(cur)
         later: dict[int, float] = {}
-        rated = sorted({job_id for (kind, _), members in by_limit.items() if kind == "rate"
-                        for job_id, _ in members})
-        if rated:
-            cur.execute(self.d.q("SELECT id, cost FROM {jobs} WHERE cost IS NOT NULL AND id IN (")
-                        + self.d.marks(rated) + ")", rated)
-            costs = {int(r["id"]): max(1, as_int(r["cost"], 1)) for r in fetch_rows(cur)}
-        for (kind, name), members in sorted(by_limit.items()):
-            if kind != "rate":
-                continue
+        recorded: dict[int, list[tuple[str, Any, int]]] = {}
+        """Each granted run's starts as stored (window, started_at, units), so that a run that never
+        started can take them back (:meth:`forget_starts`)."""
+
+        def grant(job_id: int, name: str, wait: float, cost: int, period: float) -> None:
+            started = self._record_start(cur, name, now + _seconds(wait), cost, period)
+            recorded.setdefault(job_id, []).append((name, started, cost))
+            later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
+
+        for name, members in rates:
             lim = members[0][1]
             cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)) FROM {rate_starts} WHERE name = {p} "
-                                 "AND started_at > {now_plus}"), (name, -float(lim.period)))
+                                 "AND started_at > {p}"), (name, self.d.from_datetime(now - _seconds(lim.period))))
             free = lim.limit - as_int(scalar(cur) or 0)
             late: list[tuple[int, int]] = []
             """Refused here, in claim order, with their costs."""
@@ -439,44 +472,88 @@ class FeatureStore:
                 if job_id in refused:
                     continue
                 cost = costs.get(job_id, 1)
-                if not late and cost <= free:
+                if not late and cost <= free and (eligible is None or job_id in eligible):
                     free -= cost
-                    cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
-                                         "VALUES ({p}, {now}, {p}, {now_plus})"),
-                                (name, None if cost == 1 else cost, float(lim.period)))
+                    grant(job_id, name, lead, cost, lim.period)
                 else:  # keep claim order: nothing after a run that did not fit starts now
                     late.append((job_id, cost))
-            if late:
-                # Granting the k-th unit at the moment the window's k-th oldest unit leaves it keeps
-                # every window within the limit (the units after that moment are the later ones of
-                # the window, plus those granted here up to that moment).  Only within a quarter
-                # period, so a start granted ahead always comes from units already in the window.
-                horizon = min(ahead, lim.period / 4)
-                waits = self._rate_waits(cur, name, lim, free, [cost for _, cost in late])
-                for (job_id, cost), wait in zip(late, waits, strict=True):
-                    if wait <= horizon:
-                        # A millisecond after the unit leaves: the clock's and the floats' rounding
-                        # (SQLite stores seconds as REAL) could otherwise put it a hair inside.
-                        wait += RATE_MARGIN
-                        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
-                                             "VALUES ({p}, {now_plus}, {p}, {now_plus})"),
-                                    (name, wait, None if cost == 1 else cost, wait + float(lim.period)))
-                        later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
-                    else:
-                        refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
-        return {job_id: wait for job_id, wait in later.items() if job_id not in refused}
+            if not late:
+                continue
+            # Granting the k-th unit at the moment the window's k-th oldest unit leaves it keeps
+            # every window within the limit (the units after that moment are the later ones of
+            # the window, plus those granted here up to that moment).  Only within a quarter
+            # period, so a start granted ahead always comes from units already in the window.
+            horizon = min(ahead, lim.period / 4)
+            waits = self._rate_waits(cur, name, lim, free, [cost for _, cost in late], now)
+            for (job_id, cost), wait in zip(late, waits, strict=True):
+                if wait <= horizon and (eligible is None or job_id in eligible):
+                    # A millisecond after the unit leaves: the clock's and the floats' rounding
+                    # (SQLite stores seconds as REAL) could otherwise put it a hair inside.
+                    grant(job_id, name, max(wait + RATE_MARGIN, lead), cost, lim.period)
+                else:
+                    refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
+        granted = {job_id: wait for job_id, wait in later.items() if job_id not in refused}
+        return granted, {job_id: recorded[job_id] for job_id in granted}, decided
 
-    def _rate_waits(self, cur: Cursor, name: str, lim: Limit, free: int, costs: list[int]) -> list[float]:
-        """Seconds until each late run (in claim order, with its cost) fits in the window, if
+    def _clock_reading(self, cur: Cursor) -> tuple[datetime, float]:
+        """The database's clock, and the same moment by this process's ``time.monotonic()``: the
+        middle of the read.  A read that took longer than CLOCK_READ_SPREAD (a server or a process
+        that had to wait for a core) is taken again, twice at most, and the quickest kept: the
+        moment is known within half its time, which is how much a held run may start off its
+        recorded start on that account."""
+        best: tuple[Any, float, float] | None = None
+        for _ in range(3):
+            before = time.monotonic()
+            cur.execute("SELECT " + self.d.clock_sql)
+            value = scalar(cur)
+            after = time.monotonic()
+            if best is None or after - before < best[2]:
+                best = (value, (before + after) / 2, after - before)
+            if after - before <= CLOCK_READ_SPREAD:
+                break
+        assert best is not None
+        return self.d.to_datetime(best[0]), best[1]
+
+    def _record_start(self, cur: Cursor, name: str, started: datetime, cost: int, period: float) -> Any:
+        """A start of ``cost`` units in window ``name`` at ``started``; returns it as stored."""
+        stored = self.d.from_datetime(started)
+        cur.execute(self.d.q("INSERT INTO {rate_starts} (name, started_at, units, expires_at) "
+                             "VALUES ({p}, {p}, {p}, {p})"),
+                    (name, stored, None if cost == 1 else cost, self.d.from_datetime(started + _seconds(period))))
+        return stored
+
+    def forget_starts(self, starts: Sequence[tuple[str, Any, int]]) -> int:
+        """Take back rate-limit starts recorded for runs that never started (``Admitted.starts``:
+        a runner reached them too late and gave them back): their windows have that room again.
+        One row each, whichever of several alike (same window, moment and units) it is: they count
+        the same.  Returns how many."""
+        if not starts:
+            return 0
+
+        def delete(cur: Cursor) -> int:
+            gone = 0
+            for name, started, units in starts:
+                # (MySQL reads the table it deletes from only through a derived table; MIN keeps the
+                # derived table from being merged back into the DELETE.)
+                cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE id = (SELECT one.id FROM (SELECT MIN(id) AS id "
+                                     "FROM {rate_starts} WHERE name = {p} AND started_at = {p} "
+                                     "AND COALESCE(units, 1) = {p}) one)"), (name, started, units))
+                gone += max(0, int(cur.rowcount))
+            return gone
+
+        return self.db.run(delete, write=True)
+
+    def _rate_waits(self, cur: Cursor, name: str, lim: Limit, free: int, costs: list[int],
+                    now: datetime) -> list[float]:
+        """Seconds after ``now`` until each late run (in claim order, with its cost) fits in the window, if
         the ones before it start when they fit: the k-th unit needed beyond ``free`` frees up when
         the window's k-th oldest unit leaves it.  A run needing more than the window holds waits
         a window more than the run that needs ``limit`` units less."""
         need = sum(costs) - free
         cur.execute(self.d.q("SELECT started_at, COALESCE(units, 1) AS units FROM {rate_starts} WHERE name = {p} "
-                             "AND started_at > {now_plus} ORDER BY started_at LIMIT {p}"),
-                    (name, -float(lim.period), max(1, min(need, lim.limit))))
+                             "AND started_at > {p} ORDER BY started_at LIMIT {p}"),
+                    (name, self.d.from_datetime(now - _seconds(lim.period)), max(1, min(need, lim.limit))))
         rows = fetch_rows(cur)
-        now = self.db.now_in(cur)
         leaves: list[float] = []
         """When each unit of the window leaves it (seconds from now), oldest first."""
         for r in rows:
@@ -584,3 +661,18 @@ class FeatureStore:
             if n < RATE_PRUNE_ROWS:
                 break
         return deleted
+
+
+def _eligible(runs: Sequence[tuple[int, Sequence[Limit]]], refused: Mapping[int, float],
+              slots: int | None) -> set[int] | None:
+    """The rate-limited runs an admission may grant a start: the first ``slots`` in claim order
+    that the concurrency limits let through (None: no cap)."""
+    if slots is None:
+        return None
+    rated = [job_id for job_id, limits in runs
+             if job_id not in refused and any(lim.kind == "rate" for lim in limits)]
+    return set(rated[:max(0, slots)])
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

@@ -19,6 +19,7 @@ at once, so a slot passes on within a settle and a claim rather than a fixed ret
 
 from __future__ import annotations
 
+import collections
 import heapq
 import logging
 import time
@@ -46,6 +47,14 @@ GRANT_AHEAD = 0.25
 """Seconds ahead a rate-limited run may be granted the start a window is about to free (then held
 in its runner until that moment): longer than a claim takes on a loaded machine, so each window's
 starts follow the previous window's by exactly the period instead of a period plus a claim."""
+MIN_LEAD, MAX_LEAD = 0.005, 0.2
+"""Bounds of the lead (seconds): how long after its decision the earliest rate-limited start is
+recorded (issue 26).  It must cover the rest of the admission's transaction, its commit and the
+hand-out to an idle runner, which holds the run until then, so that the handler starts at the
+recorded moment rather than that long after it (a handler started late meets the next window's
+prompt ones in one period).  Each worker sets it from its own admissions (:meth:`Admission.lead`)."""
+LEAD_SAMPLES = 32
+"""How many recent admissions the lead is taken from."""
 
 
 class Admission:
@@ -63,6 +72,11 @@ class Admission:
         """Names of rate- or concurrency-limited jobs (their runs need admission)."""
         self._queue_limits: dict[str, QueueLimits] = {}
         self._queue_limits_until = 0.0
+        self._limits_refusing = False
+        """The limits refused most of the last batch admitted: claim no more than the idle runners
+        can start (prefetching runs the limits hold back only sends them back, a statement each)."""
+        self._took: collections.deque[float] = collections.deque([MIN_LEAD * 2], maxlen=LEAD_SAMPLES)
+        """Seconds recent rate-limited admissions took from their decision to their return here."""
         self._refused_due: list[float] = []
         """A heap of the monotonic times the runs the limits refused here are due again (the claim
         loop asks at each of them at the latest, whatever its idle pause)."""
@@ -71,7 +85,9 @@ class Admission:
         """Running slots plus an adaptive prefetch sized to about PREFETCH_HORIZON of work."""
         concurrency = self.settings.concurrency
         prefetch = self.settings.prefetch
-        if prefetch is None:
+        if self._limits_refusing:
+            prefetch = 0
+        elif prefetch is None:
             avg_duration = self.state.avg_duration
             if avg_duration <= 0:
                 prefetch = 0
@@ -111,6 +127,7 @@ class Admission:
             limited = self._limited_names = {name for name, d in self.app.registry.items()
                                              if d.behaviour.rate_limit or d.behaviour.concurrency_limit}
         by_queue = self.queue_limits()
+        self._limits_refusing = False
         if not limited and not by_queue:
             return rows
         runs: list[tuple[int, list[Limit]]] = []
@@ -123,20 +140,62 @@ class Admission:
                 runs.append((row.id, limits))
         if not runs:
             return rows
-        decision = self.store.features.admission(self.owner, runs, ahead=GRANT_AHEAD)
+        # A rate-limited run is granted a start only if a runner is idle to start it at once: its
+        # start is recorded by the database as it is granted, and a handler that started later
+        # (behind the runs queued before it) could meet the next window's prompt ones in one period.
+        idle = max(0, self.settings.concurrency - self.state.outstanding)
+        decision = self.store.features.admission(self.owner, runs, ahead=GRANT_AHEAD, slots=idle,
+                                                 lead=self.lead())
+        if decision.later and decision.decided_at is not None:
+            self._took.append(time.monotonic() - decision.decided_at)
         if decision.later:
-            now = time.monotonic()
-            self.state.not_before.update({job_id: now + wait for job_id, wait in decision.later.items()})
+            decided = time.monotonic() if decision.decided_at is None else decision.decided_at
+            self.state.not_before.update({job_id: decided + wait for job_id, wait in decision.later.items()})
+            self.state.starts.update(decision.starts)
         refused = decision.waits
-        if not refused:
-            return rows
-        self.state.claimed -= len(refused)
-        now, heap = time.monotonic(), self._refused_due
-        for wait in sorted({round(wait, 2) for wait in refused.values()}):  # (10 ms apart at least)
-            if len(heap) >= MAX_REFUSED_DUE:
-                break
-            heapq.heappush(heap, now + wait)
-        return [row for row in rows if row.id not in refused]
+        self._limits_refusing = 2 * len(refused) > len(rows)
+        if refused:
+            self.state.claimed -= len(refused)
+            now, heap = time.monotonic(), self._refused_due
+            for wait in sorted({round(wait, 2) for wait in refused.values()}):  # (10 ms apart at least)
+                if len(heap) >= MAX_REFUSED_DUE:
+                    break
+                heapq.heappush(heap, now + wait)
+        # The runs granted a rate-limited start go to the runners first: the idle ones take them now.
+        rated = {job_id for job_id, limits in runs if any(lim.kind == "rate" for lim in limits)}
+        return ([row for row in rows if row.id in rated and row.id not in refused]
+                + [row for row in rows if row.id not in rated and row.id not in refused])
+
+    def lead(self) -> float:
+        """Seconds ahead of its decision a rate-limited start is recorded: one and a half times the
+        longest of the recent admissions' decision-to-return times, plus 2 ms for the hand-out
+        (within MIN_LEAD..MAX_LEAD): a run that still reaches its runner late is given back."""
+        return min(MAX_LEAD, max(MIN_LEAD, 1.5 * max(self._took) + 0.002))
+
+    def give_back_missed(self) -> None:
+        """Give back, unrun and with their attempt refunded, the rate-limited runs their runners
+        reached too late (``WorkerState.missed``): due at once, they are granted a start again at
+        their next claim, and the starts recorded for them are taken back (the windows have that
+        room again).  A run may miss again while the machine is too busy to wake a thread within
+        START_TOLERANCE; it spends no attempt on it."""
+        state = self.state
+        with state.held_lock:
+            missed, state.missed = state.missed, []
+        if not missed:
+            return
+        ids = [job_id for job_id, _ in missed]
+        try:
+            self.store.features.forget_starts([start for _, starts in missed for start in starts])
+            self.store.jobs.release(self.owner, ids)
+        except StoreError as exc:  # still held (their leases extended): given back at the next turn
+            with state.held_lock:
+                state.missed.extend(missed)
+            state.database_down(exc)
+            return
+        state.forget(ids)
+        state.claimed -= len(ids)
+        log.debug("gave back %d rate-limited run(s) that missed their start: %s", len(ids), ids)
+        state.new_jobs.set()
 
     def next_due(self, now: float) -> float | None:
         """When the next refused run is due again, if any is still ahead of ``now``."""

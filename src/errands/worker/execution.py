@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("errands.worker")
 _clock = time.perf_counter
 _INF = float("inf")
+START_TOLERANCE = 0.010
+"""Seconds a rate-limited run may start after the moment the database recorded its start (a
+thread's wake-up on a busy machine); a run its runner reaches later is given back unrun and
+granted a start again (issue 26), so the handlers' own starts keep to the limit within this much."""
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
 
@@ -226,14 +230,16 @@ class Runners:
     def _runner(self, slot: int) -> None:
         state = self.state
         get, db_ok, stop, stop_now = state.work.get, state.db_ok, state.stop, state.stop_now
-        run_one, not_before = self._run_one, state.not_before
+        run_one, not_before, starts = self._run_one, state.not_before, state.starts
+        clock = time.monotonic
         try:
             while True:
                 row = get()
-                if not_before and row is not None:  # a rate-limit start granted a moment ahead
+                due = None
+                if not_before and row is not None:  # a rate-limited start, recorded for that moment
                     due = not_before.pop(row.id, None)
                     if due is not None:
-                        stop_now.wait(max(0.0, due - time.monotonic()))
+                        stop_now.wait(max(0.0, due - clock()))
                 # Jobs usually need the database too: while it is away, start nothing new.
                 while not db_ok.is_set() and not db_ok.wait(0.5):
                     if stop_now.is_set():
@@ -245,6 +251,14 @@ class Runners:
                         state.outstanding -= 1
                     state.wake.set()
                     continue
+                if due is not None:
+                    recorded = starts.pop(row.id, [])
+                    if clock() - due > START_TOLERANCE:
+                        # Too late after the start the database recorded for it: started now, it could
+                        # meet the next window's prompt starts in one period.  Given back unrun (and its
+                        # recorded start taken back), it is granted a new start at its next claim.
+                        state.missed_start(row, recorded)
+                        continue
                 run_one(slot, row)
         finally:
             self.store.release_thread_connection()  # a handler may have used the app's store

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..core.endings import Ended, PolicyLookup, RecoveryReport, RunOutcome, Settlement
 from ..core.host import CoreFeatures, CoreJobs, CoreStore
@@ -65,9 +65,12 @@ class FeaturePort(CoreFeatures, Protocol):
     """The job features a worker drives (``store.features``); what running jobs call too."""
 
     def admission(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
-                  concurrency_retry: float = ..., ahead: float = 0.0) -> Admitted: ...
+                  concurrency_retry: float = ..., ahead: float = 0.0, slots: int | None = None,
+                  lead: float = 0.0) -> Admitted: ...
 
     def wake_group_waiters(self, freed: Mapping[str, int]) -> int: ...
+
+    def forget_starts(self, starts: Sequence[tuple[str, Any, int]]) -> int: ...
 
     def queue_limits(self) -> dict[str, QueueLimits]: ...
 

@@ -154,6 +154,7 @@ class Worker:
             if not db_ok.is_set() and not self._database_back():
                 continue
             settling.settle()
+            self.admission.give_back_missed()
             if not db_ok.is_set():
                 continue
             if new_jobs.is_set():
@@ -223,6 +224,7 @@ class Worker:
     def _drain(self) -> None:
         """Graceful stop: give back unstarted jobs, let running ones finish within the shutdown timeout."""
         state = self.state
+        self.admission.give_back_missed()
         unstarted = self.runners.unstarted()
         if unstarted:
             try:

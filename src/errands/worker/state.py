@@ -13,6 +13,7 @@ import queue as queue_mod
 import random
 import threading
 import time
+from typing import Any
 
 from ..core.errors import StoreUnavailable
 from ..core.rows import ClaimedJob
@@ -44,6 +45,13 @@ class WorkerState:
         self.not_before: dict[int, float] = {}
         """Admitted runs granted a rate-limit start a moment ahead: the monotonic time before which
         each must not start (the runner that takes it waits until then)."""
+        self.starts: dict[int, list[tuple[str, Any, int]]] = {}
+        """Admitted rate-limited runs: the starts the database recorded for each (``Admitted.starts``),
+        until a runner takes the run; a run that misses its start takes them back."""
+        self.missed: list[tuple[int, list[tuple[str, Any, int]]]] = []
+        """Rate-limited runs a runner reached too late after the start the database recorded for
+        them (:data:`~errands.worker.execution.START_TOLERANCE`): the main thread gives them back
+        unrun, to be granted a start again; guarded by held_lock."""
         self.cancel_requested: set[int] = set()
         """Running async jobs whose cancellation was requested (settling forgets them once recorded)."""
         self.db_ok = threading.Event()
@@ -56,6 +64,15 @@ class WorkerState:
         """Jobs became ready (the listener's signal, or a finished dependency): claim again soon."""
         self.stop = threading.Event()
         self.stop_now = threading.Event()
+
+    def missed_start(self, row: ClaimedJob, starts: list[tuple[str, Any, int]]) -> None:
+        """A runner's rate-limited run missed its start: hand it, and the starts recorded for it, to
+        the main thread to give back."""
+        with self.held_lock:
+            self.missed.append((row.id, starts))
+        with self.count_lock:
+            self.outstanding -= 1
+        self.wake.set()
 
     def held_ids(self) -> list[int]:
         with self.held_lock:

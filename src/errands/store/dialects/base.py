@@ -248,6 +248,13 @@ class Dialect(ABC):
         """SQL for the database's current UTC time (``{now}`` in templates)."""
 
     @property
+    def clock_sql(self) -> str:
+        """SQL for the database's UTC time at the moment it is read, even inside a transaction
+        (PostgreSQL's ``now()`` is its transaction's start): rate-limit admission maps it to the
+        worker's own clock to start a run when its start was recorded."""
+        return self.now_sql
+
+    @property
     @abstractmethod
     def plus_seconds_sql(self) -> str:
         """SQL for now plus a parameter of seconds, one placeholder (``{now_plus}``)."""

@@ -304,6 +304,7 @@ class PostgresDialect(Dialect):
     column_types = COLUMN_TYPES
     inserts_class = PostgresInserts
     now_sql = "now()"
+    clock_sql = "clock_timestamp()"
     plus_seconds_sql = "(now() + make_interval(secs => %s))"
     # The rows picked once, in a materialised CTE: a LIMIT ... SKIP LOCKED subquery inside IN may be run
     # again per row and pick more than the bound.  Rows another pass holds are skipped; the outer
