@@ -241,6 +241,7 @@ def test_the_openapi_document_describes_the_workflow_endpoints(web):
     assert "/api/workflows" in doc["paths"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # new SQL: the list's reads
 def test_a_workflow_that_cannot_finish_shows_its_state_not_a_percentage(web, dash_app, steps):
     # Issue 26: a blocked workflow read "75.0%", as if three quarters through.
     handle, _ = _diamond(dash_app, steps)
@@ -255,6 +256,7 @@ def test_a_workflow_that_cannot_finish_shows_its_state_not_a_percentage(web, das
     assert "blocked" in web.get(f"/api/workflows/{handle.id}").json()["progress"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the template decides it
 def test_the_steps_table_names_its_stage_column(web, dash_app, steps):
     # Issue 26: the steps table had a "Column" heading nothing explained.
     handle, _ = _diamond(dash_app, steps)
@@ -266,6 +268,7 @@ def test_the_steps_table_names_its_stage_column(web, dash_app, steps):
     assert "in stage 1" in web.get(f"/workflows/{handle.id}?layer=1").text
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # new SQL: the list's reads
 def test_under_the_cancel_policy_cancelled_steps_count_as_cancelled(web, dash_app, steps):
     # Issue 26: the steps cancelled after a dead one were counted as failed.
     steps.broken.add(1)
