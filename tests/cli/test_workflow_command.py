@@ -49,8 +49,8 @@ def test_show_prints_state_progress_and_every_step(app, diamond):
     done = _run(app, "workflow", "show", str(diamond.id))
     assert done.exit_code == 0, done.output
     lines = done.output.splitlines()
-    assert lines[0] == (f"workflow {diamond.id} 'nightly': blocked, 75% "
-                        "(2 succeeded, 1 failed or cancelled, 1 pending of 4)")
+    # A blocked workflow says so rather than a percentage (issue 26).
+    assert lines[0] == f"workflow {diamond.id} 'nightly': blocked: 2 of 4 steps succeeded, 1 failed, 1 waiting"
     assert "policy: block" in lines and "steps: 2 succeeded, 1 failed, 1 blocked" in lines
     top, ok, bad, end = diamond.ids
     rows = {int(line.split()[1]): line for line in lines if line[:5].strip().isdigit()}

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from conftest import VIEWER, login
 from helpers import drain
 
 from errands.dashboard.charts import nice_step, throughput_chart
 from errands.services import activity
+from errands.services import operator as ops
 from errands.services.models import Throughput
 
 
@@ -121,3 +123,33 @@ def test_jobs_held_by_an_unregistered_worker_are_listed_apart(web, dash_app):
     feed = web.get("/api/activity").json()
     assert [j["id"] for j in feed["orphans"]] == [held.id]
     assert "no longer registered" in web.get("/workers").text
+
+
+def _stats_at(app, minute, queue, ok, bad):  # type: ignore[no-untyped-def]
+    """A stats row for a known minute (workers write the database's current minute: no clock to set on a server)."""
+    store = app.store
+    store.db.run(lambda cur: cur.execute(store.dialect.q(
+        "INSERT INTO {stats} (minute, queue, succeeded, failed) VALUES ({p}, {p}, {p}, {p})"),
+        (store.dialect.from_datetime(minute), queue, ok, bad)), write=True)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_a_bar_is_labelled_with_the_minute_its_jobs_ran_in(dash_app):
+    # Issue 26: jobs that ran 18:40:32-52 were drawn under "18:39–18:40" (buckets began at the query's second).
+    ran = datetime(2026, 1, 5, 18, 40, tzinfo=timezone.utc)
+    _stats_at(dash_app, ran, "mails", 5, 1)
+    _stats_at(dash_app, ran - timedelta(minutes=58), "mails", 2, 0)  # 17:42, the oldest minute the hour shows
+    now = ran + timedelta(seconds=70)  # 18:41:10, a second that is no whole minute
+    for t in (ops.throughput(dash_app, "1h", now), activity.queue_throughput(dash_app, "1h", now=now)["mails"]):
+        chart = throughput_chart(t)
+        titles = [b.title for b in chart.bars if b.succeeded]
+        assert titles == ["2026-01-05 17:42–17:43 UTC: 2 succeeded, 0 failed",
+                          "2026-01-05 18:40–18:41 UTC: 5 succeeded, 1 failed"]
+        assert chart.bars[-1].title.startswith("2026-01-05 18:41–18:42 UTC")  # the last bar holds now
+        assert chart.time_ticks[0].label == "17:42"
+    day = throughput_chart(ops.throughput(dash_app, "24h", now))
+    assert [b.title for b in day.bars if b.succeeded] == ["2026-01-05 17:40–18:00 UTC: 2 succeeded, 0 failed",
+                                                          "2026-01-05 18:40–19:00 UTC: 5 succeeded, 1 failed"]
+    week = throughput_chart(ops.throughput(dash_app, "7d", now))
+    assert [b.title for b in week.bars if b.succeeded] == ["2026-01-05 16:00–18:00 UTC: 2 succeeded, 0 failed",
+                                                           "2026-01-05 18:00–20:00 UTC: 5 succeeded, 1 failed"]

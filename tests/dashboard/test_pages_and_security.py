@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import ADMIN, PASSWORD, VIEWER, csrf, login
 from helpers import drain
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+from errands.dashboard import create_dashboard
 
 
 def test_pages_need_a_login_and_show_the_overview(web, dash_app):
@@ -223,3 +229,20 @@ def test_signing_in_prunes_old_login_attempts_and_the_worker_does_not(dash_app, 
     monkeypatch.setattr(sessions, "_next_prune", 0.0)
     assert login(web).status_code == 303
     assert attempts() == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_icon_is_linked_and_served_at_the_root_and_under_a_prefix(web, dash_app):
+    # Issue 26: /favicon.ico answered 404, a console error on every page.
+    icon = web.get("/favicon.ico")  # no login: the login page asks for it too
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/x-icon"
+    assert icon.content[:4] == b"\x00\x00\x01\x00" and "max-age" in icon.headers["cache-control"]
+    assert icon.headers["content-security-policy"]  # the security headers still apply
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in web.get("/login").text
+    svg = web.get("/static/favicon.svg")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    host = Starlette(routes=[Mount("/ops", create_dashboard(dash_app))])
+    with TestClient(host, base_url="https://testserver") as client:
+        assert client.get("/ops/favicon.ico").content == icon.content
+        assert '<link rel="icon" href="/ops/static/favicon.svg"' in client.get("/ops/login").text
+        assert client.get("/ops/static/favicon.svg").content == svg.content

@@ -189,7 +189,8 @@ def test_the_list_shows_recent_workflows_with_state_and_progress(web, dash_app, 
     for wf_id in (handle.id, done.id, stopped.id):
         assert f'<a href="/workflows/{wf_id}">{wf_id}</a>' in html
     data = {w["id"]: w for w in web.get("/api/workflows").json()["workflows"]}
-    assert [data[i]["state"] for i in (handle.id, done.id, stopped.id)] == ["running", "succeeded", "cancelled"]
+    # The diamond's dead step holds its last step: blocked in the list as on its page (issue 26: "running").
+    assert [data[i]["state"] for i in (handle.id, done.id, stopped.id)] == ["blocked", "succeeded", "cancelled"]
     assert (data[handle.id]["done"], data[handle.id]["failed"], data[handle.id]["pending"]) == (2, 1, 1)
     assert data[done.id]["percent"] == 100.0 and data[done.id]["kind"] == "chain"
     page = web.get("/api/workflows?limit=2").json()
@@ -238,3 +239,53 @@ def test_the_openapi_document_describes_the_workflow_endpoints(web):
     assert set(schemas["WorkflowStep"]["properties"]) == {"id", "position", "label", "state", "parents", "layer",
                                                           "error"}
     assert "/api/workflows" in doc["paths"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # new SQL: the list's reads
+def test_a_workflow_that_cannot_finish_shows_its_state_not_a_percentage(web, dash_app, steps):
+    # Issue 26: a blocked workflow read "75.0%", as if three quarters through.
+    handle, _ = _diamond(dash_app, steps)
+    drain(dash_app)
+    login(web)
+    page = web.get(f"/workflows/{handle.id}").text
+    row = re.search(r"<dt>Progress</dt><dd>(.*?)</dd>", page).group(1)
+    assert "<progress" not in row and "%" not in row
+    assert "blocked: 2 of 4 steps succeeded, 1 failed, 1 waiting" in row
+    listed = re.search(rf'<tr><td><a href="/workflows/{handle.id}">.*?</tr>', web.get("/workflows").text, re.S).group(0)
+    assert "<progress" not in listed and "blocked: 2 of 4 steps succeeded, 1 failed, 1 waiting" in listed
+    assert "blocked" in web.get(f"/api/workflows/{handle.id}").json()["progress"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the template decides it
+def test_the_steps_table_names_its_stage_column(web, dash_app, steps):
+    # Issue 26: the steps table had a "Column" heading nothing explained.
+    handle, _ = _diamond(dash_app, steps)
+    login(web)
+    page = web.get(f"/workflows/{handle.id}").text
+    headings = re.findall(r'<th scope="col">([^<]*)</th>', page.split('id="steps"')[1])
+    assert headings == ["#", "Job", "Label", "State", "Stage", "Waits for", "Error"]
+    assert "A step's stage is the graph's column it is drawn in" in page
+    assert "in stage 1" in web.get(f"/workflows/{handle.id}?layer=1").text
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # new SQL: the list's reads
+def test_under_the_cancel_policy_cancelled_steps_count_as_cancelled(web, dash_app, steps):
+    # Issue 26: the steps cancelled after a dead one were counted as failed.
+    steps.broken.add(1)
+    wf = dash_app.workflow("nightly", policy="cancel")
+    first = wf.add(steps.fragile.prepare(1))
+    side = wf.add(steps.fetch.prepare(2))
+    then = wf.add(steps.fetch.prepare(3), after=[first])
+    wf.add(steps.merge.prepare(), after=[then, side])
+    handle = wf.enqueue()
+    drain(dash_app)
+    row = dash_app.workflows.status(handle.id)
+    assert (row.state, row.batch.done, row.failed, row.cancelled) == ("failed", 1, 1, 2)
+    login(web)
+    view = web.get(f"/api/workflows/{handle.id}").json()
+    [listed] = [w for w in web.get("/api/workflows").json()["workflows"] if w["id"] == handle.id]
+    for data in (view, listed):
+        assert (data["state"], data["done"], data["failed"], data["cancelled"], data["pending"]) == (
+            "failed", 1, 1, 2, 0)
+        assert data["progress"] == "failed: 1 of 4 steps succeeded, 1 failed, 2 cancelled"
+    assert "failed: 1 of 4 steps succeeded, 1 failed, 2 cancelled" in web.get(f"/workflows/{handle.id}").text

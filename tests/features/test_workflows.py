@@ -156,6 +156,7 @@ def test_cancel_policy_cancels_every_step_after_a_dead_one(app, jobs):
     assert side.job.result(timeout=0) == 49
     status = app.workflows.status(handle.id)
     assert status.state == "failed" and status.batch.finished and (status.batch.done, status.batch.failed) == (1, 4)
+    assert (status.failed, status.cancelled) == (1, 3)  # the dead step, and the three cancelled after it (issue 26)
     assert ("finished", "wf") in jobs.log
     assert "a step it waits for failed" in (status.steps[2].error or "")
 

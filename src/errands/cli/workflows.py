@@ -38,8 +38,9 @@ def show(ctx: Context, workflow_id: int, as_json: bool, limit: int) -> None:
         click.echo(json.dumps(displayable(view), indent=2))
         return
     name = f" {safe_text(view.name)!r}" if view.name else ""
-    click.echo(f"{view.kind} {view.id}{name}: {view.state}, {view.percent:g}% "
-               f"({view.done} succeeded, {view.failed} failed or cancelled, {view.pending} pending of {view.total})")
+    # The progress names the state itself when the workflow cannot go on as it should ("blocked: ...").
+    moving = view.state in ("running", "succeeded")
+    click.echo(f"{view.kind} {view.id}{name}: {view.state + ', ' if moving else ''}{view.progress}")
     if view.policy:
         click.echo(f"policy: {view.policy}")
     click.echo(f"created: {view.created_at}" + (f", completed: {view.completed_at}" if view.completed_at else ""))
@@ -47,11 +48,11 @@ def show(ctx: Context, workflow_id: int, as_json: bool, limit: int) -> None:
     click.echo("steps: " + (", ".join(f"{n} {s}" for s, n in states.most_common()) or "none"))
     if not view.steps:
         return
-    click.echo(f"\n{'#':>5}  {'job':>10}  {'state':<10} {'col':>4}  {'label':<24} {'waits for':<20} error")
+    click.echo(f"\n{'#':>5}  {'job':>10}  {'state':<10} {'stage':>5}  {'label':<24} {'waits for':<20} error")
     shown = view.steps if limit == 0 else view.steps[:limit]
     for s in shown:
         parents = ",".join(str(p) for p in s.parents)
-        click.echo(f"{s.position:>5}  {s.id:>10}  {s.state:<10} {s.layer:>4}  {_cell(s.label, 24):<24} "
+        click.echo(f"{s.position:>5}  {s.id:>10}  {s.state:<10} {s.layer:>5}  {_cell(s.label, 24):<24} "
                    f"{_cell(parents, 20):<20} {_cell(s.error or '', 60)}")
     if len(shown) < len(view.steps):
         click.echo(f"... and {len(view.steps) - len(shown)} more steps (--limit 0 lists them all, --json too)")

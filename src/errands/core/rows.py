@@ -559,13 +559,25 @@ class WorkflowRow:
     steps: tuple[StepRow, ...]
 
     @property
+    def cancelled(self) -> int:
+        """Steps cancelled (by a cancel, or under ``policy="cancel"`` after a dead step): the batch's
+        ``failed`` counter counts them too, as ended without success; here they are told apart."""
+        return sum(1 for s in self.steps if s.state is JobState.CANCELLED)
+
+    @property
+    def failed(self) -> int:
+        """Steps that ended in the dead letter (failed or expired), cancelled ones not counted."""
+        return max(self.batch.failed - self.cancelled, 0)
+
+    @property
     def state(self) -> str:
-        """"running", "blocked" (a dead step holds the rest), "succeeded", "failed" or "cancelled"."""
+        """"running", "blocked" (a dead or cancelled step holds the rest: no step can run and some
+        wait), "succeeded", "failed" or "cancelled"."""
         states = [s.state for s in self.steps]
         if not self.batch.finished:
-            return "blocked" if (JobState.FAILED in states or JobState.EXPIRED in states) and not any(
-                s in (JobState.RUNNING, JobState.READY, JobState.DELAYED, JobState.STALE) for s in states) \
-                else "running"
+            return "blocked" if any(s in (JobState.FAILED, JobState.EXPIRED, JobState.CANCELLED) for s in states) \
+                and not any(s in (JobState.RUNNING, JobState.READY, JobState.DELAYED, JobState.STALE)
+                            for s in states) else "running"
         if self.batch.failed == 0:
             return "succeeded"
         return "cancelled" if all(s in (JobState.CANCELLED, JobState.SUCCEEDED, JobState.FINISHED)

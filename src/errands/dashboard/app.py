@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -120,9 +120,18 @@ def routes(d: Dashboard) -> list[BaseRoute]:
         Route("/api/openapi.json", unguarded(d, _openapi), methods=["GET"]),
         Route("/metrics", guarded(d, api.metrics, api=True, limit="reads"), methods=["GET"]),
         Route("/healthz", unguarded(d, api.healthz), methods=["GET"]),
+        Route("/favicon.ico", _favicon, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return found
+
+
+async def _favicon(request: Request) -> Response:
+    """``/favicon.ico``, which browsers ask for on their own where no page said where the icon is (a
+    JSON document opened in a tab, the host's root when mounted at it); pages link
+    ``static/favicon.svg``.  Without it every such visit logged a 404 in the console (issue 26)."""
+    return FileResponse(HERE / "static" / "favicon.ico", media_type="image/x-icon",
+                        headers={"cache-control": "public, max-age=86400"})
 
 
 async def _openapi(d: Dashboard, request: Request) -> Response:

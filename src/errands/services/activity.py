@@ -5,12 +5,11 @@ the leases, the results table and the error history, each through an index and a
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core.errors import InvalidOption
 from .models import FailedAttempt, Outcome, RunningNow, Throughput, WorkerActivity, WorkerActivityRow
-from .operator import WINDOWS, worker_registry
+from .operator import bucket_window, worker_registry
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -20,12 +19,7 @@ def queue_throughput(app: Errands, window: str, queue: str | None = None,
                      now: datetime | None = None) -> dict[str, Throughput]:
     """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), per queue that ran any
     (or for ``queue`` alone, even when it ran none)."""
-    if window not in WINDOWS:
-        raise InvalidOption(f"window must be one of {', '.join(WINDOWS)}")
-    span, step = WINDOWS[window]
-    now = now or app.store.now()
-    start = now - timedelta(seconds=span)
-    buckets = span // step
+    start, step, buckets = bucket_window(window, now or app.store.now())
     series: dict[str, tuple[list[int], list[int]]] = {}
     if queue is not None:
         series[queue] = ([0] * buckets, [0] * buckets)

@@ -229,9 +229,9 @@ class WorkflowStep(ReadModel):
 
 @dataclass(eq=False)
 class WorkflowSummary(ReadModel):
-    """A batch, chain or workflow and how far it got: "running", "blocked" (a dead step holds the
-    rest), "succeeded", "failed" or "cancelled".  In lists the state is read from the counters (a
-    running workflow whose dead step blocks the rest shows as running, with its failures counted)."""
+    """A batch, chain or workflow and how far it got: "running", "blocked" (a dead or cancelled step
+    holds the rest), "succeeded", "failed" or "cancelled".  In lists the state is read from the
+    counters, and for those with failures from which steps are dead, cancelled or can still run."""
 
     id: int
     kind: str
@@ -241,9 +241,14 @@ class WorkflowSummary(ReadModel):
     total: int
     done: int
     failed: int
-    """Steps that ended in the dead letter or were cancelled."""
+    """Steps that ended in the dead letter (failed or expired)."""
+    cancelled: int
+    """Steps cancelled (by a cancel, or under ``policy="cancel"`` after a dead step)."""
     pending: int
     percent: float
+    """Steps ended, succeeded or not, in percent of all."""
+    progress: str
+    """How far it got, in words: a percentage while it runs, else its state, with the steps counted."""
     created_at: str | None
     completed_at: str | None
 

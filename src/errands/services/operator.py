@@ -21,7 +21,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import check_queue_name
@@ -155,14 +155,22 @@ def queue_rows(app: Errands, now: datetime, workers: list[RegisteredWorker]) -> 
     return queues
 
 
-def throughput(app: Errands, window: str, now: datetime | None = None) -> Throughput:
-    """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), oldest bucket first."""
+def bucket_window(window: str, now: datetime) -> tuple[datetime, int, int]:
+    """``(start, seconds per bucket, buckets)`` of ``window`` (one of WINDOWS), the last bucket holding
+    ``now``.  Buckets begin at whole multiples of their length (whole minutes, 20 minutes, 2 hours, in
+    UTC), as the stats rows do (one per whole minute): begun at ``now``'s second, a bucket held the minute
+    before its label, which drops the seconds (issue 26: jobs run at 18:40:32 were drawn as "18:39").
+    The first bucket reaches back up to one bucket more than the window's span."""
     if window not in WINDOWS:
         raise InvalidOption(f"window must be one of {', '.join(WINDOWS)}")
     span, step = WINDOWS[window]
-    now = now or app.store.now()
-    start = now - timedelta(seconds=span)
-    buckets = span // step
+    end = (math.floor(now.timestamp() / step) + 1) * step
+    return datetime.fromtimestamp(end - span, timezone.utc), step, span // step
+
+
+def throughput(app: Errands, window: str, now: datetime | None = None) -> Throughput:
+    """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), oldest bucket first."""
+    start, step, buckets = bucket_window(window, now or app.store.now())
     succeeded, failed = [0] * buckets, [0] * buckets
     for index, ok, bad in app.store.insights.throughput_buckets(start, step):
         if 0 <= index < buckets:
@@ -679,7 +687,7 @@ def audit_view(app: Errands, before_id: int | None = None, limit: int = 100) -> 
             for a in app.store.accounts.audit_log(limit, before_id)]
 
 
-__all__ = ["ENQUEUE_CAP", "SORTS", "STATES", "JobFilter", "audit_view", "cancel_job", "dead_letter",
+__all__ = ["ENQUEUE_CAP", "SORTS", "STATES", "JobFilter", "audit_view", "bucket_window", "cancel_job", "dead_letter",
            "display_arguments", "displayable", "enqueue", "enqueue_form",
            "forget_failed", "job_detail", "list_jobs", "matching_failed", "overview", "periodic_view",
            "purge_queue", "queue_rows", "queues_view", "recover_now", "retry_failed", "run_periodic_now", "set_paused",

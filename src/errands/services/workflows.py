@@ -70,10 +70,25 @@ def step_layers(steps: Sequence[StepRow]) -> dict[int, int]:
     return layer
 
 
-def _summary_fields(batch: BatchRow, state: str) -> dict[str, object]:
+def progress_text(state: str, total: int, done: int, failed: int, cancelled: int, percent: float) -> str:
+    """How far a workflow got, in words: a percentage only while it runs (or when it succeeded); a
+    workflow that cannot finish as it should says so (issue 26: a blocked one read "75.0%", as if it
+    were three quarters through), with its steps counted: succeeded, failed, cancelled, waiting."""
+    waiting = max(total - done - failed - cancelled, 0)
+    counts = [f"{done:,} of {total:,} step{'s' if total != 1 else ''} succeeded"]
+    counts += [f"{n:,} {what}" for n, what in ((failed, "failed"), (cancelled, "cancelled"), (waiting, "waiting"))
+               if n]
+    head = f"{percent:g}%" if state in ("running", "succeeded") else state
+    return f"{head}: {', '.join(counts)}"
+
+
+def _summary_fields(batch: BatchRow, state: str, cancelled: int) -> dict[str, object]:
+    failed = max(batch.failed - cancelled, 0)
     return {"id": batch.id, "kind": batch.kind, "name": batch.name, "policy": batch.policy, "state": state,
-            "total": batch.total, "done": batch.done, "failed": batch.failed, "pending": batch.pending,
-            "percent": batch.percent, "created_at": _iso(batch.created_at), "completed_at": _iso(batch.completed_at)}
+            "total": batch.total, "done": batch.done, "failed": failed, "cancelled": cancelled,
+            "pending": batch.pending, "percent": batch.percent,
+            "progress": progress_text(state, batch.total, batch.done, failed, cancelled, batch.percent),
+            "created_at": _iso(batch.created_at), "completed_at": _iso(batch.completed_at)}
 
 
 def workflow_view(app: Errands, workflow_id: int) -> WorkflowView:
@@ -85,26 +100,33 @@ def workflow_view(app: Errands, workflow_id: int) -> WorkflowView:
     layers = step_layers(row.steps)
     steps = [WorkflowStep(s.job_id, s.position, s.label, s.state.value, list(s.parents), layers[s.job_id], s.error)
              for s in row.steps]
-    return WorkflowView(**_summary_fields(row.batch, row.state), steps=steps)  # type: ignore[arg-type]
+    return WorkflowView(**_summary_fields(row.batch, row.state, row.cancelled), steps=steps)  # type: ignore[arg-type]
 
 
-def _counted_state(batch: BatchRow, with_dead: set[int]) -> str:
-    """A list's state, from the counters: a finished one with failures "failed" when a step is in
-    the dead letter, else "cancelled" (as the workflow's own page says)."""
+def _counted_state(batch: BatchRow, with_dead: set[int], stuck: set[int]) -> str:
+    """A list's state, from the counters: an unfinished one with failures "blocked" when no step of
+    it can run (``stuck``); a finished one with failures "failed" when a step is in the dead letter,
+    else "cancelled" (as the workflow's own page says)."""
     if not batch.finished:
-        return "running"
+        return "blocked" if batch.id in stuck else "running"
     if batch.failed == 0:
         return "succeeded"
     return "failed" if batch.id in with_dead else "cancelled"
 
 
 def recent_workflows(app: Errands, before_id: int | None = None, limit: int = LIST_LIMIT) -> WorkflowList:
-    """Batches, chains and workflows, newest first: a keyset page below ``before_id``."""
+    """Batches, chains and workflows, newest first: a keyset page below ``before_id``.  Only those
+    with failures cost more reads (which steps are dead, cancelled, or hold the rest)."""
     if before_id is not None:
         _checked(before_id)
-    rows = app.store.workflows.recent(limit, before_id)
-    with_dead = app.store.workflows.with_dead_steps([b.id for b in rows if b.finished and b.failed])
-    return WorkflowList([WorkflowSummary(**_summary_fields(b, _counted_state(b, with_dead)))  # type: ignore[arg-type]
+    store = app.store.workflows
+    rows = store.recent(limit, before_id)
+    failing = [b for b in rows if b.failed]
+    with_dead = store.with_dead_steps([b.id for b in failing if b.finished])
+    stuck = store.stuck([b.id for b in failing if not b.finished])
+    cancelled = store.cancelled_steps([b.id for b in failing])
+    return WorkflowList([WorkflowSummary(**_summary_fields(b, _counted_state(b, with_dead, stuck),  # type: ignore[arg-type]
+                                                           cancelled.get(b.id, 0)))
                          for b in rows], rows[-1].id if len(rows) == limit else None)
 
 
@@ -126,4 +148,5 @@ def cancel_workflow(app: Errands, actor: str, workflow_id: int) -> WorkflowCance
     return WorkflowCancelled(workflow_id, cancelled)
 
 
-__all__ = ["LIST_LIMIT", "cancel_workflow", "recent_workflows", "step_layers", "workflow_of", "workflow_view"]
+__all__ = ["LIST_LIMIT", "cancel_workflow", "progress_text", "recent_workflows", "step_layers", "workflow_of",
+           "workflow_view"]

@@ -78,6 +78,38 @@ class WorkflowStore:
 
         return self.db.run(read)
 
+    def cancelled_steps(self, batch_ids: Sequence[int]) -> dict[int, int]:
+        """Cancelled members per batch of ``batch_ids`` (the ``failed`` counter counts them with the
+        dead ones): their kept outcomes, read through the results table's batch index."""
+        if not batch_ids:
+            return {}
+        ids = list(batch_ids)
+
+        def read(cur: Cursor) -> dict[int, int]:
+            cur.execute(self.d.q("SELECT batch_id, COUNT(*) AS n FROM {results} WHERE state = {p} AND batch_id IN (")
+                        + self.d.marks(ids) + ") GROUP BY batch_id", [JobState.CANCELLED.value, *ids])
+            return {as_int(r["batch_id"]): as_int(r["n"]) for r in fetch_rows(cur)}
+
+        return self.db.run(read)
+
+    def stuck(self, batch_ids: Sequence[int]) -> set[int]:
+        """Which of ``batch_ids`` (workflows with steps) have no step that can run: every step left
+        waits for one that will not succeed (a list asks this of unfinished ones with failures, to
+        call them blocked as their page does).  Through the steps' batch index and the jobs' key;
+        it stops at the first step that can run."""
+        if not batch_ids:
+            return set()
+        ids = list(batch_ids)
+
+        def read(cur: Cursor) -> set[int]:
+            cur.execute(self.d.q("SELECT b.id FROM {batches} b WHERE b.id IN (") + self.d.marks(ids) + ")"
+                        + self.d.q(" AND EXISTS (SELECT 1 FROM {steps} s WHERE s.batch_id = b.id) AND NOT EXISTS "
+                                   "(SELECT 1 FROM {steps} s JOIN {jobs} j ON j.id = s.job_id "
+                                   "WHERE s.batch_id = b.id AND j.blocked_by IS NULL)"), ids)
+            return {as_int(r["id"]) for r in fetch_rows(cur)}
+
+        return self.db.run(read)
+
     def batch_of(self, job_id: int) -> BatchRow | None:
         """The batch (chain, workflow) job ``job_id`` belongs to, wherever the job is now (waiting
         or running, in the dead letter, or ended with a kept result); None when it belongs to none."""
