@@ -201,6 +201,22 @@ def test_a_worker_is_granted_no_more_rate_limited_starts_than_it_has_idle_runner
     # Two runners busy: two more starts, the runs granted a start handed to the runners first.
     worker.state.outstanding = 2
     assert len(worker.admission.take(10)) == 2
+    # While rate-limited runs wait for idle runners, the worker prefetches nothing: a buffer that never
+    # empties would leave it no idle runner to be granted them for.
+    assert worker.admission.capacity() == 4
+
+
+def test_runs_granted_a_rate_limited_start_go_to_the_runners_before_the_others(app):
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None: ...
+
+    @app.job(name="plain")
+    def plain(n: int) -> None: ...
+
+    plain_ids = [plain.enqueue(n).id for n in range(2)]
+    limited = r.enqueue(0).id
+    worker = _worker(app)
+    assert [row.id for row in worker.admission.take(3)] == [limited, *plain_ids]
 
 
 def test_a_start_is_recorded_a_lead_ahead_and_held_until_then(app):

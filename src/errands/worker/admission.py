@@ -73,8 +73,11 @@ class Admission:
         self._queue_limits: dict[str, QueueLimits] = {}
         self._queue_limits_until = 0.0
         self._limits_refusing = False
-        """The limits refused most of the last batch admitted: claim no more than the idle runners
-        can start (prefetching runs the limits hold back only sends them back, a statement each)."""
+        """The limits refused most of the last batch admitted, or it held more rate-limited runs than
+        this worker had idle runners: claim no more than the idle runners can start.  Prefetching
+        runs the limits hold back only sends them back, a statement each; and a worker whose buffer
+        never empties never has an idle runner to be granted a rate-limited start for (it claims
+        with its runners busy), so while such runs wait it claims only when a runner is idle."""
         self._took: collections.deque[float] = collections.deque([MIN_LEAD * 2], maxlen=LEAD_SAMPLES)
         """Seconds recent rate-limited admissions took from their decision to their return here."""
         self._refused_due: list[float] = []
@@ -153,7 +156,8 @@ class Admission:
             self.state.not_before.update({job_id: decided + wait for job_id, wait in decision.later.items()})
             self.state.starts.update(decision.starts)
         refused = decision.waits
-        self._limits_refusing = 2 * len(refused) > len(rows)
+        rated = {job_id for job_id, limits in runs if any(lim.kind == "rate" for lim in limits)}
+        self._limits_refusing = 2 * len(refused) > len(rows) or len(rated) > idle
         if refused:
             self.state.claimed -= len(refused)
             now, heap = time.monotonic(), self._refused_due
@@ -162,7 +166,6 @@ class Admission:
                     break
                 heapq.heappush(heap, now + wait)
         # The runs granted a rate-limited start go to the runners first: the idle ones take them now.
-        rated = {job_id for job_id, limits in runs if any(lim.kind == "rate" for lim in limits)}
         return ([row for row in rows if row.id in rated and row.id not in refused]
                 + [row for row in rows if row.id not in rated and row.id not in refused])
 
