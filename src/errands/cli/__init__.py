@@ -2,21 +2,24 @@
 
 Exit codes (also in ``errands --help``): 0 success; 1 errands refused the request
 (bad input, unknown job, missing entry); 2 usage error; 3 database unavailable;
-78 configuration error (app cannot be loaded, schema missing).
+78 configuration error (app cannot be loaded, schema missing, no such database or role).
+
+Every error is one ``Error: ...`` line on stderr (a fix may follow, indented), in the form click
+itself prints usage errors with, so the two read alike.
 """
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from ..core.config import mask_url
 from ..core.errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
 from ..core.logs import FORMATS, configure_logging
 from ..core.settings import cli_default_map, find_pyproject
+from ..diagnostics import refused_connection
 from .admin import migrate, recover
 from .alerts import alerts
-from .context import Context
+from .context import URL_SOURCES, Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
 from .doctor import doctor
@@ -27,6 +30,14 @@ from .worker import worker
 from .workflows import workflow
 
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
+
+
+class Failure(click.ClickException):
+    """An errands error as click prints its own (``Error: ...`` on stderr), with errands' exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class _Group(click.Group):
@@ -40,22 +51,29 @@ class _Group(click.Group):
             try:
                 extra["default_map"] = cli_default_map(find_pyproject(), self.commands)
             except ConfigurationError as exc:
-                click.echo(f"error: {exc}", err=True)
-                sys.exit(EXIT_CONFIG)
+                raise Failure(str(exc), EXIT_CONFIG) from exc
         return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except StoreUnavailable as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_UNAVAILABLE)
+            raise _unavailable(ctx, exc) from exc
         except (ConfigurationError, SchemaError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_CONFIG)
+            raise Failure(str(exc), EXIT_CONFIG) from exc
         except ErrandsError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_REFUSED)
+            raise Failure(str(exc), EXIT_REFUSED) from exc
+
+
+def _unavailable(ctx: click.Context, exc: StoreUnavailable) -> Failure:
+    """A server that answered "no such database" (or role, or password) is configuration, exit 78:
+    retrying, as a service manager does after exit 3, cannot fix it.  The fix is the one ``errands
+    doctor`` gives (the CREATE statement).  A server that did not answer stays exit 3."""
+    url = ctx.obj.url_in_use() if isinstance(ctx.obj, Context) else None
+    refused = refused_connection(url, str(exc)) if url else None
+    if refused is None:
+        return Failure(str(exc), EXIT_UNAVAILABLE)
+    return Failure(f"{mask_url(url or '')}: {refused.means}\n  fix: {refused.fix}", EXIT_CONFIG)
 
 
 @click.group(cls=_Group, epilog="Exit codes: 0 ok, 1 refused (bad input or missing entry), 2 usage, "
@@ -79,7 +97,8 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     commands); DATABASE_URL is the last fallback for the database.
     """
     configure_logging(log_level, log_format)
-    ctx.obj = Context(app_path, database_url)
+    ctx.obj = Context(app_path, database_url, URL_SOURCES.get(ctx.get_parameter_source("database_url"),
+                                                              "--database-url"))
     ctx.call_on_close(ctx.obj.close)
 
 

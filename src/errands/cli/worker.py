@@ -131,7 +131,7 @@ def worker(ctx: Context, processes: int, **params: Any) -> None:
     running jobs back at once.  Jobs over their timeout are killed with their
     process, recorded as failed attempts, and the process is replaced.
     """
-    app = ctx.app(required=True)
+    app = ctx.app(required=True, missing_ok=True, names_database=True)  # (SQLite: the first worker creates it)
     settings = worker_settings(params, app.default_queues)
     app.store.check()  # fail fast on a missing schema, before forking
     unknown = unregistered_waiting(app, settings.queues)

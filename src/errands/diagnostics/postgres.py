@@ -37,16 +37,16 @@ ANALYZE = "ANALYZE {jobs}"
 UNREACHABLE = (
     Cause(r'database "([^"]+)" does not exist', "the server at {host}:{port} has no database {found!r}",
           "create it (`createdb -h {host} -p {port} -U <a role allowed to> {found}`, or CREATE DATABASE \"{found}\" "
-          "as a superuser), then run `{migrate}`; or fix the database name in the URL"),
+          "as a superuser), then run `{migrate}`; or fix the database name in the URL", configuration=True),
     Cause(r'role "([^"]+)" does not exist', "the server at {host}:{port} has no role {found!r}",
           "create it as a superuser (CREATE ROLE \"{found}\" LOGIN PASSWORD '...'; GRANT CREATE, CONNECT ON "
-          "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL"),
+          "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL", configuration=True),
     Cause(r'password authentication failed for user "([^"]+)"', "the server refused the password of {found!r}",
           "fix the password in the URL (percent-encode @ : / and % in it), or set it with ALTER ROLE \"{found}\" "
-          "PASSWORD '...'"),
+          "PASSWORD '...'", configuration=True),
     Cause(r'no pg_hba\.conf entry for host "([^"]+)"', "the server's pg_hba.conf admits no connection from "
           "{found} as {user!r} to {database!r}", "add a line for this host to pg_hba.conf (e.g. host {database} "
-          "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())"),
+          "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())", configuration=True),
     Cause(r"failed to resolve host|could not translate host name", "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
     Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",

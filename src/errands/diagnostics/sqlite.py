@@ -56,14 +56,14 @@ def before_connect(ctx: DoctorContext) -> Check | None:
         ctx.before["memory"] = True
         return None
     if not os.path.exists(path):
-        return _missing_file(path)
+        return missing_file(path)
     ctx.before["journal_on_disk"] = _file_journal(path)
     ctx.before["path"] = os.path.abspath(path)
     ctx.before["had_schema"] = _has_table(path, _dialect(ctx).t_schema)
     return None
 
 
-def _missing_file(path: str) -> Check:
+def missing_file(path: str) -> Check:
     """No file at the URL's path; says why when the likely cause is the URL's slashes: three slashes
     make a path relative to the current directory, so ``sqlite:///tmp/x.db`` means ``./tmp/x.db``."""
     here = os.path.abspath(path)
