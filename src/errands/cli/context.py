@@ -26,7 +26,7 @@ def load_app(path: str) -> Errands:
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, TypeError, ValueError) as exc:  # TypeError: "./shop", ValueError: an empty name
         raise ConfigurationError(f"cannot import {module_name!r} for --app {path!r}: {exc}"
                                  f"{_file_path_hint(module_name, attr)}") from exc
     candidates = [attr] if attr else ["app", "errands"]
@@ -46,9 +46,9 @@ def _file_path_hint(module_name: str, attr: str) -> str:
     path = module_name.replace(os.sep, "/")
     if not (path.endswith(".py") or "/" in path):
         return ""
-    module = ".".join(part for part in path.removesuffix(".py").split("/") if part not in ("", "."))
-    steps = "drop the .py" + (" and write the folders with dots" if "/" in path else "")
-    return f" ({steps}: --app {module}{':' + attr if attr else ''})"
+    parts = [part for part in path.removesuffix(".py").split("/") if part not in ("", ".")]
+    steps = "drop the .py" + (" and write the folders with dots" if len(parts) > 1 else "")
+    return f" ({steps}: --app {'.'.join(parts)}{':' + attr if attr else ''})"
 
 
 def _manage_py_command() -> str:
@@ -138,8 +138,8 @@ class Context:
         missing = missing_file(dialect.path)
         command = click.get_current_context().command_path
         raise ConfigurationError(
-            f"{missing.detail} ({mask_url(app.database_url)}, from {self.source()}); `{command}` only reads, and "
-            f"creates no database\n  fix: point errands at your database with --app module:attr (your app's own), "
+            f"{missing.detail} ({mask_url(app.database_url)}, from {self.source()}); `{command}` creates no "
+            f"database (only migrate, worker, enqueue and users create do)\n  fix: point errands at your database with --app module:attr (your app's own), "
             f"--database-url URL or ERRANDS_DATABASE_URL; {missing.fix}")
 
     def url_in_use(self) -> str | None:
