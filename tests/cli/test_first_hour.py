@@ -187,4 +187,5 @@ def test_an_idle_worker_stopped_by_sigterm_prints_a_closing_line(tmp_path):
     app.store.jobs.enqueue([NewJob("sample_jobs.record", "default", '{"args":[],"kwargs":{}}')] * 2)
     app.close()
     burst = run_cli(url, "worker", "--burst", "--processes", "2")
-    assert burst.returncode == 0 and burst.stderr.splitlines()[-1] == "errands worker: stopped, 2 jobs run", burst.stderr
+    assert burst.returncode == 0, burst.stderr
+    assert burst.stderr.splitlines()[-1] == "errands worker: stopped, 2 jobs run", burst.stderr

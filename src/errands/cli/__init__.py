@@ -32,12 +32,19 @@ from .workflows import workflow
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
 
 
-class Failure(click.ClickException):
-    """An errands error as click prints its own (``Error: ...`` on stderr), with errands' exit code."""
+class ExitRefused(click.ClickException):
+    """An errands error as click prints its own (``Error: ...`` on stderr), with errands' exit code:
+    1 here, 3 and 78 in the two below."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = EXIT_REFUSED
+
+
+class ExitUnavailable(ExitRefused):
+    exit_code = EXIT_UNAVAILABLE
+
+
+class ExitConfig(ExitRefused):
+    exit_code = EXIT_CONFIG
 
 
 class _Group(click.Group):
@@ -51,7 +58,7 @@ class _Group(click.Group):
             try:
                 extra["default_map"] = cli_default_map(find_pyproject(), self.commands)
             except ConfigurationError as exc:
-                raise Failure(str(exc), EXIT_CONFIG) from exc
+                raise ExitConfig(str(exc)) from exc
         return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
@@ -60,20 +67,20 @@ class _Group(click.Group):
         except StoreUnavailable as exc:
             raise _unavailable(ctx, exc) from exc
         except (ConfigurationError, SchemaError) as exc:
-            raise Failure(str(exc), EXIT_CONFIG) from exc
+            raise ExitConfig(str(exc)) from exc
         except ErrandsError as exc:
-            raise Failure(str(exc), EXIT_REFUSED) from exc
+            raise ExitRefused(str(exc)) from exc
 
 
-def _unavailable(ctx: click.Context, exc: StoreUnavailable) -> Failure:
+def _unavailable(ctx: click.Context, exc: StoreUnavailable) -> ExitRefused:
     """A server that answered "no such database" (or role, or password) is configuration, exit 78:
     retrying, as a service manager does after exit 3, cannot fix it.  The fix is the one ``errands
     doctor`` gives (the CREATE statement).  A server that did not answer stays exit 3."""
     url = ctx.obj.url_in_use() if isinstance(ctx.obj, Context) else None
     refused = refused_connection(url, str(exc)) if url else None
-    if refused is None:
-        return Failure(str(exc), EXIT_UNAVAILABLE)
-    return Failure(f"{mask_url(url or '')}: {refused.means}\n  fix: {refused.fix}", EXIT_CONFIG)
+    if url is None or refused is None:
+        return ExitUnavailable(str(exc))
+    return ExitConfig(f"{mask_url(url)}: {refused.means}\n  fix: {refused.fix}")
 
 
 @click.group(cls=_Group, epilog="Exit codes: 0 ok, 1 refused (bad input or missing entry), 2 usage, "
@@ -97,8 +104,8 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     commands); DATABASE_URL is the last fallback for the database.
     """
     configure_logging(log_level, log_format)
-    ctx.obj = Context(app_path, database_url, URL_SOURCES.get(ctx.get_parameter_source("database_url"),
-                                                              "--database-url"))
+    source = ctx.get_parameter_source("database_url")
+    ctx.obj = Context(app_path, database_url, URL_SOURCES.get(source, "--database-url") if source else "--database-url")
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -12,8 +12,7 @@ import click
 from ..app import Errands
 from ..core.config import mask_url, same_database
 from ..core.errors import ConfigurationError
-from ..diagnostics.sqlite import missing_file
-from ..store.dialects.sqlite import SQLiteDialect
+from ..diagnostics.sqlite import missing_file_of
 
 CLI = "cli"
 """The actor the audit log names for every action taken from the command line."""
@@ -132,15 +131,14 @@ class Context:
             click.echo(f"errands: database {mask_url(used)} ({self.source()})", err=True)
 
     def _refuse_missing_file(self, app: Errands) -> None:
-        dialect = app.store.dialect
-        if not isinstance(dialect, SQLiteDialect) or dialect.path == ":memory:" or os.path.exists(dialect.path):
+        missing = missing_file_of(app.store.dialect)
+        if missing is None:
             return
-        missing = missing_file(dialect.path)
         command = click.get_current_context().command_path
         raise ConfigurationError(
             f"{missing.detail} ({mask_url(app.database_url)}, from {self.source()}); `{command}` creates no "
-            f"database (only migrate, worker, enqueue and users create do)\n  fix: point errands at your database with --app module:attr (your app's own), "
-            f"--database-url URL or ERRANDS_DATABASE_URL; {missing.fix}")
+            "database (only migrate, worker, enqueue and users create do)\n  fix: point errands at your database "
+            f"with --app module:attr (your app's own), --database-url URL or ERRANDS_DATABASE_URL; {missing.fix}")
 
     def url_in_use(self) -> str | None:
         """The database URL of the loaded app (None before it is loaded)."""

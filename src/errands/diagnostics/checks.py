@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 import time
-from urllib.parse import urlsplit
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from ..core.config import mask_url
 from ..core.errors import ErrandsError, StoreError, StoreUnavailable

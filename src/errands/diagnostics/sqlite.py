@@ -21,6 +21,7 @@ from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
 from .unreachable import Cause
 
 if TYPE_CHECKING:
+    from ..store.dialects.base import Dialect
     from ..store.dialects.sqlite import SQLiteDialect
     from .context import DoctorContext
 
@@ -61,6 +62,15 @@ def before_connect(ctx: DoctorContext) -> Check | None:
     ctx.before["path"] = os.path.abspath(path)
     ctx.before["had_schema"] = _has_table(path, _dialect(ctx).t_schema)
     return None
+
+
+def missing_file_of(dialect: Dialect) -> Check | None:
+    """The failed check of a SQLite database whose file does not exist (connecting would create an
+    empty one: the command line's reading commands refuse instead); None for any other database."""
+    path = getattr(dialect, "path", None) if dialect.name == "sqlite" else None
+    if path is None or path == ":memory:" or os.path.exists(path):
+        return None
+    return missing_file(path)
 
 
 def missing_file(path: str) -> Check:
