@@ -73,7 +73,7 @@ class _Group(click.Group):
 
 
 def _unavailable(ctx: click.Context, exc: StoreUnavailable) -> ExitRefused:
-    """A server that answered "no such database" (or role, or password) is configuration, exit 78:
+    """A server that answered "no such database" (or role) is configuration, exit 78:
     retrying, as a service manager does after exit 3, cannot fix it.  The fix is the one ``errands
     doctor`` gives (the CREATE statement).  A server that did not answer stays exit 3."""
     url = ctx.obj.url_in_use() if isinstance(ctx.obj, Context) else None

@@ -144,8 +144,8 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
 # ---------------------------------------------------------------------- connectivity
 def refused_connection(url: str, message: str) -> Explained | None:
     """Why the server at ``url`` refused a connection, when its answer (``message``, the driver's
-    words) is a matter of configuration (no such database or role, a wrong password); None when it
-    is not, or not known.  The command line's exit code (78, not 3) rests on this."""
+    words) is a matter of configuration (no such database or role: ``Cause.configuration``); None
+    when it is not, or not known.  The command line's exit code (78, not 3) rests on this."""
     backend = by_scheme(urlsplit(url).scheme)
     if backend is None:
         return None

@@ -43,10 +43,10 @@ UNREACHABLE = (
           "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL", configuration=True),
     Cause(r'password authentication failed for user "([^"]+)"', "the server refused the password of {found!r}",
           "fix the password in the URL (percent-encode @ : / and % in it), or set it with ALTER ROLE \"{found}\" "
-          "PASSWORD '...'", configuration=True),
+          "PASSWORD '...'"),
     Cause(r'no pg_hba\.conf entry for host "([^"]+)"', "the server's pg_hba.conf admits no connection from "
           "{found} as {user!r} to {database!r}", "add a line for this host to pg_hba.conf (e.g. host {database} "
-          "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())", configuration=True),
+          "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())"),
     Cause(r"failed to resolve host|could not translate host name", "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
     Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",

@@ -20,9 +20,12 @@ class Cause:
 
     ``means`` and ``fix`` are ``str.format`` templates over ``host``, ``port``, ``user``,
     ``database`` (from the URL) and ``found`` (the pattern's first group, when it has one).
-    ``configuration``: the server answered and refused (no such database or role, a wrong password),
-    which no retry fixes, so the command line exits 78 rather than 3 ("try again later"); a server
-    that did not answer (refused, unresolved, timed out) may be back soon."""
+    ``configuration``: the server answered that the database or the role does not exist (MySQL's
+    "access denied" says so for an unknown user, and for a wrong password alike), which no retry
+    fixes, so the command line exits 78 rather than 3 ("try again later").  A server that did not
+    answer (refused, unresolved, timed out) may be back soon; a refused password or pg_hba.conf
+    line is left among those too, as a credential or rule being rolled out can start working
+    without errands being restarted."""
 
     pattern: str
     means: str
