@@ -104,8 +104,8 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     commands); DATABASE_URL is the last fallback for the database.
     """
     configure_logging(log_level, log_format)
-    source = ctx.get_parameter_source("database_url")
-    ctx.obj = Context(app_path, database_url, URL_SOURCES.get(source, "--database-url") if source else "--database-url")
+    source = URL_SOURCES.get(ctx.get_parameter_source("database_url"), "--database-url")
+    ctx.obj = Context(app_path, database_url, source)
     ctx.call_on_close(ctx.obj.close)
 
 

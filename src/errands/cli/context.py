@@ -63,9 +63,10 @@ def _manage_py_command() -> str:
     return f"run python manage.py errands_{name} ({every})" if name else f"python manage.py {every}"
 
 
-URL_SOURCES = {click.core.ParameterSource.COMMANDLINE: "--database-url",
-               click.core.ParameterSource.ENVIRONMENT: "ERRANDS_DATABASE_URL",
-               click.core.ParameterSource.DEFAULT_MAP: "database-url in [tool.errands] of pyproject.toml"}
+URL_SOURCES: dict[click.core.ParameterSource | None, str] = {
+    click.core.ParameterSource.COMMANDLINE: "--database-url",
+    click.core.ParameterSource.ENVIRONMENT: "ERRANDS_DATABASE_URL",
+    click.core.ParameterSource.DEFAULT_MAP: "database-url in [tool.errands] of pyproject.toml"}
 """Where the ``errands`` group's ``--database-url`` came from, in the words of the notices."""
 
 
@@ -74,7 +75,7 @@ class Context:
     app_path: str | None
     database_url: str | None
     url_source: str = "--database-url"
-    """Where ``database_url`` came from (a key of :data:`URL_SOURCES`' words), when it is set."""
+    """Where ``database_url`` came from (one of :data:`URL_SOURCES`' values), when it is set."""
     _app: Errands | None = field(default=None, repr=False)
 
     def app(self, *, required: bool = False, missing_ok: bool = False, names_database: bool = False) -> Errands:
@@ -93,7 +94,7 @@ class Context:
             app, own = self._load(required)
             self._app = app
             if not names_database:
-                app.store  # noqa: B018 - opened now: a bad URL or a missing driver is refused first, in one line
+                _ = app.store  # opened now: a bad URL or a missing driver is refused first, in one line
             if not missing_ok:
                 self._refuse_missing_file(app)
             self._announce(app, own, names_database)

@@ -14,7 +14,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
+from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV, SQLiteDialect
 from .commands import command
 from .model import Check, Status
 from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
@@ -22,7 +22,6 @@ from .unreachable import Cause
 
 if TYPE_CHECKING:
     from ..store.dialects.base import Dialect
-    from ..store.dialects.sqlite import SQLiteDialect
     from .context import DoctorContext
 
 BUSY_TIMEOUT_WARN_MS = 5000
@@ -67,10 +66,9 @@ def before_connect(ctx: DoctorContext) -> Check | None:
 def missing_file_of(dialect: Dialect) -> Check | None:
     """The failed check of a SQLite database whose file does not exist (connecting would create an
     empty one: the command line's reading commands refuse instead); None for any other database."""
-    path = getattr(dialect, "path", None) if dialect.name == "sqlite" else None
-    if path is None or path == ":memory:" or os.path.exists(path):
+    if not isinstance(dialect, SQLiteDialect) or dialect.path == ":memory:" or os.path.exists(dialect.path):
         return None
-    return missing_file(path)
+    return missing_file(dialect.path)
 
 
 def missing_file(path: str) -> Check:
