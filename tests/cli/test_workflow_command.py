@@ -48,7 +48,7 @@ def _run(app: Any, *args: str) -> Any:
 def test_show_prints_state_progress_and_every_step(app, diamond):
     done = _run(app, "workflow", "show", str(diamond.id))
     assert done.exit_code == 0, done.output
-    lines = done.output.splitlines()
+    lines = done.stdout.splitlines()
     # A blocked workflow says so rather than a percentage (issue 26).
     assert lines[0] == f"workflow {diamond.id} 'nightly': blocked: 2 of 4 steps succeeded, 1 failed, 1 waiting"
     assert "policy: block" in lines and "steps: 2 succeeded, 1 failed, 1 blocked" in lines
@@ -61,7 +61,7 @@ def test_show_prints_state_progress_and_every_step(app, diamond):
 
 def test_show_json_is_the_read_model(app, diamond):
     done = _run(app, "workflow", "show", str(diamond.id), "--json")
-    data = json.loads(done.output)
+    data = json.loads(done.stdout)
     assert (data["id"], data["kind"], data["state"], data["total"], data["pending"]) == (
         diamond.id, "workflow", "blocked", 4, 1)
     assert [s["layer"] for s in data["steps"]] == [0, 1, 1, 2]
@@ -70,12 +70,12 @@ def test_show_json_is_the_read_model(app, diamond):
 
 def test_show_limits_the_steps_it_lists(app, diamond):
     done = _run(app, "workflow", "show", str(diamond.id), "--limit", "1")
-    assert "... and 3 more steps" in done.output
+    assert "... and 3 more steps" in done.stdout
 
 
 def test_cancel_cancels_what_has_not_run_and_is_audited_as_the_cli(app, diamond):
     done = _run(app, "workflow", "cancel", str(diamond.id))
-    assert done.exit_code == 0 and done.output == f"workflow {diamond.id}: 1 step(s) cancelled\n"
+    assert done.exit_code == 0 and done.stdout == f"workflow {diamond.id}: 1 step(s) cancelled\n"
     assert app.workflows.status(diamond.id).steps[3].state.value == "cancelled"
     [entry] = [a for a in app.store.accounts.audit_log() if a.action == "cancel"]
     assert (entry.actor, entry.target, entry.detail) == ("cli", f"workflow {diamond.id}", "1 step(s) cancelled")

@@ -59,14 +59,14 @@ def db(tmp_path: Path) -> str:
 def test_dashboard_names_its_extra_for_each_missing_module(tmp_path, db, missing):
     blocked = (missing, "multipart") if missing == "python_multipart" else (missing,)
     done = errands_without(blocked, "--database-url", db, "dashboard", "--port", "1", cwd=tmp_path)
-    assert_one_line(done, "error: errands dashboard needs the dashboard extra: pip install 'errands[dashboard]' "
+    assert_one_line(done, "Error: errands dashboard needs the dashboard extra: pip install 'errands[dashboard]' "
                           f"(no module named {missing!r})")
     assert not (tmp_path / "errands.db").exists()  # refused before touching the database
 
 
 def test_metrics_names_its_extra(tmp_path, db):
     done = errands_without(("prometheus_client",), "--database-url", db, "metrics", "--port", "0", cwd=tmp_path)
-    assert_one_line(done, "error: errands metrics needs the metrics extra: pip install 'errands[metrics]' "
+    assert_one_line(done, "Error: errands metrics needs the metrics extra: pip install 'errands[metrics]' "
                           "(no module named 'prometheus_client')")
 
 
@@ -74,7 +74,7 @@ def test_metrics_names_its_extra(tmp_path, db):
 def test_users_changes_name_the_dashboard_extra_before_asking_for_a_password(tmp_path, db, args):
     # No --password: the refusal must come before the prompt (stdin is empty, a prompt would abort).
     done = errands_without(("starlette",), "--database-url", db, "users", *args, cwd=tmp_path)
-    assert_one_line(done, "error: errands users needs the dashboard extra: pip install 'errands[dashboard]' "
+    assert_one_line(done, "Error: errands users needs the dashboard extra: pip install 'errands[dashboard]' "
                           "(no module named 'starlette')")
     assert "password" not in done.stdout
 
@@ -97,10 +97,10 @@ def test_every_extra_missing_dashboard_and_metrics_still_one_line(tmp_path, db):
 # ---------------------------------------------------------------------- the drivers
 @pytest.mark.parametrize("url, blocked, line", [
     ("postgresql://app@127.0.0.1/app", "psycopg",
-     "error: PostgreSQL support (psycopg 3) needs the postgres extra: pip install 'errands[postgres]' "
+     "Error: PostgreSQL support (psycopg 3) needs the postgres extra: pip install 'errands[postgres]' "
      "(no module named 'psycopg')"),
     ("mysql://app@127.0.0.1/app", "pymysql",
-     "error: MySQL/MariaDB support (PyMySQL) needs the mysql extra: pip install 'errands[mysql]' "
+     "Error: MySQL/MariaDB support (PyMySQL) needs the mysql extra: pip install 'errands[mysql]' "
      "(no module named 'pymysql')"),
 ])
 def test_a_missing_driver_is_the_same_kind_of_line(tmp_path, url, blocked, line):
@@ -125,7 +125,7 @@ def test_an_app_that_imports_an_integration_without_its_extra(tmp_path, db, modu
     (tmp_path / "integrated.py").write_text(f"import {module}\nfrom errands import Errands\napp = Errands()\n")
     done = errands_without((blocked,), "--app", "integrated:app", "--database-url", db, "worker", "--burst",
                            cwd=tmp_path)
-    assert_one_line(done, "error: cannot import 'integrated' for --app 'integrated:app': "
+    assert_one_line(done, "Error: cannot import 'integrated' for --app 'integrated:app': "
                           f"{module} needs the {extra} extra: pip install 'errands[{extra}]' "
                           f"(no module named {blocked!r})")
 

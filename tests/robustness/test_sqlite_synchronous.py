@@ -109,7 +109,7 @@ def test_off_is_refused_with_the_reason(url):
 def test_the_cli_refuses_a_bad_value_in_one_line_with_exit_78(url):
     done = run_cli(url + "?synchronous=sometimes", "status")
     assert done.returncode == 78 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.splitlines() == ["error: SQLite synchronous='sometimes' from ?synchronous= in the database URL "
+    assert done.stderr.splitlines() == ["Error: SQLite synchronous='sometimes' from ?synchronous= in the database URL "
                                         "is not allowed: use normal or full"]
     done = run_cli(url, "status", **{SYNCHRONOUS_ENV: "sometimes"})
     assert done.returncode == 78 and f"from {SYNCHRONOUS_ENV} is not allowed" in done.stderr, done.stderr

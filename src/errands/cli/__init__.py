@@ -2,21 +2,24 @@
 
 Exit codes (also in ``errands --help``): 0 success; 1 errands refused the request
 (bad input, unknown job, missing entry); 2 usage error; 3 database unavailable;
-78 configuration error (app cannot be loaded, schema missing).
+78 configuration error (app cannot be loaded, schema missing, no such database or role).
+
+Every error is one ``Error: ...`` line on stderr (a fix may follow, indented), in the form click
+itself prints usage errors with, so the two read alike.
 """
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from ..core.config import mask_url
 from ..core.errors import ConfigurationError, ErrandsError, SchemaError, StoreUnavailable
 from ..core.logs import FORMATS, configure_logging
 from ..core.settings import cli_default_map, find_pyproject
+from ..diagnostics import refused_connection
 from .admin import migrate, recover
 from .alerts import alerts
-from .context import Context
+from .context import URL_SOURCES, Context
 from .control import batch, job, periodic, queue
 from .dashboard import dashboard, users
 from .doctor import doctor
@@ -27,6 +30,21 @@ from .worker import worker
 from .workflows import workflow
 
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
+
+
+class ExitRefused(click.ClickException):
+    """An errands error as click prints its own (``Error: ...`` on stderr), with errands' exit code:
+    1 here, 3 and 78 in the two below."""
+
+    exit_code = EXIT_REFUSED
+
+
+class ExitUnavailable(ExitRefused):
+    exit_code = EXIT_UNAVAILABLE
+
+
+class ExitConfig(ExitRefused):
+    exit_code = EXIT_CONFIG
 
 
 class _Group(click.Group):
@@ -40,22 +58,29 @@ class _Group(click.Group):
             try:
                 extra["default_map"] = cli_default_map(find_pyproject(), self.commands)
             except ConfigurationError as exc:
-                click.echo(f"error: {exc}", err=True)
-                sys.exit(EXIT_CONFIG)
+                raise ExitConfig(str(exc)) from exc
         return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except StoreUnavailable as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_UNAVAILABLE)
+            raise _unavailable(ctx, exc) from exc
         except (ConfigurationError, SchemaError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_CONFIG)
+            raise ExitConfig(str(exc)) from exc
         except ErrandsError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_REFUSED)
+            raise ExitRefused(str(exc)) from exc
+
+
+def _unavailable(ctx: click.Context, exc: StoreUnavailable) -> ExitRefused:
+    """A server that answered "no such database" (or role) is configuration, exit 78:
+    retrying, as a service manager does after exit 3, cannot fix it.  The fix is the one ``errands
+    doctor`` gives (the CREATE statement).  A server that did not answer stays exit 3."""
+    url = ctx.obj.url_in_use() if isinstance(ctx.obj, Context) else None
+    refused = refused_connection(url, str(exc)) if url else None
+    if url is None or refused is None:
+        return ExitUnavailable(str(exc))
+    return ExitConfig(f"{mask_url(url)}: {refused.means}\n  fix: {refused.fix}")
 
 
 @click.group(cls=_Group, epilog="Exit codes: 0 ok, 1 refused (bad input or missing entry), 2 usage, "
@@ -79,7 +104,8 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
     commands); DATABASE_URL is the last fallback for the database.
     """
     configure_logging(log_level, log_format)
-    ctx.obj = Context(app_path, database_url)
+    source = URL_SOURCES.get(ctx.get_parameter_source("database_url"), "--database-url")
+    ctx.obj = Context(app_path, database_url, source)
     ctx.call_on_close(ctx.obj.close)
 
 

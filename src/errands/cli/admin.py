@@ -15,7 +15,7 @@ from .context import CLI, Context
 @click.pass_obj
 def migrate(ctx: Context, print_sql: bool) -> None:
     """Create or upgrade errands' tables (safe to run again)."""
-    store = ctx.app().store
+    store = ctx.app(missing_ok=True).store  # creating the database is what it is for
     if print_sql:
         click.echo(store.migration_sql(), nl=False)
         return

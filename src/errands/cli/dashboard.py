@@ -55,8 +55,8 @@ def dashboard(ctx: Context, host: str, port: int, root_path: str, behind_host_au
     from ..dashboard import ApiLimits, AuthSettings, create_dashboard
 
     limits = ApiLimits.from_text(api_limits)
-    app = ctx.app()
-    app.store.check()  # SQLite: creates the tables; elsewhere a missing schema fails here
+    app = ctx.app(names_database=True)
+    app.store.check()  # SQLite: creates the tables in an existing file; elsewhere a missing schema fails here
     web = create_dashboard(app, open_access=behind_host_auth, settings=AuthSettings(
         secure_cookies=not insecure_cookies), api_limits=limits)
     click.echo(f"errands dashboard: database {mask_url(app.database_url)}\n"
@@ -92,7 +92,8 @@ def _change(ctx: Context, action: str, username: str, **details: str) -> None:
     # Accounts only matter to the dashboard: without its extra, ``errands users`` says so first.
     require_dashboard("errands users", IMPORT_MODULES)
     try:
-        accounts.change_user(ctx.app(), CLI, action, username, **details)
+        # The first account of a new deployment may come before anything else: "create" may create it.
+        accounts.change_user(ctx.app(missing_ok=action == "create"), CLI, action, username, **details)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
 

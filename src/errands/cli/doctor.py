@@ -90,7 +90,7 @@ def doctor(ctx: Context, as_json: bool) -> None:
     database), 0 otherwise: warnings alone do not fail it.
     """
     try:
-        app = ctx.app()
+        app = ctx.app(missing_ok=True, names_database=True)  # (a missing SQLite file is a check of its own)
     except ErrandsError as exc:
         report = Report(mask_url(ctx.database_url or "(the app's)"), "unknown")
         report.add(Check("app", Status.FAIL, f"cannot load the app: {exc}",

@@ -42,7 +42,7 @@ def _json_option(value: str | None, kind: type, what: str) -> Any:
 def enqueue(ctx: Context, name: str, args_json: str | None, kwargs_json: str | None, queue: str | None,
             priority: int | None, delay: float | None, expires_in: float | None, deadline: float | None) -> None:
     """Enqueue registered job NAME and print its id."""
-    app = ctx.app(required=True)
+    app = ctx.app(required=True, missing_ok=True)  # the app's own code would create it too
     args = _json_option(args_json, list, "--args")
     kwargs = _json_option(kwargs_json, dict, "--kwargs")
     options = {k: v for k, v in dict(queue=queue, priority=priority, delay=delay, expires_in=expires_in,

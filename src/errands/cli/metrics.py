@@ -43,7 +43,7 @@ def metrics(ctx: Context, host: str, port: int, multiproc_dir: str | None) -> No
     make_wsgi_app = require("prometheus_client", "metrics", "errands metrics").make_wsgi_app
     from ..metrics import registry_for
 
-    app = ctx.app()
+    app = ctx.app(names_database=True)
     app.store.check()  # fail now, with a clear message, if the database is unreachable
     app.close()  # that connection belongs to this thread; the serving thread opens its own
     registry = registry_for(app)

@@ -131,7 +131,7 @@ def worker(ctx: Context, processes: int, **params: Any) -> None:
     running jobs back at once.  Jobs over their timeout are killed with their
     process, recorded as failed attempts, and the process is replaced.
     """
-    app = ctx.app(required=True)
+    app = ctx.app(required=True, missing_ok=True, names_database=True)  # (SQLite: the first worker creates it)
     settings = worker_settings(params, app.default_queues)
     app.store.check()  # fail fast on a missing schema, before forking
     unknown = unregistered_waiting(app, settings.queues)
@@ -143,4 +143,11 @@ def worker(ctx: Context, processes: int, **params: Any) -> None:
                f"{settings.concurrency} | lease {settings.lease or app.lease:g}s\n  jobs: {jobs}"
                + (f"\n  periodic: {', '.join(sorted(app.schedules))}" if app.schedules and settings.scheduler
                   and not settings.burst else ""), err=True)
-    raise SystemExit(Supervisor(app, settings, processes).run())
+    supervisor = Supervisor(app, settings, processes)
+    code = supervisor.run()
+    # The closing line, also after an idle run: the start printed a banner, and a stop that printed
+    # nothing after "stopping: ..." left the reader unsure that it had ended.
+    runs = supervisor.jobs_run
+    click.echo(f"errands worker: stopped, {runs} job{'' if runs == 1 else 's'} run"
+               + (f" (exit code {code})" if code else ""), err=True)
+    raise SystemExit(code)

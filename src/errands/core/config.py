@@ -37,6 +37,22 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=userinfo + "@" + netloc[1]))
 
 
+def same_database(a: str, b: str) -> bool:
+    """Whether two URLs name one database: scheme, host and path alike (options in the query aside);
+    SQLite paths compared as absolute paths (``sqlite:///shop.db`` is ``./shop.db``)."""
+    if a == b:
+        return True
+    pa, pb = urlsplit(a), urlsplit(b)
+    if pa.scheme.lower() == pb.scheme.lower() == "sqlite":
+        return _sqlite_file(pa.path) == _sqlite_file(pb.path)
+    return (pa.scheme.lower(), pa.netloc, pa.path) == (pb.scheme.lower(), pb.netloc, pb.path)
+
+
+def _sqlite_file(path: str) -> str:
+    path = path[1:] if path.startswith("/") else path
+    return path if path in ("", ":memory:") else os.path.abspath(path)
+
+
 def check_queue_name(name: object) -> str:
     if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidQueueName(f"invalid queue name {name!r}: use 1-60 letters, digits, '-', '_' or '.' "

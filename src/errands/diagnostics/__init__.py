@@ -7,7 +7,7 @@ wrong, the fix in words.  A report needs action (exit code 1) exactly when a che
 
 from __future__ import annotations
 
-from .checks import diagnose
+from .checks import diagnose, refused_connection
 from .model import Check, Report, Status
 
-__all__ = ["Check", "Report", "Status", "diagnose"]
+__all__ = ["Check", "Report", "Status", "diagnose", "refused_connection"]

@@ -11,19 +11,20 @@ import importlib
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from ..core.config import mask_url
 from ..core.errors import ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
 from ..services.operator import workers_view
-from ..store.registry import by_name
+from ..store.registry import by_name, by_scheme
 from ..worker.liveness import alive_within, forget_worker_after
 from .commands import command, same_options
 from .connections import connections
 from .context import DoctorContext
 from .model import Check, Report, Status
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
-from .unreachable import Cause, explain
+from .unreachable import Cause, Explained, explain
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -141,6 +142,21 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
 
 
 # ---------------------------------------------------------------------- connectivity
+def refused_connection(url: str, message: str) -> Explained | None:
+    """Why the server at ``url`` refused a connection, when its answer (``message``, the driver's
+    words) is a matter of configuration (no such database or role: ``Cause.configuration``); None
+    when it is not, or not known.  The command line's exit code (78, not 3) rests on this."""
+    backend = by_scheme(urlsplit(url).scheme)
+    if backend is None:
+        return None
+    try:
+        facts = dialect_facts(backend.name)
+    except ImportError:  # the driver is not installed: nothing connected, so nothing was refused
+        return None
+    known = explain(facts.UNREACHABLE, message, url, facts.DEFAULT_PORT)
+    return known if known is not None and known.configuration else None
+
+
 def connectivity(ctx: DoctorContext, facts: DialectFacts | None = None) -> Check:
     """Connect (the store's own way) and time one round trip on the open connection; a failure
     names its cause and the fix when the dialect knows the driver's message (``UNREACHABLE``)."""

@@ -35,10 +35,11 @@ ANALYZE = "ANALYZE TABLE {jobs}"
 UNREACHABLE = (
     Cause(r"Unknown database '([^']+)'", "the server at {host}:{port} has no database {found!r}",
           "create it (CREATE DATABASE `{found}` CHARACTER SET utf8mb4;), then run `{migrate}`; or fix the "
-          "database name in the URL"),
+          "database name in the URL", configuration=True),
     Cause(r"Access denied for user '([^']+)'@'([^']+)'", "the server refused user {found!r} from this host",
           "fix the user or password in the URL (percent-encode @ : / and % in it), or create the account as "
-          "root: CREATE USER '{found}'@'%' IDENTIFIED BY '...'; GRANT ALL ON `{database}`.* TO '{found}'@'%';"),
+          "root: CREATE USER '{found}'@'%' IDENTIFIED BY '...'; GRANT ALL ON `{database}`.* TO '{found}'@'%';",
+          configuration=True),
     Cause(r"Unknown MySQL server host|Name or service not known|getaddrinfo failed",
           "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),

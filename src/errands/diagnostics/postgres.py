@@ -37,10 +37,10 @@ ANALYZE = "ANALYZE {jobs}"
 UNREACHABLE = (
     Cause(r'database "([^"]+)" does not exist', "the server at {host}:{port} has no database {found!r}",
           "create it (`createdb -h {host} -p {port} -U <a role allowed to> {found}`, or CREATE DATABASE \"{found}\" "
-          "as a superuser), then run `{migrate}`; or fix the database name in the URL"),
+          "as a superuser), then run `{migrate}`; or fix the database name in the URL", configuration=True),
     Cause(r'role "([^"]+)" does not exist', "the server at {host}:{port} has no role {found!r}",
           "create it as a superuser (CREATE ROLE \"{found}\" LOGIN PASSWORD '...'; GRANT CREATE, CONNECT ON "
-          "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL"),
+          "DATABASE \"{database}\" TO \"{found}\"), or fix the user name in the URL", configuration=True),
     Cause(r'password authentication failed for user "([^"]+)"', "the server refused the password of {found!r}",
           "fix the password in the URL (percent-encode @ : / and % in it), or set it with ALTER ROLE \"{found}\" "
           "PASSWORD '...'"),

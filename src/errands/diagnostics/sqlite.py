@@ -14,14 +14,14 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV
+from ..store.dialects.sqlite import BUSY_TIMEOUT_MS, SYNCHRONOUS_ENV, SQLiteDialect
 from .commands import command
 from .model import Check, Status
 from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
 from .unreachable import Cause
 
 if TYPE_CHECKING:
-    from ..store.dialects.sqlite import SQLiteDialect
+    from ..store.dialects.base import Dialect
     from .context import DoctorContext
 
 BUSY_TIMEOUT_WARN_MS = 5000
@@ -56,14 +56,22 @@ def before_connect(ctx: DoctorContext) -> Check | None:
         ctx.before["memory"] = True
         return None
     if not os.path.exists(path):
-        return _missing_file(path)
+        return missing_file(path)
     ctx.before["journal_on_disk"] = _file_journal(path)
     ctx.before["path"] = os.path.abspath(path)
     ctx.before["had_schema"] = _has_table(path, _dialect(ctx).t_schema)
     return None
 
 
-def _missing_file(path: str) -> Check:
+def missing_file_of(dialect: Dialect) -> Check | None:
+    """The failed check of a SQLite database whose file does not exist (connecting would create an
+    empty one: the command line's reading commands refuse instead); None for any other database."""
+    if not isinstance(dialect, SQLiteDialect) or dialect.path == ":memory:" or os.path.exists(dialect.path):
+        return None
+    return missing_file(dialect.path)
+
+
+def missing_file(path: str) -> Check:
     """No file at the URL's path; says why when the likely cause is the URL's slashes: three slashes
     make a path relative to the current directory, so ``sqlite:///tmp/x.db`` means ``./tmp/x.db``."""
     here = os.path.abspath(path)

@@ -19,17 +19,25 @@ class Cause:
     """One way a connection fails: a pattern over the driver's message, what it means and the fix.
 
     ``means`` and ``fix`` are ``str.format`` templates over ``host``, ``port``, ``user``,
-    ``database`` (from the URL) and ``found`` (the pattern's first group, when it has one)."""
+    ``database`` (from the URL) and ``found`` (the pattern's first group, when it has one).
+    ``configuration``: the server answered that the database or the role does not exist (MySQL's
+    "access denied" says so for an unknown user, and for a wrong password alike), which no retry
+    fixes, so the command line exits 78 rather than 3 ("try again later").  A server that did not
+    answer (refused, unresolved, timed out) may be back soon; a refused password or pg_hba.conf
+    line is left among those too, as a credential or rule being rolled out can start working
+    without errands being restarted."""
 
     pattern: str
     means: str
     fix: str
+    configuration: bool = False
 
 
 @dataclass(frozen=True)
 class Explained:
     means: str
     fix: str
+    configuration: bool = False
 
 
 def url_parts(url: str, default_port: int) -> dict[str, str]:
@@ -46,5 +54,5 @@ def explain(causes: tuple[Cause, ...], message: str, url: str, default_port: int
         if match:
             fields = {**url_parts(url, default_port), "found": match.group(1) if match.groups() else "",
                       "migrate": command("migrate")}
-            return Explained(cause.means.format(**fields), cause.fix.format(**fields))
+            return Explained(cause.means.format(**fields), cause.fix.format(**fields), cause.configuration)
     return None

@@ -113,6 +113,13 @@ class Supervisor:
         self._crashes = 0
         self._restarts: dict[int, float] = {}
         self.exit_code = 0
+        self._ended_runs = 0  # runs of processes already gone (replaced ones included)
+
+    @property
+    def jobs_run(self) -> int:
+        """Runs ended in this supervisor's processes, the ones it replaced included: its closing line
+        (a run killed for its timeout, or in a process that died, counts, as it ended too)."""
+        return self._ended_runs + sum(child.slots.finished() for child in self.children.values())
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signals += 1
@@ -186,6 +193,7 @@ class Supervisor:
             child.process.kill()
             child.process.join()
             del self.children[pid]
+            self._ended_runs += child.slots.finished() + len(late)
             self._settle_dead(child, late, "errands.JobTimeout",
                               "job exceeded its timeout of {timeout}s and was stopped", timed_out=True)
             if not self.stopping:
@@ -198,6 +206,7 @@ class Supervisor:
                 continue
             child.process.join()
             del self.children[pid]
+            self._ended_runs += child.slots.finished()
             if code == 0:
                 continue
             if code == EXIT_CONFIG:
@@ -205,6 +214,7 @@ class Supervisor:
                 self.signals = max(self.signals, 1)
                 continue
             running = [job_id for _, job_id, _ in child.slots.running()]
+            self._ended_runs += len(running)
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
             log.error("worker process %d died (%s) while running %s", pid, how, running or "nothing")
             self._settle_dead(child, running, "errands.WorkerDied",

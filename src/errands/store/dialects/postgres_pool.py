@@ -7,6 +7,7 @@ and closed again after ten idle minutes.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 _SLICE = 0.1
 """A borrower waits in slices this long, so that a failed connect ends its wait at once."""
+_NAME = "errands"
+
+
+def _not_our_failed_connect(record: logging.LogRecord) -> bool:
+    """psycopg_pool logs every failed connect at WARNING; the borrower waiting for that connection
+    is handed the same failure (:meth:`PsycopgPool.get`), and says it in its own words (the command
+    line's error, the worker's "database unavailable" line), so the pool's line said the cause a
+    second time.  Only errands' own pool is quieted: an application's pools keep their warnings."""
+    return not (record.msg == "error connecting in %r: %s" and isinstance(record.args, tuple)
+                and record.args[:1] == (_NAME,))
+
+
+logging.getLogger("psycopg.pool").addFilter(_not_our_failed_connect)
 
 
 class _Opened(psycopg.Connection):
@@ -47,7 +61,7 @@ class PsycopgPool:
         self._lock = threading.Lock()
         self._pool: ConnectionPool[Any] = ConnectionPool(
             connection_class=_Opened, kwargs={"errands_connect": self._connect_noting}, min_size=0, max_size=size,
-            timeout=timeout, open=True, name="errands", num_workers=1, reconnect_timeout=max(timeout, 5.0))
+            timeout=timeout, open=True, name=_NAME, num_workers=1, reconnect_timeout=max(timeout, 5.0))
 
     def _connect_noting(self) -> Any:
         """The dialect's connect; a failure is noted, so that borrowers waiting for this
