@@ -536,6 +536,16 @@ class JobDefaults:
         return options, backoff, behaviour
 
 
+CELERY_SPELLINGS = {
+    "delay": "job.enqueue(*args, **kwargs)",
+    "apply_async": "job.using(delay=..., queue=..., priority=...).enqueue(*args, **kwargs)",
+    "apply": "job.enqueue(...) (or call the job, job(...), to run it here and now)",
+    "send": "job.enqueue(*args, **kwargs)",
+    "defer": "job.enqueue(*args, **kwargs)",
+}
+"""What other job queues call enqueueing (Celery, dramatiq, procrastinate), and errands' spelling."""
+
+
 def default_job_name(func: Callable[..., Any]) -> str:
     """``module.function``, the name a job gets when ``@app.job`` gives none: a worker must find it
     again in its own registry.  A script run as ``python shop.py`` (or ``python -m shop``) defines its
@@ -795,6 +805,17 @@ class JobDefinition(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<JobDefinition {self.name} queue={self.options.queue!r}>"
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which keep flagging job.delay(...) and typos
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names a job does not have: Celery's ``delay`` and ``apply_async`` get the
+            errands spelling.  (No ``delay`` alias: in errands ``delay`` is an option, seconds to wait,
+            ``job.using(delay=60)``, so ``job.delay(60)`` would read both ways.)"""
+            hint = CELERY_SPELLINGS.get(name)
+            if hint is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise AttributeError(f"a job has no .{name}(): errands enqueues with {hint}")
 
     @property
     def hooks(self) -> Hooks:
