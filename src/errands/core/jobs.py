@@ -37,7 +37,7 @@ from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
 from .rows import FLAG_DEADLINE, FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
-from .signatures import EnumParameters, check_handler
+from .signatures import EnumParameters, ScalarParameters, check_handler
 
 if TYPE_CHECKING:
     from .host import AppHost
@@ -795,6 +795,10 @@ class JobDefinition(Generic[P, R]):
         self.enums: EnumParameters | None = enums if enums else None
         """The parameters annotated with an Enum class (None for most jobs, so the worker's check per
         run is a plain test): their members travel as their values and come back as members."""
+        scalars = ScalarParameters(name, func, self._signature)
+        self.scalars: ScalarParameters | None = scalars if scalars else None
+        """The parameters annotated int, float, str or bool (or X | None): their arguments' types are
+        checked at enqueue (ArgumentTypeError), where a wrong one is a typo, not at every attempt."""
         self._fast = self._fast_path()
         self._cursor: Any = None
         self.__doc__ = func.__doc__
@@ -952,6 +956,8 @@ class JobDefinition(Generic[P, R]):
         accepts = self._positional
         if kwargs or accepts is None or not accepts[0] <= len(args) <= accepts[1]:
             self.check_arguments(args, kwargs)
+        if self.scalars is not None:
+            self.scalars.check(args, kwargs)
         if self._fast and not self.app.keep_results:
             o = self.options
             return NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
