@@ -55,8 +55,7 @@ def test_enqueue_refuses_bad_input_and_stores_nothing(migrated, args, code, mess
 
 
 def test_enqueue_payload_too_large(migrated):
-    # a str parameter: a str for sleep_then_record's seconds (a float) is refused before its size is measured
-    done = run_cli(migrated, "enqueue", "sample_jobs.gated_attempt", "--args", json.dumps(["x" * 70000, False]))
+    done = run_cli(migrated, "enqueue", "sample_jobs.sleep_then_record", "--args", json.dumps(["x" * 70000]))
     assert done.returncode == 1 and "over the limit of 65536 bytes" in done.stderr
     assert opened(migrated).store.jobs.list_jobs() == []
 

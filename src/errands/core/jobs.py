@@ -956,21 +956,27 @@ class JobDefinition(Generic[P, R]):
         accepts = self._positional
         if kwargs or accepts is None or not accepts[0] <= len(args) <= accepts[1]:
             self.check_arguments(args, kwargs)
-        if self.scalars is not None:
-            self.scalars.check(args, kwargs)
         if self._fast and not self.app.keep_results:
             o = self.options
-            return NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
-                          o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
-        return self._encode(args, kwargs)
+            new = NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
+                         o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
+            if self.scalars is not None:
+                self.scalars.check(args, kwargs)
+            return new
+        return self._encode(args, kwargs, check_types=True)
 
-    def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> NewJob:
+    def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], *,
+                check_types: bool = False) -> NewJob:
+        """The row of one call.  ``check_types``: the annotated types (after the payload's own refusals:
+        too big, too deep, not JSON), before a key function sees the arguments."""
         o = self.options
         if self.enums:
             stored, named = self.enums.to_values(args, kwargs)
             payload = encode_payload(self.name, stored, named, self.app.payload_limit)
         else:
             payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
+        if check_types and self.scalars is not None:
+            self.scalars.check(args, kwargs)
         if self._plain and o.is_plain and not self.app.keep_results:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour
