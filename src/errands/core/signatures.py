@@ -194,7 +194,7 @@ def _resolved_hints(func: Callable[..., Any], signature: inspect.Signature) -> d
     typo) leaves the others resolved, and is left as its string (which no rule checks)."""
     try:
         return typing.get_type_hints(func)
-    except Exception:  # noqa: BLE001 - any error of an annotation: resolve the others one by one
+    except Exception:  # any error of an annotation: resolve the others one by one
         pass
     scope = dict(getattr(func, "__globals__", {}))
     hints: dict[str, Any] = {}
@@ -203,7 +203,7 @@ def _resolved_hints(func: Callable[..., Any], signature: inspect.Signature) -> d
         if isinstance(hint, str):
             try:
                 hint = eval(hint, scope)  # what typing.get_type_hints does with a string annotation
-            except Exception:  # noqa: BLE001
+            except Exception:  # a name that does not resolve (yet): not checked
                 pass
         hints[name] = hint
     return hints
