@@ -1,6 +1,7 @@
 # errands: set-up, tests and the demo.  Everything runs inside ./.venv.
 #
-#   make demo    run the demo (SQLite; needs nothing but python3)
+#   make demo    run the demo (SQLite; needs nothing but python3); installs errands with the
+#                dashboard extra only, not the development tools
 #   make test    run the test suite (PostgreSQL and MariaDB suites are skipped
 #                with a message when those servers are down, unless CI=true);
 #                ERRANDS_TEST_TIME_SCALE=3 make test multiplies every time limit
@@ -17,6 +18,11 @@ PYTHON ?= python3
 VENV = .venv
 VENV_PYTHON = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
+# The demo needs errands and its dashboard extra only (DEMO_EXTRAS); the tests, the docs and the checks need
+# .[dev].  One venv, two stamps: the dev install implies the demo's (it touches both), so `make test` then
+# `make demo` installs nothing, and `make demo` then `make test` adds the development tools to the same venv.
+DEMO_EXTRAS = dashboard
+DEMO_STAMP = $(VENV)/.installed-demo
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): auto is one per core; TEST_WORKERS=0 runs the tests in pytest's own process.
 # Each test has its own database, schema and ports; the modules that share a costly module-scoped server
@@ -24,7 +30,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
-.PHONY: venv test demo demo-tour docs check graph clean dist
+.PHONY: venv demo-venv test demo demo-tour docs check graph clean dist
 
 venv: $(STAMP)
 
@@ -33,7 +39,15 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --disable-pip-version-check -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEMO_STAMP) $(STAMP)
+
+# The demo's install: skipped when the dev install above is up to date (it holds the demo's extras).
+demo-venv: $(DEMO_STAMP)
+$(DEMO_STAMP): pyproject.toml
+	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
+	test $(STAMP) -nt pyproject.toml || \
+		$(VENV_PYTHON) -m pip install --disable-pip-version-check -q -e '.[$(DEMO_EXTRAS)]'
+	touch $(DEMO_STAMP)
 
 # The browser tests drive Debian's Chromium (never a browser Playwright downloads itself).
 CHROMIUM = /usr/bin/chromium
@@ -61,11 +75,11 @@ dist: venv
 		$(VENV_PYTHON) -m build --outdir dist $$tree >/dev/null && rm -rf $$tree && ls dist
 
 # The worker and the dashboard on SQLite with sample jobs flowing, until Ctrl+C.
-demo: venv
+demo: demo-venv
 	$(VENV_PYTHON) examples/demo/live_demo.py
 
 # The older ten-second tour: enqueue, drain with --burst, print what happened.
-demo-tour: venv
+demo-tour: demo-venv
 	$(VENV_PYTHON) examples/demo/run_demo.py
 
 # The documentation site (mkdocs.yml) into site/; --strict turns every warning into a failure.

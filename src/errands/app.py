@@ -54,6 +54,19 @@ class Schedule:
         return self.job.using(unique_key=f"periodic:{self.name}:{slot_key}"[:255]).prepare(*self.args, **self.kwargs)
 
 
+def _name_taken(job_name: str, func: Callable[..., Any], *, explicit: bool) -> str:
+    """The refusal of a second job under one name, with the fix: two module-level lambdas, or two
+    functions of one name, get the same default name."""
+    message = f"a different job is already registered as {job_name!r}"
+    if explicit:
+        return f"{message}: choose another name=... for this one"
+    if getattr(func, "__name__", None) == "<lambda>":
+        return (f"{message} (every lambda of a module gets that name): register each one with its own name, "
+                'app.job(name="...")(lambda ...)')
+    return f'{message} (the default name, module.function): give one of them its own name, @app.job(name="...")'
+
+
+
 class BatchHandle:
     """What ``app.batch`` and ``app.chain`` return: the batch id, the members, and its progress."""
 
@@ -82,6 +95,14 @@ class BatchHandle:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} id={self.id} jobs={len(self.jobs)}>"
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which keep flagging the call
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("enqueue", "delay", "apply_async"):  # app.chain(...).enqueue(), as for a workflow
+                raise AttributeError(f"{type(self).__name__} has no .{name}(): the jobs are already stored "
+                                     "(app.chain(...) and app.batch(...) enqueue at once); this is their handle")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class WorkflowHandle(BatchHandle):
@@ -264,7 +285,7 @@ class Errands:
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
             job_name = name or default_job_name(f)
             if job_name in self.registry and self.registry[job_name].func is not f:
-                raise ConfigurationError(f"a different job is already registered as {job_name!r}")
+                raise ConfigurationError(_name_taken(job_name, f, explicit=name is not None))
             definition = JobDefinition(self, f, job_name, job_options, job_backoff, behaviour)
             self.registry[job_name] = definition
             return definition
@@ -341,10 +362,26 @@ class Errands:
     def enqueue(self, job: str | JobDefinition[Any, Any], args: Sequence[Any] = (),
                 kwargs: dict[str, Any] | None = None, **options: Any) -> JobHandle:
         """Enqueue a registered job by name or definition, e.g. from a CLI or another service."""
-        definition = self.get_job(job) if isinstance(job, str) else job
+        if isinstance(job, str):
+            definition = self.get_job(job)
+        elif isinstance(job, JobDefinition):
+            definition = job
+        else:
+            raise TypeError(self._not_a_job(job))
         if options:
             definition = definition.using(**options)
         return definition.enqueue(*args, **(kwargs or {}))
+
+    def _not_a_job(self, value: object) -> str:
+        """Why ``app.enqueue(value)`` cannot be, e.g. a lambda or the undecorated function."""
+        given = getattr(value, "__qualname__", None) or type(value).__name__
+        known = next((d.name for d in self.registry.values() if d.func is value), None)
+        if known is not None:
+            return (f"app.enqueue takes a registered job or its name, not the plain function {given}: it is "
+                    f"registered as {known!r}, so pass {known!r} or the object @app.job returned")
+        return (f"only registered jobs can be enqueued (functions decorated with @app.job, or their names), "
+                f"got {type(value).__name__} {given}: register it first, job = app.job(name=\"...\")(func), "
+                "then job.enqueue(...)")
 
     def enqueue_many(self, jobs: Iterable[NewJob], cursor: Any = None) -> list[JobHandle]:
         """Store many prepared jobs with multi-row INSERTs (``job.prepare(...)`` makes them).

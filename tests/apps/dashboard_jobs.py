@@ -11,7 +11,7 @@ app = Errands()
 
 
 @app.job(name="quick", queue="default")
-def quick(n: int) -> None:
+def quick(n: int | str) -> None:  # a str too: the bidi test shows tricky text as its argument
     time.sleep(0.05)
 
 

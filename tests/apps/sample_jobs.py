@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Any
 
 from errands import Errands, current_job
 
@@ -29,6 +30,11 @@ def _record(note: str = "", key: int | None = None) -> None:
     app.store.db.run(lambda cur: cur.execute(
         f"INSERT INTO test_runs (job_id, attempt, pid, note) VALUES ({p}, {p}, {p}, {p})",
         (ctx.id if key is None else key, ctx.attempt, os.getpid(), note)))
+
+
+@app.job(queue="default")
+def take_any(value: Any) -> None:
+    """Takes any value JSON holds (errands checks int, float, str and bool annotations, not Any)."""
 
 
 @app.job(queue="default")

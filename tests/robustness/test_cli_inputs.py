@@ -177,7 +177,7 @@ def test_enqueue_refuses_deep_arguments_and_far_delays_as_usage_errors(migrated)
     done = run_cli(url, "enqueue", "sample_jobs.sleep_then_record", "--args", "[1]", "--delay", "nan")
     assert done.returncode in (1, 2) and "Traceback" not in done.stderr and "delay" in done.stderr
     assert app.store.jobs.list_jobs() == []
-    deepest = ok(run_cli(url, "enqueue", "sample_jobs.sleep_then_record", "--args", f"[{_nested(MAX_DEPTH)}]",
+    deepest = ok(run_cli(url, "enqueue", "sample_jobs.take_any", "--args", f"[{_nested(MAX_DEPTH)}]",
                          "--delay", str(MAX_DELAY)))
     row = app.store.jobs.get_job(int(deepest.strip()))
     assert row is not None and row.arguments[0] == [json.loads(_nested(MAX_DEPTH))]

@@ -18,7 +18,7 @@ def test_unknown_ids_and_wrong_names_are_refused(app: Errands) -> None:
     def noop() -> None:
         pass
 
-    kept, plain, dead = add.enqueue(1, 2), noop.enqueue(), add.enqueue("a", object.__name__)
+    kept, plain, dead = add.enqueue(1, 2), noop.enqueue(), add.enqueue(3, 4)  # dead: buried below, unrun
     app.store.endings.bury(None, dead.id, "ValueError", "buried by the test")
     app.run_until_empty()
 

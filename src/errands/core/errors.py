@@ -10,7 +10,9 @@ lets callers be precise where they care::
     ├── EnqueueError              the job was NOT stored; nothing was written
     │   ├── UnknownJob            name not registered in this app
     │   ├── InvalidQueueName      not a short identifier
-    │   ├── InvalidOption         priority/delay/attempts out of range
+    │   ├── InvalidOption         priority/delay/attempts out of range, arguments that do not fit
+    │   │   └── ArgumentTypeError an argument of another type than its int/float/str/bool annotation
+    │   │                         (also a TypeError)
     │   ├── PayloadNotSerializable  arguments JSON cannot encode
     │   └── PayloadTooLarge       encoded arguments over the configured cap
     ├── StoreError                the database said no
@@ -61,6 +63,12 @@ class InvalidWorkerQueue(ConfigurationError, InvalidQueueName):
 
 class InvalidOption(EnqueueError):
     """An enqueue option (priority, delay, attempts, timeout, ...) is out of range."""
+
+
+class ArgumentTypeError(InvalidOption, TypeError):
+    """An argument's type is not the one its parameter is annotated with (``order_id: int`` given
+    ``"one"``); checked at enqueue for plain ``int``, ``float``, ``str``, ``bool`` and their unions
+    with None.  A TypeError too, as calling the function with it would be in a typed language."""
 
 
 class PayloadNotSerializable(EnqueueError):

@@ -37,7 +37,7 @@ from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
 from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
 from .rows import FLAG_DEADLINE, FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
-from .signatures import EnumParameters, check_handler
+from .signatures import EnumParameters, ScalarParameters, check_handler
 
 if TYPE_CHECKING:
     from .host import AppHost
@@ -536,6 +536,16 @@ class JobDefaults:
         return options, backoff, behaviour
 
 
+CELERY_SPELLINGS = {
+    "delay": "job.enqueue(*args, **kwargs)",
+    "apply_async": "job.using(delay=..., queue=..., priority=...).enqueue(*args, **kwargs)",
+    "apply": "job.enqueue(...) (or call the job, job(...), to run it here and now)",
+    "send": "job.enqueue(*args, **kwargs)",
+    "defer": "job.enqueue(*args, **kwargs)",
+}
+"""What other job queues call enqueueing (Celery, dramatiq, procrastinate), and errands' spelling."""
+
+
 def default_job_name(func: Callable[..., Any]) -> str:
     """``module.function``, the name a job gets when ``@app.job`` gives none: a worker must find it
     again in its own registry.  A script run as ``python shop.py`` (or ``python -m shop``) defines its
@@ -785,6 +795,10 @@ class JobDefinition(Generic[P, R]):
         self.enums: EnumParameters | None = enums if enums else None
         """The parameters annotated with an Enum class (None for most jobs, so the worker's check per
         run is a plain test): their members travel as their values and come back as members."""
+        scalars = ScalarParameters(name, func, self._signature)
+        self.scalars: ScalarParameters | None = scalars if scalars else None
+        """The parameters annotated int, float, str or bool (or X | None): their arguments' types are
+        checked at enqueue (ArgumentTypeError), where a wrong one is a typo, not at every attempt."""
         self._fast = self._fast_path()
         self._cursor: Any = None
         self.__doc__ = func.__doc__
@@ -795,6 +809,17 @@ class JobDefinition(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<JobDefinition {self.name} queue={self.options.queue!r}>"
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which keep flagging job.delay(...) and typos
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names a job does not have: Celery's ``delay`` and ``apply_async`` get the
+            errands spelling.  (No ``delay`` alias: in errands ``delay`` is an option, seconds to wait,
+            ``job.using(delay=60)``, so ``job.delay(60)`` would read both ways.)"""
+            hint = CELERY_SPELLINGS.get(name)
+            if hint is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise AttributeError(f"a job has no .{name}(): errands enqueues with {hint}")
 
     @property
     def hooks(self) -> Hooks:
@@ -933,17 +958,25 @@ class JobDefinition(Generic[P, R]):
             self.check_arguments(args, kwargs)
         if self._fast and not self.app.keep_results:
             o = self.options
-            return NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
-                          o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
-        return self._encode(args, kwargs)
+            new = NewJob(self.name, o.queue, encode_payload(self.name, args, kwargs, self.app.payload_limit),
+                         o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
+            if self.scalars is not None:
+                self.scalars.check(args, kwargs)
+            return new
+        return self._encode(args, kwargs, check_types=True)
 
-    def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> NewJob:
+    def _encode(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], *,
+                check_types: bool = False) -> NewJob:
+        """The row of one call.  ``check_types``: the annotated types (after the payload's own refusals:
+        too big, too deep, not JSON), before a key function sees the arguments."""
         o = self.options
         if self.enums:
             stored, named = self.enums.to_values(args, kwargs)
             payload = encode_payload(self.name, stored, named, self.app.payload_limit)
         else:
             payload = encode_payload(self.name, args, kwargs, self.app.payload_limit)
+        if check_types and self.scalars is not None:
+            self.scalars.check(args, kwargs)
         if self._plain and o.is_plain and not self.app.keep_results:
             return NewJob(self.name, o.queue, payload, o.priority, o.max_attempts, o.timeout, float(o.delay), o.run_at)
         b = self.behaviour

@@ -9,6 +9,10 @@
   value) of the annotated class is stored as its value, and at run time the value is turned back
   into the member.  An Enum member anywhere else in the arguments is refused at enqueue
   (:mod:`errands.core.payload`).
+* :class:`ScalarParameters`: the parameters annotated ``int``, ``float``, ``str`` or ``bool`` (or a
+  union of those with None).  JSON would store ``"one"`` for ``order_id: int`` and the handler
+  would fail later, on a worker, at every attempt; so the type is checked at enqueue.  Other
+  annotations (generics, classes of your own, ``Any``, names that do not resolve) are not checked.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ import enum
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import BadPayload, ConfigurationError, InvalidOption
+from .errors import ArgumentTypeError, BadPayload, ConfigurationError, InvalidOption
 from .payload import safe_text
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -150,3 +154,122 @@ class EnumParameters:
         except (ValueError, TypeError):
             raise BadPayload(f"argument {name!r} holds {safe_text(repr(value), 80)}, which is no value of "
                              f"{cls.__qualname__} (the Enum changed since the job was enqueued?)") from None
+
+
+_SCALAR_TYPES: dict[Any, tuple[type, ...]] = {int: (int,), float: (float, int), str: (str,), bool: (bool,)}
+"""The annotations checked at enqueue and the types each accepts (a float parameter takes an int,
+and bool is an int, as for a type checker)."""
+
+
+class _Rule(typing.NamedTuple):
+    accepts: tuple[type, ...]
+    none: bool
+    """None is accepted too (``X | None``, or a default of None)."""
+    label: str
+    """The annotation as a reader writes it, for the error."""
+
+    def refuse(self, value: Any) -> bool:
+        return not isinstance(value, self.accepts) and not (value is None and self.none)
+
+
+def _scalar_rule(annotation: Any, default: Any) -> _Rule | None:
+    """The rule for ``int``, ``str | None``, ``Optional[float]``, ``int | str``...; None when the
+    annotation is anything else (not checked)."""
+    if isinstance(annotation, type) and annotation in _SCALAR_TYPES:
+        options = [annotation]
+    elif typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = list(typing.get_args(annotation))
+        if not all(o is type(None) or (isinstance(o, type) and o in _SCALAR_TYPES) for o in options):
+            return None
+    else:
+        return None
+    accepts = tuple(dict.fromkeys(t for o in options if o is not type(None) for t in _SCALAR_TYPES[o]))
+    none = type(None) in options or default is None
+    label = " | ".join(o.__name__ if o is not type(None) else "None" for o in options)
+    return _Rule(accepts, none, label)
+
+
+def _resolved_hints(func: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
+    """The parameters' annotations as objects; one that does not resolve (a name defined later, a
+    typo) leaves the others resolved, and is left as its string (which no rule checks)."""
+    try:
+        return typing.get_type_hints(func)
+    except Exception:  # any error of an annotation: resolve the others one by one
+        pass
+    scope = dict(getattr(func, "__globals__", {}))
+    hints: dict[str, Any] = {}
+    for name, param in signature.parameters.items():
+        hint = param.annotation
+        if isinstance(hint, str):
+            try:
+                hint = eval(hint, scope)  # what typing.get_type_hints does with a string annotation
+            except Exception:  # a name that does not resolve (yet): not checked
+                pass
+        hints[name] = hint
+    return hints
+
+
+class ScalarParameters:
+    """The parameters annotated with ``int``, ``float``, ``str``, ``bool`` or a union of them with
+    None, by position, by name and for ``*args`` / ``**kwargs``; :meth:`check` refuses an argument
+    of another type at enqueue.  Falsy when there are none."""
+
+    __slots__ = ("job", "positional", "names", "declared", "rest_positional", "rest_keyword", "first_rest",
+                 "rest_names")
+
+    def __init__(self, job: str, func: Callable[..., Any], signature: inspect.Signature) -> None:
+        self.job = job
+        self.positional: list[tuple[int, str, _Rule]] = []
+        self.names: dict[str, _Rule] = {}
+        self.rest_positional: _Rule | None = None
+        self.rest_keyword: _Rule | None = None
+        self.first_rest = 0
+        self.rest_names = ("*args", "**kwargs")
+        self.declared = {n for n, p in signature.parameters.items()
+                         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+        if not any(p.annotation is not inspect.Parameter.empty for p in signature.parameters.values()):
+            return
+        hints = _resolved_hints(func, signature)
+        star = [f"*{n}" if p.kind is inspect.Parameter.VAR_POSITIONAL else f"**{n}"
+                for n, p in signature.parameters.items()
+                if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+        self.rest_names = (next((s for s in star if s.count("*") == 1), "*args"),
+                           next((s for s in star if s.count("*") == 2), "**kwargs"))
+        kinds = inspect.Parameter
+        for index, (name, param) in enumerate(signature.parameters.items()):
+            rule = _scalar_rule(hints.get(name), param.default)
+            if param.kind is kinds.VAR_POSITIONAL:
+                self.first_rest, self.rest_positional = index, rule
+            elif param.kind is kinds.VAR_KEYWORD:
+                self.rest_keyword = rule
+            elif rule is not None:
+                if param.kind is not kinds.KEYWORD_ONLY:
+                    self.positional.append((index, name, rule))
+                if param.kind is not kinds.POSITIONAL_ONLY:
+                    self.names[name] = rule
+
+    def __bool__(self) -> bool:
+        return bool(self.positional or self.names or self.rest_positional or self.rest_keyword)
+
+    def check(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """ArgumentTypeError for the first argument whose type its annotation does not accept
+        (the arguments already bind to the signature)."""
+        count = len(args)
+        for index, name, rule in self.positional:
+            if index < count and rule.refuse(args[index]):
+                self._refuse(repr(name), rule, args[index])
+        rest = self.rest_positional
+        if rest is not None:
+            for value in args[self.first_rest:]:
+                if rest.refuse(value):
+                    self._refuse(repr(self.rest_names[0]), rest, value)
+        for name, value in kwargs.items():
+            declared = name in self.declared
+            named = self.names.get(name) if declared else self.rest_keyword
+            if named is not None and named.refuse(value):
+                self._refuse(repr(name) if declared else f"{name!r} (in {self.rest_names[1]})", named, value)
+
+    def _refuse(self, argument: str, rule: _Rule, value: Any) -> None:
+        raise ArgumentTypeError(f"job {self.job!r}: argument {argument} is annotated {rule.label}, got "
+                                f"{type(value).__name__} {safe_text(repr(value), 80)}; errands checks int, float, "
+                                "str and bool annotations at enqueue")

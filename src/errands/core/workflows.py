@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from .errors import InvalidOption
 from .rows import NewJob
@@ -29,8 +29,38 @@ POLICIES = ("block", "cancel")
 MAX_STEPS = 100_000
 
 
+class _Description:
+    """A chain or a group only describes jobs; Celery's habits of calling it (``chain(...)()``,
+    ``.delay()``, ``.apply_async()``) get an error that names errands' way to enqueue it."""
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which keep refusing chain(...)() and .delay()
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            raise TypeError(_how_to_enqueue(self, "calling it"))
+
+        def __getattr__(self, name: str) -> Any:
+            if name in CELERY_CALLS:
+                raise AttributeError(_how_to_enqueue(self, f".{name}()"))
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+CELERY_CALLS = frozenset({"delay", "apply_async", "apply", "enqueue", "run"})
+"""What Celery users try on a canvas to run it."""
+
+
+def _how_to_enqueue(node: object, tried: str) -> str:
+    what = type(node).__name__.lower()
+    direct = ("app.chain(...) with the same arguments, or app.chain(chain(...))" if what == "chain" else
+              "app.batch([a.prepare(...), b.prepare(...)]), or app.chain(group(...))")
+    return (f"errands.{what}(...) only describes jobs; {tried} does not enqueue them.  Enqueue with {direct} "
+            f"(it stores the jobs at once and returns a handle), or add the {what} to a workflow: "
+            f"wf = app.workflow(); wf.add({what}(...)); wf.enqueue()")
+
+
 @dataclass(frozen=True)
-class Chain:
+class Chain(_Description):
     """Nodes that run one after the other (see :func:`chain`)."""
 
     nodes: tuple[Node, ...]
@@ -38,7 +68,7 @@ class Chain:
 
 
 @dataclass(frozen=True)
-class Group:
+class Group(_Description):
     """Nodes that run side by side (see :func:`group`)."""
 
     nodes: tuple[Node, ...]
