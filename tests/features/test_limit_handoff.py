@@ -279,3 +279,27 @@ def test_a_run_its_runner_reaches_too_late_is_given_back_unrun_and_granted_again
     assert app.store.jobs.get_job(job.id) is None
     assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 1
     assert worker.claimed == 1
+
+
+def test_a_spaced_window_follows_the_previous_one_by_the_period_and_the_spacing(app):
+    # Issue 26: with a spacing, a window counts its starts over the period and the spacing (at most a
+    # hundredth of the period), so a handler started a little after its recorded start never meets
+    # the next window's.  A long period (1000 s, spacing up to 10 s) keeps the test free of timing.
+    @app.job(name="r")
+    def r(n: int) -> None: ...
+
+    def window(name: str) -> list[Limit]:
+        for _ in range(2):  # the window's two starts left the plain window 5 s ago
+            app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+                "INSERT INTO {rate_starts} (name, started_at, units) VALUES ({p}, {now_plus}, NULL)"),
+                (name, -1005.0)), write=True)
+        return [Limit("rate", name, 2, 1000.0)]
+
+    for n in range(2):
+        r.enqueue(n)
+    first, second = app.store.jobs.claim("w", ["default"], 2, lease=30)
+    plain = app.store.features.admission("w", [(first.id, window("a"))], ahead=30.0)
+    assert plain.admitted == [first.id] and plain.later == {first.id: 0.0}  # granted at once
+    spaced = app.store.features.admission("w", [(second.id, window("b"))], ahead=30.0, spacing=20.0)
+    # Capped at 10 s: the old starts hold the spaced window 5 s more; granted the start it frees then.
+    assert spaced.admitted == [second.id] and 0 < spaced.later[second.id] <= 5.0 + RATE_MARGIN

@@ -310,7 +310,7 @@ class FeatureStore:
 
     def admission(self, owner: str, runs: Sequence[tuple[int, Sequence[Limit]]],
                   concurrency_retry: float = CONCURRENCY_RETRY, ahead: float = 0.0,
-                  slots: int | None = None, lead: float = 0.0) -> Admitted:
+                  slots: int | None = None, lead: float = 0.0, spacing: float = 0.0) -> Admitted:
         """Decide which claimed runs may start now; the others go back to the queue unrun.
 
         A concurrency limit counts the group's runs that are admitted and whose lease is
@@ -337,6 +337,10 @@ class FeatureStore:
         ``lead``: every rate-limited start is granted at least that many seconds ahead (listed in
         ``later``, from ``decided_at``), the time a granted run takes to reach its runner: the
         caller holds it until then, so its handler starts at the moment recorded, not after it.
+        ``spacing``: a rate window counts its starts over the period and that much more (at most a
+        hundredth of the period), so a window's starts follow the previous window's by the period
+        and the spacing: a handler that starts up to ``spacing`` after its recorded start never
+        meets the next window's in one period (at the price of ``spacing`` per period).
         """
         if not runs:
             return Admitted([], {})
@@ -354,7 +358,7 @@ class FeatureStore:
             # Concurrency first: it only reads, so a run it refuses consumes no rate start.
             grouped, waiting = self._admit_concurrency(cur, by_limit, ours, refused, concurrency_retry)
             later, starts, decided = self._admit_rates(cur, by_limit, refused, ahead,
-                                                       _eligible(runs, refused, slots), lead)
+                                                       _eligible(runs, refused, slots), lead, spacing)
             admitted = self._record_admission(cur, owner, ours, grouped, waiting, refused)
             return admitted._replace(later=later, starts=starts, decided_at=decided)
 
@@ -427,7 +431,7 @@ class FeatureStore:
 
     def _admit_rates(self, cur: Cursor, by_limit: dict[tuple[str, str], list[tuple[int, Limit]]],
                      refused: dict[int, float], ahead: float = 0.0, eligible: set[int] | None = None,
-                     lead: float = 0.0) -> tuple[dict[int, float], dict[int, list[tuple[str, Any, int]]], float]:
+                     lead: float = 0.0, spacing: float = 0.0) -> tuple[dict[int, float], _Recorded, float]:
         """Record a start for each run a rate limit allows; refuse the others until the window moves.
 
         A run uses ``cost`` units of its limit (the jobs' ``cost`` column; NULL is 1), and the
@@ -462,7 +466,9 @@ class FeatureStore:
             later[job_id] = max(later.get(job_id, 0.0), wait)  # (a job's and its queue's)
 
         for name, members in rates:
+            # Spaced: each window's starts follow the previous window's by a period and the spacing.
             lim = members[0][1]
+            lim = lim._replace(period=lim.period + min(spacing, lim.period / 100))
             cur.execute(self.d.q("SELECT SUM(COALESCE(units, 1)) FROM {rate_starts} WHERE name = {p} "
                                  "AND started_at > {p}"), (name, self.d.from_datetime(now - _seconds(lim.period))))
             free = lim.limit - as_int(scalar(cur) or 0)
@@ -672,6 +678,10 @@ def _eligible(runs: Sequence[tuple[int, Sequence[Limit]]], refused: Mapping[int,
     rated = [job_id for job_id, limits in runs
              if job_id not in refused and any(lim.kind == "rate" for lim in limits)]
     return set(rated[:max(0, slots)])
+
+
+_Recorded = dict[int, list[tuple[str, Any, int]]]
+"""Each granted run's rate-limit starts as stored: (window, started_at, units)."""
 
 
 def _seconds(value: float) -> timedelta:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError
 from ..core.rows import QUEUE_RATE_PREFIX, ClaimedJob, Limit, QueueLimits
+from .execution import START_TOLERANCE
 
 if TYPE_CHECKING:
     from .host import RunHost
@@ -148,7 +149,7 @@ class Admission:
         # (behind the runs queued before it) could meet the next window's prompt ones in one period.
         idle = max(0, self.settings.concurrency - self.state.outstanding)
         decision = self.store.features.admission(self.owner, runs, ahead=GRANT_AHEAD, slots=idle,
-                                                 lead=self.lead())
+                                                 lead=self.lead(), spacing=START_TOLERANCE)
         if decision.later and decision.decided_at is not None:
             self._took.append(time.monotonic() - decision.decided_at)
         if decision.later:
