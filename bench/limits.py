@@ -218,9 +218,9 @@ def summary(rows: list[dict[str, Any]]) -> str:
             u = [r["groups"]["utilisation"] for r in mine if "utilisation" in r.get("groups", {})]
             a = [[r[k]["attainment"] for r in mine if "attainment" in r.get(k, {})] for k in kinds]
             worst = [max([r[k]["handler_max"] for r in mine if "handler_max" in r.get(k, {})] or [0]) for k in kinds]
-            if not u or not all(a):
+            if not all(a):
                 continue
-            med = [statistics.median(u)] + [statistics.median(x) for x in a]
+            med = [statistics.median(u) if u else math.nan] + [statistics.median(x) for x in a]
             base = base or med
             cells = " | ".join(f"{m:.3f} | {w}" for m, w in zip(med[1:], worst, strict=True))
             out.append(f"| {backend} | {code} | {len(mine)} | {med[0]:.3f} | {cells} "
