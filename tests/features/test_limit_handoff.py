@@ -303,3 +303,35 @@ def test_a_spaced_window_follows_the_previous_one_by_the_period_and_the_spacing(
     spaced = app.store.features.admission("w", [(second.id, window("b"))], ahead=30.0, spacing=20.0)
     # Capped at 10 s: the old starts hold the spaced window 5 s more; granted the start it frees then.
     assert spaced.admitted == [second.id] and 0 < spaced.later[second.id] <= 5.0 + RATE_MARGIN
+
+
+def test_a_missed_start_is_taken_back_once_even_when_its_give_back_is_retried(app, monkeypatch):
+    from errands.core.errors import StoreUnavailable
+
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None: ...
+
+    for n in range(2):
+        r.enqueue(n)
+    worker = _worker(app)
+    first, second = worker.admission.take(4)
+    [(name, stored, units)] = worker.state.starts[first.id]
+    # Both were granted at the same moment; the first missed its start, the second ran.
+    worker.state.work.get()
+    worker.state.missed_start(first, worker.state.starts.pop(first.id))
+    release = app.store.jobs.release
+    calls: list[int] = []
+
+    def failing_once(owner: str, ids: Any, **kw: Any) -> int:
+        calls.append(len(ids))
+        if len(calls) == 1:
+            raise StoreUnavailable("down for a moment")
+        return release(owner, ids, **kw)
+
+    monkeypatch.setattr(app.store.jobs, "release", failing_once)
+    worker.admission.give_back_missed()  # its start is taken back, the release fails
+    worker.state.database_up()
+    worker.admission.give_back_missed()  # released now; no second start taken back
+    assert calls == [1, 1]
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 1  # the second run's stays
+    assert app.store.jobs.get_job(first.id).reserved_by is None

@@ -189,7 +189,10 @@ class Admission:
             return
         ids = [job_id for job_id, _ in missed]
         try:
-            self.store.features.forget_starts([start for _, starts in missed for start in starts])
+            starts = [start for _, recorded in missed for start in recorded]
+            if starts:
+                self.store.features.forget_starts(starts)
+                missed = [(job_id, []) for job_id in ids]  # taken back once only: never a started run's
             self.store.jobs.release(self.owner, ids)
         except StoreError as exc:  # still held (their leases extended): given back at the next turn
             with state.held_lock:
