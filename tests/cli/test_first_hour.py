@@ -112,9 +112,16 @@ def test_creating_commands_still_create_it_and_every_command_names_its_database(
     listed = invoke_cli("", "failed", "list", "--json", **_unset())
     assert json.loads(listed.stdout) == []
     (tmp_path / "errands.db").unlink()
-    enqueued = invoke_cli("", "enqueue", "sample_jobs.record", **_unset(ERRANDS_APP="sample_jobs:app",
-                                                                         ERRANDS_DATABASE_URL="sqlite:///errands.db"))
+    # An app module of this test's own (the imported sample_jobs.app of this process may have been
+    # pointed at another database by an earlier in-process command).
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = f"jobs_{secrets.token_hex(4)}"
+    (tmp_path / f"{module}.py").write_text("from errands import Errands\n\napp = Errands('sqlite:///errands.db')\n\n\n"
+                                           "@app.job(name='record')\ndef record() -> None: ...\n")
+    enqueued = invoke_cli("", "enqueue", "record", **_unset(ERRANDS_APP=f"{module}:app",
+                                                            ERRANDS_DATABASE_URL="sqlite:///errands.db"))
     assert enqueued.returncode == 0 and enqueued.stdout.strip().isdigit(), enqueued.stderr
+    assert (tmp_path / "errands.db").exists()
     assert "errands: database sqlite:///errands.db (ERRANDS_DATABASE_URL)" in enqueued.stderr
 
 
