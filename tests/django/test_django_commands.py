@@ -29,6 +29,7 @@ def test_errands_worker_runs_tasks_in_its_own_processes(tasks_backend: Any, proj
     order.refresh_from_db()
     assert order.note == "packed"
     assert "ValueError" in run.stderr  # the failure is logged by the worker
+    assert run.stderr.rstrip().endswith("errands worker: stopped, 5 jobs run")  # (the closing line, issue 26)
 
 
 def test_worker_takes_only_the_queues_asked_for(tasks_backend: Any, project_db: str) -> None:

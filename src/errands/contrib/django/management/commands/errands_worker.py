@@ -156,10 +156,15 @@ class Command(BaseCommand):
         if unknown:
             self.stderr.write(unregistered_warning(app, unknown))
         connections.close_all()  # nothing of Django's may cross the fork
+        supervisor = Supervisor(app, settings, options["processes"])
         try:
-            code = Supervisor(app, settings, options["processes"]).run()
+            code = supervisor.run()
         except ErrandsError as exc:
             raise CommandError(str(exc)) from exc
+        if options["verbosity"] > 0:  # the closing line, as `errands worker` prints it (also after an idle run)
+            runs = supervisor.jobs_run
+            self.stderr.write(f"errands worker: stopped, {runs} job{'' if runs == 1 else 's'} run"
+                              + (f" (exit code {code})" if code else ""))
         if code:
             sys.exit(code)
 
