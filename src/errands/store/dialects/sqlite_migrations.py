@@ -194,6 +194,39 @@ def _fairness(d: Dialect) -> list[str | Step]:
     ))]
 
 
+# Issue 27, operating a running fleet: version 11 is made of one section per part, each owned by
+# that part (sections are kept apart so the parts' changes never touch each other's lines).
+
+
+def _version_11(d: Dialect) -> list[str | Step]:
+    return [*_dynamic_schedules(d), *_worker_commands(d), *_checkpoints(d), *_run_logs(d), *_sql_enqueue(d)]
+
+
+def _dynamic_schedules(d: Dialect) -> list[str | Step]:
+    """Schedules stored in the database beside the code's (part 1)."""
+    return []
+
+
+def _worker_commands(d: Dialect) -> list[str | Step]:
+    """A worker process quieted or stopped from outside, read with its heartbeat (part 2)."""
+    return []
+
+
+def _checkpoints(d: Dialect) -> list[str | Step]:
+    """A long job's checkpoint and its resumptions (part 3)."""
+    return []
+
+
+def _run_logs(d: Dialect) -> list[str | Step]:
+    """The log records each attempt emitted (part 4)."""
+    return []
+
+
+def _sql_enqueue(d: Dialect) -> list[str | Step]:
+    """Enqueue from SQL: a function, procedure or view any client can call (part 5)."""
+    return []
+
+
 MIGRATIONS = in_version_order(
     SchemaVersion(1, "the jobs table with its claim and lease indexes, the dead letter, the workers registry",
                   _version_1),
@@ -209,4 +242,6 @@ MIGRATIONS = in_version_order(
     SchemaVersion(9, "the alerts table: whether each alert threshold is crossed", _version_9),
     SchemaVersion(10, "expiry, deadlines across retries, per-key rate limits, priority aging, fairness between keys "
                       "(issue 25)", _version_10),
+    SchemaVersion(11, "operating a running fleet: dynamic schedules, worker commands, checkpoints, per-run logs, "
+                      "enqueue from SQL (issue 27)", _version_11),
 )
