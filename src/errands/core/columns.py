@@ -109,6 +109,8 @@ JOBS: tuple[Column, ...] = (
     Column("age_cap", Kind.INT, Fill.FIELD, feature=True),
     Column("fairness_key", Kind.KEY, Fill.FIELD, feature=True, dead=True),
     Column("fair_turn", Kind.BIGINT, Fill.FIELD, feature=True, claim=True, nullable=False),
+    Column("checkpoint", Kind.PAYLOAD, claim=True, dead=True),
+    Column("resumptions", Kind.INT, claim=True, nullable=False),
 )
 """The jobs table, in the order listings read it (and JobRow's fields)."""
 

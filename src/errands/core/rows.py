@@ -249,6 +249,12 @@ class ClaimedJob(NamedTuple):
     fair_turn: int = 0
     """Its turn among the keyed jobs of its queue and priority (0: no fairness key): a claimed batch
     starts in claim order, priority, then turn, then id."""
+    checkpoint: str | None = None
+    """The JSON its handler last stored with ``current_job().checkpoint(value)`` (None: none yet): where
+    this attempt resumes (``current_job().checkpoint_value``)."""
+    resumptions: int = 0
+    """How often a stopping worker gave the job back from a checkpoint (``Interrupted``), its attempt
+    refunded, against its ``max_resumptions``."""
 
     @classmethod
     def read(cls, row: Sequence[Any]) -> ClaimedJob:
@@ -307,6 +313,10 @@ class JobRow:
     fairness_key: str | None = None
     fair_turn: int = 0
     """Its turn among the jobs of its queue and priority (0: no fairness key); see docs/features/fairness.md."""
+    checkpoint: str | None = None
+    """The JSON its handler last stored with ``current_job().checkpoint(value)``; see docs/features/checkpoints.md."""
+    resumptions: int = 0
+    """How often a stopping worker gave it back from a checkpoint, its attempt refunded."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> JobRow:
@@ -362,6 +372,8 @@ class FailedJobRow:
     flags: int = 0
     rate_key: str | None = None
     fairness_key: str | None = None
+    checkpoint: str | None = None
+    """The last checkpoint, kept so that a retry from the dead letter resumes from it."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], to_datetime: ToDatetime) -> FailedJobRow:

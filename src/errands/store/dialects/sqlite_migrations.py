@@ -213,8 +213,10 @@ def _worker_commands(d: Dialect) -> list[str | Step]:
 
 
 def _checkpoints(d: Dialect) -> list[str | Step]:
-    """A long job's checkpoint and its resumptions (part 3)."""
-    return []
+    """A long job's checkpoint and its resumptions (part 3): the JSON a handler stored with
+    ``current_job().checkpoint(value)``, kept by the dead letter (a retry from there resumes from it),
+    and how often a stopping worker gave the job back from it (against ``max_resumptions``)."""
+    return [*d.add_job_column("checkpoint"), *d.add_job_column("resumptions")]
 
 
 def _run_logs(d: Dialect) -> list[str | Step]:
