@@ -3,8 +3,9 @@ import errands
 
 def test_public_api_is_pinned():
     assert sorted(errands.__all__) == [
-        "Alert", "Backoff", "BadPayload", "BatchHandle", "BatchRow", "ConfigurationError", "Cron", "DeadlineExceeded",
-        "Discard", "EnqueueError", "Errands", "ErrandsError", "FailedJob", "Hooks", "InvalidOption", "InvalidQueueName",
+        "Alert", "Backoff", "BadPayload", "BatchHandle", "BatchRow", "CheckpointTooLarge", "ConfigurationError",
+        "Cron", "DeadlineExceeded", "Discard", "EnqueueError", "Errands", "ErrandsError", "FailedJob", "Hooks",
+        "Interrupted", "InvalidOption", "InvalidQueueName",
         "JobCancelled", "JobContext", "JobDefinition", "JobExpired", "JobFailed", "JobHandle", "JobNotFound",
         "JobState", "JobTimeout",
         "PayloadNotSerializable", "PayloadTooLarge", "RateLimit", "ResultRow", "Retry", "Schedule", "SchemaError",

@@ -45,6 +45,9 @@ class Result(str, enum.Enum):
     """It stopped because its cancellation was requested: record it, never retry."""
     SNOOZED = "snoozed"
     """The handler raised ``Snooze``: run it again later without spending an attempt."""
+    INTERRUPTED = "interrupted"
+    """The handler raised ``Interrupted`` (its worker is stopping; it stored a checkpoint): given back at
+    once without spending an attempt while its ``max_resumptions`` last, then an attempt like a lost one."""
     LOST = "lost"
     """Its worker stopped heart-beating and the lease expired: back at once while attempts are left."""
     UNKNOWN = "unknown"
@@ -110,6 +113,14 @@ class Snoozed(NamedTuple):
     delay: float
 
 
+class Resumed(NamedTuple):
+    """A run stopped at a checkpoint because its worker is stopping (``Interrupted``): back in line at
+    once with its attempt given back and one more resumption; its checkpoint stays in the row."""
+
+    job_id: int
+    delay: float = 0.0
+
+
 class Buried(NamedTuple):
     """To the dead letter, with the error kept (and the traceback, when the job keeps them)."""
 
@@ -151,7 +162,7 @@ class CancelledRun(NamedTuple):
     record_ttl: float
 
 
-Settlement = Completed | RetryAt | Snoozed | Buried | CancelledRun | HeldBack | Expired
+Settlement = Completed | RetryAt | Snoozed | Resumed | Buried | CancelledRun | HeldBack | Expired
 
 
 Ended = tuple[ClaimedJob, Settlement]
@@ -198,7 +209,7 @@ def decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
 def _decide(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     settlement = _ending(outcome, policy)
     left = outcome.deadline_in
-    if left is not None and isinstance(settlement, (RetryAt, Snoozed)) and settlement.delay >= left:
+    if left is not None and isinstance(settlement, (RetryAt, Snoozed, Resumed)) and settlement.delay >= left:
         return past_deadline(outcome, settlement.delay, left,
                              settlement.traceback if isinstance(settlement, RetryAt) else None)
     return settlement
@@ -243,12 +254,16 @@ def _ending(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
         return CancelledRun(row.id, outcome.error_message, policy.record_ttl)
     if result is Result.SNOOZED:
         return _snoozed(outcome, policy)
+    if result is Result.INTERRUPTED and row.resumptions < policy.retry.max_resumptions:
+        return Resumed(row.id)
     if result is Result.UNKNOWN and policy.unknown_grace > 0:
         return HeldBack(row.id, held_back_for(policy.unknown_grace), policy.unknown_grace, outcome.error_type,
                         outcome.error_message)
-    delay = retry_delay(row.attempts, row.max_attempts, None if result is Result.LOST else policy.backoff,
+    # A lost lease, or a stop past max_resumptions, is no fault of the job's: its next attempt comes at once.
+    delay = retry_delay(row.attempts, row.max_attempts,
+                        None if result in (Result.LOST, Result.INTERRUPTED) else policy.backoff,
                         retryable=result not in (Result.FATAL, Result.UNKNOWN), requested_delay=outcome.retry_delay,
-                        error=outcome.exc, policy=policy.retry)
+                        error=None if result is Result.INTERRUPTED else outcome.exc, policy=policy.retry)
     trace = _traceback(outcome.exc) if policy.keep_traceback else None
     if delay is not None:
         return RetryAt(row.id, row.attempts, delay, outcome.error_type, outcome.error_message, trace)

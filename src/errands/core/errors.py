@@ -22,11 +22,13 @@ lets callers be precise where they care::
     ├── BadPayload                a stored payload or result cannot be decoded (also a ValueError)
     ├── JobTimeout                a run exceeded its timeout (recorded as its error)
     ├── JobCancelled              the job was cancelled (raised in its handler, or by result())
+    ├── CheckpointTooLarge        checkpoint(value): the encoded value is over the cap (also a ValueError)
     ├── JobFailed                 result(): the job ended in the dead letter
     │   └── JobExpired            result(): the job expired before it started (``expires_in``)
     ├── DeadlineExceeded          the error a job is buried with when its ``deadline`` passed
     ├── Retry                     raised by a handler: retry after a delay it chooses
     ├── Snooze                    raised by a handler: run again later, without spending an attempt
+    ├── Interrupted               raised by checkpoint() (or a handler) while its worker stops: resume later
     └── Discard                   raised by a handler: skip the remaining attempts
 
 Driver exceptions are mapped at the store boundary (``raise StoreUnavailable(...)
@@ -110,6 +112,11 @@ class JobCancelled(ErrandsError):
     """The job was cancelled: raised at a handler's checkpoint, or by ``handle.result()``."""
 
 
+class CheckpointTooLarge(ErrandsError, ValueError):
+    """``current_job().checkpoint(value)``: the value's JSON is over the cap (``CHECKPOINT_LIMIT``,
+    64 KiB); nothing was stored.  Keep a cursor in a checkpoint (an id, an offset), not the data."""
+
+
 class JobFailed(ErrandsError):
     """``handle.result()``: the job ended in the dead letter (its error is in the message)."""
 
@@ -150,6 +157,15 @@ class Snooze(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Sno
             raise ValueError(f"Snooze needs a number of seconds >= 0, got {seconds!r}")
         super().__init__(reason or f"snoozed for {seconds:g}s")
         self.seconds = float(seconds)
+
+
+class Interrupted(ErrandsError):  # noqa: N818 - a request, not an error: the worker is stopping
+    """Raised by ``current_job().checkpoint(value)`` once the value is stored, when the run's worker is
+    stopping (SIGTERM, a graceful shutdown) or its lease is about to be lost; a handler may raise it
+    itself after a checkpoint when it sees ``current_job().stopping``.  The job is given back at
+    once with its attempt refunded, and its next attempt resumes from the checkpoint
+    (``current_job().checkpoint_value``); past the job's ``max_resumptions`` the stop spends an
+    attempt like a failure.  Let it propagate: a handler that swallows it keeps running."""
 
 
 class Discard(ErrandsError):  # noqa: N818 - a request, not an error: ``raise Discard("no phone number")``

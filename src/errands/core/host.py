@@ -32,6 +32,8 @@ class CoreFeatures(Protocol):
 
     def set_progress(self, owner: str, job_id: int, fraction: float, message: str | None) -> bool: ...
 
+    def set_checkpoint(self, owner: str, job_id: int, checkpoint: str) -> bool: ...
+
 
 class CoreStore(Protocol):
     """The parts of the store job handles and job contexts call through."""

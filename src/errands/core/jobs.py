@@ -35,7 +35,7 @@ from .errors import (
 from .hooks import Enqueue, Hooks, enqueuing
 from .limits import ID_MAX, INT_MAX, MAX_DELAY, RateLimit, parse_rate_limit
 from .payload import decode_arguments, encode_payload, safe_text
-from .retry import DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
+from .retry import DEFAULT_MAX_RESUMPTIONS, DEFAULT_MAX_SNOOZES, Backoff, BackoffSpec, RetryPolicy, make_backoff
 from .rows import FLAG_DEADLINE, FLAG_RESULT, FLAG_UNIQUE_PERIOD, KEEP, JobState, NewJob, UniqueRule
 from .signatures import EnumParameters, ScalarParameters, check_handler
 
@@ -373,6 +373,9 @@ class JobSpec:
     fairness_key: str | Callable[..., Any] | None = None
     """The key (a tenant...) the claim takes turns between: a string or a function of the job's arguments
     as for ``concurrency_key``, computed once at enqueue (None: no turns, today's order)."""
+    max_resumptions: int = DEFAULT_MAX_RESUMPTIONS
+    """How many times a stopping worker may give the job back from a checkpoint (``Interrupted``) without
+    spending an attempt; the next stop spends one (docs/features/checkpoints.md)."""
 
     def __post_init__(self) -> None:
         limit = self.concurrency_limit
@@ -465,6 +468,7 @@ class JobSpecArgs(TypedDict, total=False):
     expires_in: float | None
     deadline: float | None
     fairness_key: str | Callable[..., Any] | None
+    max_resumptions: int
 
 
 @dataclass(frozen=True)
@@ -514,7 +518,8 @@ class JobDefaults:
         priority, attempts or timeout no enqueue could use."""
         policy = RetryPolicy(retry_on=None if spec.retry_on is None else _exception_types(spec.retry_on, "retry_on"),
                              discard_on=_exception_types(spec.discard_on, "discard_on"),
-                             max_snoozes=self.max_snoozes if spec.max_snoozes is None else spec.max_snoozes)
+                             max_snoozes=self.max_snoozes if spec.max_snoozes is None else spec.max_snoozes,
+                             max_resumptions=spec.max_resumptions)
         rate = spec.rate_limit if isinstance(spec.rate_limit, RateLimit) else None  # JobSpec parsed it
         behaviour = JobBehaviour(unique=spec.unique, rate_limit=rate, concurrency_limit=spec.concurrency_limit,
                                  concurrency_key=spec.concurrency_key, rate_limit_key=spec.rate_limit_key,

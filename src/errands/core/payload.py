@@ -37,7 +37,7 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from .errors import BadPayload, InvalidOption, PayloadNotSerializable, PayloadTooLarge
+from .errors import BadPayload, CheckpointTooLarge, InvalidOption, PayloadNotSerializable, PayloadTooLarge
 
 MAX_DEPTH = 64
 """Nesting levels of lists and objects a job's arguments may use.  Far beyond what real
@@ -49,6 +49,9 @@ HEADERS_LIMIT = 4096
 """Bytes of JSON the headers of one enqueue may take (they are not counted in ``payload_limit``)."""
 ERROR_TEXT_CAP = 2000
 """Characters of an error message kept with a job (the traceback goes to the worker's log)."""
+CHECKPOINT_LIMIT = 65536
+"""Bytes of JSON (UTF-8) one checkpoint may take: a cursor (an id, an offset, a few counters), not the
+data itself.  Every checkpoint is an UPDATE of the job's row, and every claim of the job reads it."""
 REPLACEMENT = "\ufffd"
 CODEC_KEY = "codec"
 """The payload key saying that tagged values are inside (see the module docstring)."""
@@ -294,6 +297,23 @@ def encode_result(value: Any) -> str:
         raise ValueError(f"nested too deeply: {exc}") from None
 
 
+def encode_checkpoint(value: Any, limit: int = CHECKPOINT_LIMIT) -> str:
+    """A handler's checkpoint as JSON, through the codec of results (a datetime or a Decimal comes back
+    as one).  TypeError when the codec cannot carry it; CheckpointTooLarge over ``limit`` bytes."""
+    try:
+        text = encode_result(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a checkpoint must be a value errands can store as JSON (JSON values, datetime, "
+                        f"date, UUID, Decimal): {safe_text(exc, 200)}") from None
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > limit:
+        raise CheckpointTooLarge(f"the checkpoint takes {size} bytes as JSON, over the limit of {limit}: keep a "
+                                 "cursor (an id, an offset), not the data itself")
+    if too_deep(text):
+        raise TypeError(f"a checkpoint may nest lists and objects at most {MAX_DEPTH} levels deep")
+    return text
+
+
 def encode_headers(headers: dict[str, str]) -> str:
     """The ``"headers":{...}`` member an enqueue hook's headers add to each payload."""
     if not isinstance(headers, dict) or not all(type(k) is str and type(v) is str for k, v in headers.items()):
@@ -403,6 +423,16 @@ def decode_result(text: Any) -> Any:
         return _untag(data)
     except RecursionError:
         raise BadPayload("the stored result nests too deeply to decode") from None
+
+
+def decode_checkpoint(text: Any) -> Any:
+    """A stored checkpoint (None: none); BadPayload, saying so, when the row holds something else."""
+    if text is None:
+        return None
+    try:
+        return decode_result(text)
+    except BadPayload as exc:
+        raise BadPayload(f"the stored checkpoint cannot be read: {exc}") from None
 
 
 def read_headers(payload: Any) -> dict[str, str]:

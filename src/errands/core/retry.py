@@ -105,6 +105,10 @@ def make_backoff(spec: BackoffSpec, *, jitter: float = 0.0) -> Backoff:
 DEFAULT_MAX_SNOOZES = 100
 """How many times a job may snooze (``raise Snooze(...)``) when neither it nor its app says."""
 
+DEFAULT_MAX_RESUMPTIONS = 100
+"""How many times a job may be given back from a checkpoint by a stopping worker (``Interrupted``) without
+spending an attempt, when the job does not say (``max_resumptions``)."""
+
 ExceptionTypes = tuple[type[BaseException], ...]
 
 
@@ -118,6 +122,9 @@ class RetryPolicy:
     """These exception types skip the remaining attempts (straight to the dead letter)."""
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     """Snoozes allowed over the job's life; the next one sends it to the dead letter."""
+    max_resumptions: int = DEFAULT_MAX_RESUMPTIONS
+    """Stops at a checkpoint (``Interrupted``) given back with the attempt refunded over the job's life;
+    the next one spends an attempt."""
 
     def __post_init__(self) -> None:
         for field_name in ("retry_on", "discard_on"):
@@ -128,6 +135,10 @@ class RetryPolicy:
         if isinstance(self.max_snoozes, bool) or not isinstance(self.max_snoozes, int) \
                 or not 0 <= self.max_snoozes <= INT_MAX:
             raise ConfigurationError(f"max_snoozes must be an integer from 0 to {INT_MAX}, got {self.max_snoozes!r}")
+        if isinstance(self.max_resumptions, bool) or not isinstance(self.max_resumptions, int) \
+                or not 0 <= self.max_resumptions <= INT_MAX:
+            raise ConfigurationError(f"max_resumptions must be an integer from 0 to {INT_MAX}, got "
+                                     f"{self.max_resumptions!r}")
 
     def retries(self, error: BaseException) -> bool:
         """Whether ``error``, raised by a run, may be retried (attempts permitting).

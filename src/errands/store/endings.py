@@ -28,6 +28,7 @@ from ..core.endings import (
     PolicyLookup,
     RecoveryReport,
     Result,
+    Resumed,
     RetryAt,
     RunOutcome,
     Settlement,
@@ -105,6 +106,8 @@ class EndingStore:
                 written = s if self._retry(cur, owner, s) else None
             elif isinstance(s, Snoozed):
                 written = s if self._snooze(cur, owner, s) else None
+            elif isinstance(s, Resumed):
+                written = s if self._resume(cur, owner, s) else None
             elif isinstance(s, (Buried, Expired)):
                 written = s if self._bury(cur, owner, s) else None
             elif isinstance(s, HeldBack):
@@ -239,6 +242,15 @@ class EndingStore:
         mine, param = self._owned(owner)
         cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
                              "available_at = {now_plus}, snoozes = snoozes + 1, "
+                             "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}") + mine,
+                    [clamp_delay(s.delay), s.job_id, *param])
+        return cur.rowcount == 1
+
+    def _resume(self, cur: Cursor, owner: str | None, s: Resumed) -> bool:
+        """Back in line at once with its attempt given back and one more resumption; its checkpoint stays."""
+        mine, param = self._owned(owner)
+        cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
+                             "available_at = {now_plus}, resumptions = resumptions + 1, "
                              "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}") + mine,
                     [clamp_delay(s.delay), s.job_id, *param])
         return cur.rowcount == 1

@@ -82,6 +82,10 @@ AGING_BATCH = 1000
 """Most waiting jobs one aging pass raises (the rest wait for the next pass)."""
 
 
+
+CHECKPOINT = "UPDATE {jobs} SET checkpoint = {p} WHERE id = {p} AND reserved_by = {p}"
+"""A running job's checkpoint (``current_job().checkpoint``), written only while its worker holds it."""
+
 class FeatureStore:
     """Verbs of the job features; each keeps its promise in the database."""
 
@@ -233,6 +237,20 @@ class FeatureStore:
             return cur.rowcount == 1
 
         return self.db.run(update)
+
+    # ------------------------------------------------------------------ checkpoints
+    def set_checkpoint(self, owner: str, job_id: int, checkpoint: str) -> bool:
+        """Store a running job's checkpoint (JSON, encoded and size-checked by the caller) in its row, in a
+        transaction of its own, only while ``owner`` holds the run; False when it does not."""
+        def update(cur: Cursor) -> bool:
+            cur.execute(self.d.q(CHECKPOINT), (checkpoint, job_id, owner))
+            if cur.rowcount == 1:
+                return True
+            # MySQL counts changed rows only: the same checkpoint stored again changes none.
+            cur.execute(self.d.q("SELECT 1 FROM {jobs} WHERE id = {p} AND reserved_by = {p}"), (job_id, owner))
+            return cur.fetchone() is not None
+
+        return self.db.run(update, write=True)
 
     # ------------------------------------------------------------------ queues
     def set_paused(self, queue: str, paused: bool) -> None:

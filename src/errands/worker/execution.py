@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core.context import JobContext, context_of, running_row
+from ..core.context import JobContext, Stopping, context_of, running_row
 from ..core.endings import Result, RunOutcome
-from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
+from ..core.errors import BadPayload, Interrupted, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
@@ -86,16 +86,17 @@ def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
     return definition, args, kwargs
 
 
-def run_sync(app: RunHost, row: ClaimedJob) -> RunOutcome:
-    """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``."""
+def run_sync(app: RunHost, row: ClaimedJob, stopping: Stopping | None = None) -> RunOutcome:
+    """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``.
+    ``stopping``: the worker's stop flag, which ``current_job().stopping`` reads."""
     prepared = prepare(app, row)
     if type(prepared) is RunOutcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
     hooks = definition.behaviour.hooks
     if app.hooks.any or (hooks is not None and hooks.any):
-        return _run_hooked_sync(app, row, definition, args, kwargs)
-    token = running_row.set((row, app))
+        return _run_hooked_sync(app, row, definition, args, kwargs, stopping)
+    token = running_row.set((row, app, stopping))
     started = _clock()
     try:
         value = definition.func(*args, **kwargs)
@@ -107,10 +108,10 @@ def run_sync(app: RunHost, row: ClaimedJob) -> RunOutcome:
 
 
 def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[Any, Any], args: list[Any],
-                     kwargs: dict[str, Any]) -> RunOutcome:
+                     kwargs: dict[str, Any], stopping: Stopping | None = None) -> RunOutcome:
     chain = chain_of(app.hooks, definition.behaviour.hooks)
-    ctx = context_of(row, app)
-    token = running_row.set((row, app))
+    ctx = context_of(row, app, stopping)
+    token = running_row.set((row, app, stopping))
     started = _clock()
     error: BaseException | None = None
     try:
@@ -125,15 +126,15 @@ def _run_hooked_sync(app: RunHost, row: ClaimedJob, definition: JobDefinition[An
     return RunOutcome(row, Result.OK, _clock() - started, value=value)
 
 
-async def run_async(app: RunHost, row: ClaimedJob) -> RunOutcome:
+async def run_async(app: RunHost, row: ClaimedJob, stopping: Stopping | None = None) -> RunOutcome:
     """Run an ``async def`` job on the worker's event loop, with a soft timeout."""
     prepared = prepare(app, row)
     if type(prepared) is RunOutcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
     chain = chain_of(app.hooks, definition.behaviour.hooks)
-    ctx: JobContext | None = context_of(row, app) if chain else None
-    token = running_row.set((row, app))
+    ctx: JobContext | None = context_of(row, app, stopping) if chain else None
+    token = running_row.set((row, app, stopping))
     started = _clock()
     error: BaseException | None = None
     try:
@@ -173,6 +174,8 @@ def failure(row: ClaimedJob, exc: BaseException, duration: float) -> RunOutcome:
         return RunOutcome(row, Result.CANCELLED, duration, error_name(exc), text, exc)
     if isinstance(exc, Snooze):
         return RunOutcome(row, Result.SNOOZED, duration, error_name(exc), text, exc, retry_delay=exc.seconds)
+    if isinstance(exc, Interrupted):
+        return RunOutcome(row, Result.INTERRUPTED, duration, error_name(exc), text, exc)
     if isinstance(exc, Retry):
         return RunOutcome(row, Result.ERROR, duration, error_name(exc), text, exc, retry_delay=exc.delay)
     return RunOutcome(row, Result.ERROR, duration, error_name(exc), text, exc)
@@ -297,7 +300,7 @@ class Runners:
                     return self._future_outcome(future, row)
                 finally:
                     self.futures.pop(row.id, None)
-            return run_sync(self.app, row)
+            return run_sync(self.app, row, self.state.stopping)
         finally:
             if slots is not None:
                 slots.clear(slot)
@@ -323,7 +326,7 @@ class Runners:
         if row.id in self._cancel_requested:  # requested before the task first ran
             task.cancel()
         try:
-            return await run_async(self.app, row)
+            return await run_async(self.app, row, self.state.stopping)
         finally:
             self._tasks.pop(row.id, None)
 

@@ -123,6 +123,7 @@ class Maintenance:
         next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
         self._next_prune = time.monotonic() + jitter.uniform(0, PRUNE_EVERY)
         next_report = 0.0
+        kept = time.monotonic()  # when the leases were last extended (the first beat just did)
         while not state.stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * jitter.uniform(0.9, 1.0)):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
@@ -139,10 +140,18 @@ class Maintenance:
             next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
             try:
                 self._keep()
+                kept = time.monotonic()
+                state.leases_at_risk.clear()
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
             except Exception:  # never let this thread die: the leases of running jobs would lapse
                 log.exception("heartbeat failed")
+            if time.monotonic() - kept > self.lease / 2 and not state.leases_at_risk.is_set():
+                # Half a lease without an extension: the runs may soon be another worker's, so running
+                # jobs are told to stop at their next checkpoint (current_job().stopping).
+                log.warning("leases not extended for %.0fs: running jobs are asked to stop at a checkpoint",
+                            time.monotonic() - kept)
+                state.leases_at_risk.set()
             if state.stop.is_set() and not state.held:
                 return
 

@@ -64,6 +64,13 @@ class WorkerState:
         """Jobs became ready (the listener's signal, or a finished dependency): claim again soon."""
         self.stop = threading.Event()
         self.stop_now = threading.Event()
+        self.leases_at_risk = threading.Event()
+        """Set by the heartbeat thread while it has failed to extend the leases for half a lease: the
+        runs may soon be another worker's (``current_job().stopping`` reads it)."""
+
+    def stopping(self) -> bool:
+        """Whether running jobs should stop at their next checkpoint: told to stop, or leases at risk."""
+        return self.stop.is_set() or self.leases_at_risk.is_set()
 
     def missed_start(self, row: ClaimedJob, starts: list[tuple[str, Any, int]]) -> None:
         """A runner's rate-limited run missed its start: hand it, and the starts recorded for it, to
