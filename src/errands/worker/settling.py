@@ -23,6 +23,7 @@ from ..core.endings import (
     Completed,
     HeldBack,
     Result,
+    Resumed,
     RetryAt,
     RunOutcome,
     Settlement,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("errands.worker")
 
-_NOT_ENDED = (Result.SNOOZED, Result.UNKNOWN)
+_NOT_ENDED = (Result.SNOOZED, Result.UNKNOWN, Result.INTERRUPTED)
 """Outcomes that count neither as a success nor as a failure in the throughput figures."""
 SETTLE_EVERY = 0.02
 """Longest delay before finished runs are recorded while jobs keep coming."""
@@ -299,6 +300,9 @@ class Settling:
         elif isinstance(settlement, Snoozed):
             log.info("job %d %s snoozed: runs again in %.1fs", row.id, row.name, settlement.delay,
                      extra={**fields, "retry_in": settlement.delay})
+        elif isinstance(settlement, Resumed):
+            log.info("job %d %s stopped at its checkpoint and was given back (attempt refunded, resumption %d)",
+                     row.id, row.name, row.resumptions + 1, extra=fields)
         elif isinstance(settlement, Buried):
             log.warning("job %d %s moved to the dead letter after %d attempt(s): %s: %s", row.id, row.name,
                         row.attempts, settlement.error_type, settlement.error_message,
@@ -333,6 +337,9 @@ class Settling:
         elif outcome.result is Result.SNOOZED:
             log.info("job %d %s snoozed after %.1f ms: %s", row.id, row.name, outcome.duration * 1000,
                      outcome.error_message, extra=fields)
+        elif outcome.result is Result.INTERRUPTED:
+            log.info("job %d %s stopped at a checkpoint after %.1f ms: %s", row.id, row.name,
+                     outcome.duration * 1000, outcome.error_message, extra=fields)
         elif outcome.result is Result.UNKNOWN:  # said once per name when it is held back (_held_back)
             log.debug("job %d %s: %s", row.id, row.name, outcome.error_text, extra=fields)
         else:
