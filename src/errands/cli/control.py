@@ -14,7 +14,7 @@ from ..core.limits import ID_MAX
 from ..core.payload import safe_text
 from ..core.rows import dead_state
 from ..services import operator as ops
-from ..services.operator import display_arguments, displayable
+from ..services.operator import display_arguments, display_checkpoint, displayable
 from .context import CLI, Context
 
 JOB_ID = click.IntRange(1, ID_MAX)
@@ -106,6 +106,7 @@ def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
                 "waits_for": [parent for _, parent in store.insights.dependencies_of(row.id)],
                 "batch_id": row.batch_id, "rate_key": row.rate_key, "last_error": row.last_error,
                 "progress": row.progress, "progress_message": row.progress_message,
+                "checkpoint": display_checkpoint(row.checkpoint), "resumptions": row.resumptions or None,
                 "cancel_requested": row.cancel_requested_at is not None,
                 "expires_at": None if row.expires_at is None else row.expires_at.isoformat(),
                 "deadline_at": None if row.deadline_at is None else row.deadline_at.isoformat()}
@@ -114,7 +115,8 @@ def _describe_row(ctx: Context, job_id: int) -> dict[str, Any]:
         return {"id": dead.id, "name": dead.name, "label": dead.label, "queue": dead.queue,
                 "state": dead_state(dead.error_type, dead.error_message).value,
                 "arguments": display_arguments(dead.payload), "attempts": dead.attempts,
-                "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}"}
+                "failed_at": dead.failed_at.isoformat(), "error": f"{dead.error_type}: {dead.error_message}",
+                "checkpoint": display_checkpoint(dead.checkpoint)}
     result = store.features.get_result(job_id)
     if result is not None:
         return {"id": result.id, "name": result.name, "label": result.label, "queue": result.queue,

@@ -329,6 +329,11 @@ class LiveJob(JobSummary):
     """The rate-limit key its runs count under (None: the job's own window)."""
     progress_message: str | None = None
     cancel_requested: bool = False
+    checkpoint: str | None = None
+    """The JSON its handler last stored with ``current_job().checkpoint()``, cut to 500 characters
+    (None: none): where its next attempt resumes."""
+    resumptions: int = 0
+    """How often a stopping worker gave it back from a checkpoint, its attempt refunded."""
     why: list[str] = field(default_factory=list)
     errors: list[ErrorEntry] = field(default_factory=list)
     """The error history, oldest first (at most 100 entries, the latest)."""
@@ -359,6 +364,8 @@ class DeadJob(ReadModel):
     errors: list[ErrorEntry] = field(default_factory=list)
     tracebacks_hidden: bool = False
     workflow: WorkflowLink | None = None
+    checkpoint: str | None = None
+    """The last checkpoint (cut to 500 characters): a retry resumes from it."""
 
 
 @dataclass(eq=False)

@@ -288,6 +288,19 @@ def display_arguments(payload: Any) -> Any:
     return for_display(payload)
 
 
+CHECKPOINT_SHOWN = 500
+"""Characters of a job's checkpoint (its JSON) the job page, the API and ``errands job show`` show."""
+
+
+def display_checkpoint(text: Any) -> str | None:
+    """A stored checkpoint for people: its JSON text, made safe to show, cut to CHECKPOINT_SHOWN
+    characters (then ending in "…"); None when the job has none."""
+    if text is None:
+        return None
+    shown = safe_text(text, CHECKPOINT_SHOWN + 1)
+    return shown if len(shown) <= CHECKPOINT_SHOWN else shown[:CHECKPOINT_SHOWN - 1] + "…"
+
+
 def displayable(value: Any) -> Any:
     """``value`` (decoded JSON, a read model) ready for any JSON encoder and any output: every
     string through :func:`errands.core.payload.safe_text` (lone surrogates and NUL become U+FFFD),
@@ -380,6 +393,7 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
                        if row.blocked_by is not None else [],
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key, rate_key=row.rate_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
+                       checkpoint=display_checkpoint(row.checkpoint), resumptions=row.resumptions,
                        why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden,
                        workflow=None if row.batch_id is None else workflow_of(app, row.id, row.batch_id))
     dead = store.jobs.get_failed(job_id)
@@ -389,7 +403,8 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
         return DeadJob(dead.id, dead.name, dead.queue, state, "failed", dead.attempts, dead.max_attempts,
                        dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
-                       errors, hidden, workflow=workflow_of(app, dead.id))
+                       errors, hidden, workflow=workflow_of(app, dead.id),
+                       checkpoint=display_checkpoint(dead.checkpoint))
     result = store.features.get_result(job_id)
     if result is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
