@@ -10,7 +10,17 @@ import pytest
 from helpers import scaled, wait_for_db_clock
 
 from errands.core.columns import DEAD, JOBS
-from errands.core.endings import Buried, CancelledRun, Completed, Result, RetryAt, RunOutcome, Settlement, Snoozed
+from errands.core.endings import (
+    Buried,
+    CancelledRun,
+    Completed,
+    Result,
+    Resumed,
+    RetryAt,
+    RunOutcome,
+    Settlement,
+    Snoozed,
+)
 from errands.core.payload import encode_result
 from errands.core.rows import FLAG_RESULT, ClaimedJob, JobState
 from errands.store import Store, open_store
@@ -47,6 +57,7 @@ SETTLEMENTS = {
     "completed": lambda job_id: Completed(job_id, FLAG_RESULT, None, encode_result(1), 60.0),
     "retry_at": lambda job_id: RetryAt(job_id, 1, 0.0, "E", "failed"),
     "snoozed": lambda job_id: Snoozed(job_id, 0.0),
+    "resumed": lambda job_id: Resumed(job_id),
     "buried": lambda job_id: Buried(job_id, 1, "E", "dead"),
     "cancelled": lambda job_id: CancelledRun(job_id, "stopped", 60.0),
 }
@@ -119,6 +130,20 @@ def test_snoozed_gives_the_attempt_back_and_counts_a_snooze(store: Store) -> Non
     assert (row.reserved_by, row.attempts, row.snoozes, row.last_error) == (None, 0, 1, None)
     assert within(row.available_at, before + timedelta(seconds=60), after + timedelta(seconds=60))
     assert store.jobs.errors(job_id) == []
+
+
+def test_resumed_gives_the_attempt_back_counts_a_resumption_and_keeps_the_checkpoint(store: Store) -> None:
+    [job_id] = enqueue(store, max_attempts=1)
+    claim(store)
+    assert store.features.set_checkpoint(OWNER, job_id, '{"after":7}')
+    before = store.now()
+    assert store.endings.apply(OWNER, [Resumed(job_id)]) == [Resumed(job_id)]
+    row = store.jobs.get_job(job_id)
+    assert row is not None and row.available_at <= store.now()
+    assert (row.reserved_by, row.attempts, row.resumptions, row.checkpoint) == (None, 0, 1, '{"after":7}')
+    assert row.available_at >= before - timedelta(seconds=1) and store.jobs.errors(job_id) == []
+    [again] = claim(store)
+    assert (again.attempts, again.resumptions, again.checkpoint) == (1, 1, '{"after":7}')
 
 
 def test_buried_moves_the_run_to_the_dead_letter_in_one_piece(store: Store) -> None:

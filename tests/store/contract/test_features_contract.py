@@ -213,6 +213,20 @@ def test_progress_written_again_unchanged_still_reports_the_owners_write(store: 
     assert store.features.set_progress(OWNER, job_id, 0.5, "half") is True  # still held by its owner
 
 
+# ---------------------------------------------------------------------------------- checkpoints
+def test_a_checkpoint_is_written_only_by_the_runs_owner_and_returned_by_the_next_claim(store: Store) -> None:
+    [job_id] = enqueue(store)
+    [first] = claim(store)
+    assert first.checkpoint is None and first.resumptions == 0
+    assert store.features.set_checkpoint(OWNER, job_id, '{"after":1}') is True
+    assert store.features.set_checkpoint(OWNER, job_id, '{"after":1}') is True  # unchanged: still the owner's
+    assert store.features.set_checkpoint(OTHER, job_id, '{"after":2}') is False
+    assert store.jobs.release(OWNER, [job_id]) == 1
+    assert store.features.set_checkpoint(OWNER, job_id, '{"after":3}') is False  # no longer held
+    [again] = claim(store)
+    assert again.checkpoint == '{"after":1}'
+
+
 # ---------------------------------------------------------------------------------- queues
 def test_a_paused_queue_is_not_claimed_until_it_is_resumed(store: Store) -> None:
     [held] = enqueue(store)
