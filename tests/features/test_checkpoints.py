@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import drain, scaled, wait_for
 
-from errands import CheckpointTooLarge, Errands, Interrupted, current_job
+from errands import CheckpointTooLarge, Errands, Interrupted, StoreUnavailable, current_job
 from errands.core.payload import CHECKPOINT_LIMIT
 from errands.worker.runner import Worker, WorkerSettings
 
@@ -142,3 +142,39 @@ def test_interrupted_raised_by_hand_outside_a_stop_gives_the_job_back_too(app):
     polite.enqueue()
     drain(app)
     assert runs == [0, 1] and app.failed() == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the worker's own logic: any backend shows it
+def test_a_worker_that_cannot_extend_its_leases_tells_its_jobs_to_stop(app, monkeypatch):
+    walk, seen, at_three = walker(app)
+    handle = walk.enqueue()
+    away = threading.Event()
+    extend = app.store.jobs.extend_leases
+
+    def extend_unless_away(*args: Any, **kwargs: Any) -> int:
+        if away.is_set():
+            raise StoreUnavailable("the database is away (a test)")
+        return extend(*args, **kwargs)
+
+    monkeypatch.setattr(app.store.jobs, "extend_leases", extend_unless_away)
+    worker = Worker(app, WorkerSettings(queues=("default",), sleep=0.05, lease=1.0))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        assert at_three.wait(scaled(20)), "the walk never reached step 3"
+        away.set()  # from now on no heartbeat extends the leases: half a lease later, stopping
+
+        def given_back() -> bool:
+            row = app.store.jobs.get_job(handle.id)
+            return len(seen) > 1 or (row is not None and row.resumptions >= 1)
+
+        wait_for(given_back, timeout=20, message="the run to be given back")
+        away.clear()
+    finally:
+        worker.request_stop()
+        thread.join(scaled(20))
+    row = app.store.jobs.get_job(handle.id)
+    assert seen[0] == (1, 0, 0) and app.failed() == []
+    if row is not None:  # given back at step 4 (and perhaps again, while the leases were still at risk)
+        assert row.resumptions >= 1 and row.attempts == 0 and int(row.checkpoint) >= 4
+    assert seen[1:2] in ([], [(1, 4, 1)])  # the next run resumed at step 4

@@ -6,7 +6,7 @@ import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import ErrandsError, Interrupted, JobCancelled
+from .errors import ErrandsError, Interrupted, JobCancelled, StoreError
 from .payload import decode_checkpoint, encode_checkpoint
 
 if TYPE_CHECKING:
@@ -98,7 +98,16 @@ class JobContext:
         store (nothing is stored).  Each call is one UPDATE: checkpoint every few seconds, not per row."""
         text = encode_checkpoint(value)
         if self._app is not None and self.id >= 0:  # eager runs (negative ids) have no row to write
-            if not self._app.store.features.set_checkpoint(self.worker_id, self.id, text):
+            try:
+                stored = self._app.store.features.set_checkpoint(self.worker_id, self.id, text)
+            except StoreError as exc:
+                if not self.stopping:
+                    raise
+                # Stopping because the database is away (the leases are at risk): the run ends as
+                # interrupted, given back from the checkpoint stored before, if it is still ours then.
+                raise Interrupted(f"job {self.id} stopped: its worker is stopping and the checkpoint could "
+                                  f"not be stored ({exc})") from exc
+            if not stored:
                 raise Interrupted(f"job {self.id} is no longer this worker's run (its lease lapsed): the "
                                   "checkpoint was not stored")
         if self.stopping:
