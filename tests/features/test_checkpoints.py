@@ -35,60 +35,81 @@ def stored(app: Errands, job_id: int) -> dict[str, Any]:
     return app.store.db.run(read)
 
 
-def walker(app: Errands, max_resumptions: int = 100) -> tuple[Any, list[tuple[int, int, int]], threading.Event]:
-    """A job that walks 0..9 with a checkpoint per step and, on its first run, waits at step 3 until its
-    worker is stopping; ``seen`` gets (attempt, where it started, resumptions) of each run."""
+def walker(app: Errands, stops: int = 1, **options: Any) -> tuple[Any, list[tuple[int, int, int]], threading.Event]:
+    """A job that walks 0..9 with a checkpoint per step; each of its first ``stops`` runs, after its first
+    step, waits until its worker is stopping (``at_step`` is set then).  ``seen`` gets (attempt, where it
+    started, resumptions) of each run."""
     seen: list[tuple[int, int, int]] = []
-    at_three = threading.Event()
+    at_step = threading.Event()
 
-    @app.job(name="walk", max_attempts=1, max_resumptions=max_resumptions)
+    @app.job(name="walk", max_attempts=1, **options)
     def walk() -> None:
         job = current_job()
         start = job.checkpoint_value or 0
         seen.append((job.attempt, start, job.resumptions))
         for step in range(start, 10):
-            if step == 3 and len(seen) == 1:
-                at_three.set()
+            if step == start + 1 and len(seen) <= stops:
+                at_step.set()
                 wait_for(lambda: job.stopping, timeout=20, interval=0.005, message="the worker to stop")
             job.checkpoint(step + 1)
 
-    return walk, seen, at_three
+    return walk, seen, at_step
 
 
-def stop_at_three(app: Errands, at_three: threading.Event) -> None:
-    """Run a worker until the walk reaches step 3, then stop it as SIGTERM does (gracefully)."""
+def stop_mid_way(app: Errands, at_step: threading.Event) -> None:
+    """Run a worker until the walk waits mid-way, then stop it as SIGTERM does (gracefully)."""
+    at_step.clear()
     worker = Worker(app, WorkerSettings(queues=("default",), sleep=0.05, shutdown_timeout=scaled(20)))
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    assert at_three.wait(scaled(20)), "the walk never reached step 3"
+    assert at_step.wait(scaled(20)), "the walk never got mid-way"
     worker.request_stop()
     thread.join(scaled(20))
     assert not thread.is_alive()
 
 
-def test_a_stop_during_a_checkpointed_job_gives_it_back_without_spending_an_attempt(app):
-    walk, seen, at_three = walker(app)
+def test_a_stop_gives_the_job_back_without_spending_an_attempt_up_to_max_resumptions(app):
+    """(Then, on the same database, :func:`largest_and_larger_checkpoints`: one database per backend.)"""
+    walk, seen, at_step = walker(app, stops=2, max_resumptions=1)
     handle = walk.enqueue()
-    stop_at_three(app, at_three)
+    stop_mid_way(app, at_step)
     # Given back: attempt refunded (its only one), one resumption, the checkpoint where it stopped.
-    assert stored(app, handle.id) == {"attempts": 0, "resumptions": 1, "checkpoint": "4", "owner": None}
-    drain(app)
-    assert seen == [(1, 0, 0), (1, 4, 1)]  # the next attempt resumed at step 4, still attempt 1 of 1
-    assert app.failed() == [] and app.store.jobs.get_job(handle.id) is None
-
-
-def test_past_max_resumptions_a_stop_spends_an_attempt(app):
-    walk, seen, at_three = walker(app, max_resumptions=0)
-    handle = walk.enqueue()
-    stop_at_three(app, at_three)
-    [entry] = app.failed()  # its only attempt was spent: the dead letter, keeping the checkpoint
+    assert stored(app, handle.id) == {"attempts": 0, "resumptions": 1, "checkpoint": "2", "owner": None}
+    stop_mid_way(app, at_step)
+    # Past max_resumptions the stop spends the attempt: its only one, so the dead letter, which keeps the
+    # checkpoint; a retry from there resumes from it.
+    [entry] = app.failed()
     assert entry.id == handle.id and entry.error_type == "errands.Interrupted" and entry.checkpoint == "4"
-    assert app.retry_failed(handle.id) == [handle.id]  # a retry from the dead letter resumes from it
-    assert stored(app, handle.id)["checkpoint"] == "4"
+    assert app.retry_failed(handle.id) == [handle.id]
     drain(app)
-    assert seen == [(1, 0, 0), (1, 4, 0)]
+    assert seen == [(1, 0, 0), (1, 2, 1), (1, 4, 0)]
+    assert app.failed() == [] and app.store.jobs.get_job(handle.id) is None
+    largest_and_larger_checkpoints(app)
 
 
+def largest_and_larger_checkpoints(app: Errands) -> None:
+    """A checkpoint of the largest size is stored (each backend's column holds it) and a larger one refused."""
+    refused: list[str] = []
+
+    @app.job(name="big", max_attempts=2)
+    def big() -> None:
+        job = current_job()
+        if job.attempt == 1:
+            job.checkpoint("é" * ((CHECKPOINT_LIMIT - 2) // 2))  # 65,536 bytes of JSON: the most it may take
+            try:
+                job.checkpoint("x" * CHECKPOINT_LIMIT)  # its JSON has two quotes more than the limit
+            except CheckpointTooLarge as exc:
+                refused.append(str(exc))
+            raise ValueError("the next attempt reads the largest checkpoint back")
+        refused.append(job.checkpoint_value)
+
+    big.enqueue()
+    drain(app)
+    assert "over the limit of 65536" in refused[0] and refused[1] == "é" * ((CHECKPOINT_LIMIT - 2) // 2)
+    assert app.failed() == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the worker's own logic: any backend shows it
 def test_a_failed_attempt_keeps_its_checkpoint_for_the_next(app):
     starts: list[Any] = []
 
@@ -105,31 +126,7 @@ def test_a_failed_attempt_keeps_its_checkpoint_for_the_next(app):
     assert starts == [None, {"after": 500, "rows": [1, 2]}]
 
 
-def test_a_checkpoint_is_size_limited_and_written_only_by_the_runs_worker(app):
-    outcome: list[Any] = []
-
-    @app.job(name="big", max_attempts=1)
-    def big() -> None:
-        job = current_job()
-        job.checkpoint("x" * 100)
-        try:
-            job.checkpoint("x" * CHECKPOINT_LIMIT)  # its JSON has two quotes more than the limit
-        except CheckpointTooLarge as exc:
-            outcome.append(str(exc))
-
-    handle = big.enqueue()
-    drain(app)
-    assert "over the limit of 65536" in outcome[0]
-    assert app.store.jobs.get_job(handle.id) is None  # the run went on after the refusal and succeeded
-
-    other = big.enqueue()
-    [claimed] = app.store.jobs.claim("w1", ["default"], 1, 30)
-    features = app.store.features
-    assert features.set_checkpoint("w1", other.id, '"a"') and features.set_checkpoint("w1", other.id, '"a"')
-    assert not features.set_checkpoint("w2", other.id, '"b"')  # not w2's run: nothing written
-    assert stored(app, other.id)["checkpoint"] == '"a"' and claimed.checkpoint is None
-
-
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_interrupted_raised_by_hand_outside_a_stop_gives_the_job_back_too(app):
     runs: list[int] = []
 
@@ -146,7 +143,7 @@ def test_interrupted_raised_by_hand_outside_a_stop_gives_the_job_back_too(app):
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # the worker's own logic: any backend shows it
 def test_a_worker_that_cannot_extend_its_leases_tells_its_jobs_to_stop(app, monkeypatch):
-    walk, seen, at_three = walker(app)
+    walk, seen, at_step = walker(app)
     handle = walk.enqueue()
     away = threading.Event()
     extend = app.store.jobs.extend_leases
@@ -161,7 +158,7 @@ def test_a_worker_that_cannot_extend_its_leases_tells_its_jobs_to_stop(app, monk
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        assert at_three.wait(scaled(20)), "the walk never reached step 3"
+        assert at_step.wait(scaled(20)), "the walk never got mid-way"
         away.set()  # from now on no heartbeat extends the leases: half a lease later, stopping
 
         def given_back() -> bool:
@@ -175,6 +172,6 @@ def test_a_worker_that_cannot_extend_its_leases_tells_its_jobs_to_stop(app, monk
         thread.join(scaled(20))
     row = app.store.jobs.get_job(handle.id)
     assert seen[0] == (1, 0, 0) and app.failed() == []
-    if row is not None:  # given back at step 4 (and perhaps again, while the leases were still at risk)
-        assert row.resumptions >= 1 and row.attempts == 0 and int(row.checkpoint) >= 4
-    assert seen[1:2] in ([], [(1, 4, 1)])  # the next run resumed at step 4
+    if row is not None:  # given back at step 2 (and perhaps again, while the leases were still at risk)
+        assert row.resumptions >= 1 and row.attempts == 0 and int(row.checkpoint) >= 2
+    assert seen[1:2] in ([], [(1, 2, 1)])  # the next run resumed at step 2

@@ -57,7 +57,6 @@ SETTLEMENTS = {
     "completed": lambda job_id: Completed(job_id, FLAG_RESULT, None, encode_result(1), 60.0),
     "retry_at": lambda job_id: RetryAt(job_id, 1, 0.0, "E", "failed"),
     "snoozed": lambda job_id: Snoozed(job_id, 0.0),
-    "resumed": lambda job_id: Resumed(job_id),
     "buried": lambda job_id: Buried(job_id, 1, "E", "dead"),
     "cancelled": lambda job_id: CancelledRun(job_id, "stopped", 60.0),
 }
@@ -137,6 +136,7 @@ def test_resumed_gives_the_attempt_back_counts_a_resumption_and_keeps_the_checkp
     claim(store)
     assert store.features.set_checkpoint(OWNER, job_id, '{"after":7}')
     before = store.now()
+    assert store.endings.apply(OTHER, [Resumed(job_id)]) == []  # not OTHER's run: nothing changes
     assert store.endings.apply(OWNER, [Resumed(job_id)]) == [Resumed(job_id)]
     row = store.jobs.get_job(job_id)
     assert row is not None and row.available_at <= store.now()
