@@ -39,3 +39,18 @@ def test_the_checkpoint_and_resumptions_are_shown_shortened(web, dash_app, migra
     assert "Checkpoint" in web.get(f"/jobs/{job.id}").text
     text = invoke_cli(migrated_url, "job", "show", str(job.id)).stdout
     assert "checkpoint: {\"after\":41" in text
+
+
+def test_a_checkpoint_and_resumptions_written_by_hand_still_show(web, dash_app, migrated_url):
+    job = dash_app.registry["mail"].enqueue("x@example.com")
+    store = dash_app.store
+    store.db.run(lambda cur: cur.execute(store.dialect.q("UPDATE {jobs} SET checkpoint = {p}, resumptions = {p} "
+                                                         "WHERE id = {p}"), ("{not json\x00", "many", job.id)),
+                 write=True)
+    login(web)
+    detail = web.get(f"/api/jobs/{job.id}").json()
+    assert detail["checkpoint"] == "{not json\ufffd" and detail["resumptions"] == 0
+    assert web.get(f"/jobs/{job.id}").status_code == 200
+    shown = invoke_cli(migrated_url, "job", "show", str(job.id))
+    assert shown.returncode == 0
+    assert "{not json" in shown.stdout

@@ -5,6 +5,7 @@ The SIGKILL path, with real worker processes, is the docs example's test (test_c
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -124,6 +125,30 @@ def test_a_failed_attempt_keeps_its_checkpoint_for_the_next(app):
     flaky.enqueue()
     drain(app)
     assert starts == [None, {"after": 500, "rows": [1, 2]}]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_an_async_job_sees_the_stop_and_is_given_back_from_its_checkpoint(app):
+    seen: list[Any] = []
+    at_step = threading.Event()
+
+    @app.job(name="awalk", max_attempts=1)
+    async def awalk() -> None:
+        job = current_job()
+        seen.append((job.checkpoint_value, job.resumptions))
+        job.checkpoint("half")
+        if len(seen) == 1:
+            at_step.set()
+            for _ in range(int(scaled(4000))):  # 20 s at most
+                if job.stopping:
+                    break
+                await asyncio.sleep(0.005)
+            job.checkpoint("stopped")
+
+    awalk.enqueue()
+    stop_mid_way(app, at_step)
+    drain(app)
+    assert seen == [(None, 0), ("stopped", 1)]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
