@@ -64,6 +64,8 @@ class Maintenance:
         self._next_prune = 0.0
         self._reported_done = 0
         """``jobs_done`` as the workers table last heard it."""
+        self.kept = time.monotonic()
+        """When the leases of the held jobs were last extended (monotonic clock)."""
         thresholds = app.alert_thresholds
         self._alerts = AlertClock(thresholds.every) if thresholds.any else None
         """When this worker next tries its turn at evaluating the alert thresholds (None: none configured)."""
@@ -123,7 +125,7 @@ class Maintenance:
         next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
         self._next_prune = time.monotonic() + jitter.uniform(0, PRUNE_EVERY)
         next_report = 0.0
-        kept = time.monotonic()  # when the leases were last extended (the first beat just did)
+        self.kept = time.monotonic()  # (the first beat just extended nothing: nothing was held yet)
         while not state.stop_now.wait(min(CANCEL_CHECK_EVERY, interval) * jitter.uniform(0.9, 1.0)):
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 os._exit(70)  # the supervisor is gone; let leases expire rather than run unsupervised
@@ -140,20 +142,24 @@ class Maintenance:
             next_beat = time.monotonic() + interval * jitter.uniform(0.9, 1.0)
             try:
                 self._keep()
-                kept = time.monotonic()
-                state.leases_at_risk.clear()
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
             except Exception:  # never let this thread die: the leases of running jobs would lapse
                 log.exception("heartbeat failed")
-            if time.monotonic() - kept > self.lease / 2 and not state.leases_at_risk.is_set():
-                # Half a lease without an extension: the runs may soon be another worker's, so running
-                # jobs are told to stop at their next checkpoint (current_job().stopping).
-                log.warning("leases not extended for %.0fs: running jobs are asked to stop at a checkpoint",
-                            time.monotonic() - kept)
-                state.leases_at_risk.set()
+            self._judge_leases()
             if state.stop.is_set() and not state.held:
                 return
+
+    def _judge_leases(self) -> None:
+        """Half a lease without an extension: the runs may soon be another worker's, so running jobs are
+        told to stop at their next checkpoint (``current_job().stopping``) until the leases are kept again."""
+        state = self.state
+        late = time.monotonic() - self.kept
+        if late <= self.lease / 2:
+            state.leases_at_risk.clear()
+        elif not state.leases_at_risk.is_set():
+            log.warning("leases not extended for %.1fs: running jobs are asked to stop at a checkpoint", late)
+            state.leases_at_risk.set()
 
     def _report(self) -> None:
         """Report alive, with the runs recorded so far."""
@@ -168,6 +174,7 @@ class Maintenance:
         held = self.state.held_ids()
         if held:
             self.store.jobs.extend_leases(self.owner, held, self.lease)
+        self.kept = time.monotonic()
         self._report()
         if time.monotonic() >= self._next_rescue:
             self._next_rescue = time.monotonic() + max(1.0, self.lease / 2)
