@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.errors import StoreUnavailable
 from ..core.rows import ClaimedJob
+from .control import QUIET, STOPPING
 
 log = logging.getLogger("errands.worker")
 jitter = random.Random()
@@ -64,6 +65,17 @@ class WorkerState:
         """Jobs became ready (the listener's signal, or a finished dependency): claim again soon."""
         self.stop = threading.Event()
         self.stop_now = threading.Event()
+        self.quiet = threading.Event()
+        """Quieted by an operator (:mod:`~errands.worker.control`): claim nothing, run what is running."""
+        self.recycle = False
+        """Stopping to be replaced by a fresh process (``--max-memory``): the exit code says so."""
+
+    @property
+    def status(self) -> str | None:
+        """What this worker reports doing with its heartbeat: "stopping", "quiet", or None (running)."""
+        if self.stop.is_set():
+            return STOPPING
+        return QUIET if self.quiet.is_set() else None
 
     def missed_start(self, row: ClaimedJob, starts: list[tuple[str, Any, int]]) -> None:
         """A runner's rate-limited run missed its start: hand it, and the starts recorded for it, to
