@@ -52,8 +52,9 @@ class WorkerStore:
 
     def command(self, worker_id: str, command: str | None, replacing: Sequence[str | None]) -> bool:
         """Leave ``command`` for worker ``worker_id`` (None: take a command back), only where the
-        command it has now is one of ``replacing`` (None for none); whether it was left.  The worker
-        reads it with its next heartbeat."""
+        command it has now is one of ``replacing`` (None for none); whether the worker now holds it
+        (False: no such worker, or a command not to be replaced).  The worker reads it with its next
+        heartbeat."""
         others = [c for c in replacing if c is not None]
         held = (["command IS NULL"] if None in replacing else []) + (
             ["command IN (" + ", ".join(["{p}"] * len(others)) + ")"] if others else [])
@@ -61,7 +62,12 @@ class WorkerStore:
 
         def update(cur: Cursor) -> bool:
             cur.execute(self.d.q(sql), (command, worker_id, *others))
-            return int(cur.rowcount) > 0
+            if int(cur.rowcount) > 0:
+                return True
+            # MySQL counts changed rows, not matched ones: a command left again reads 0 there.
+            cur.execute(self.d.q("SELECT command FROM {workers} WHERE id = {p}"), (worker_id,))
+            row = cur.fetchone()
+            return row is not None and row[0] == command
 
         return self.db.run(update)
 
