@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +123,42 @@ def test_a_worker_recycles_on_memory_then_obeys_quiet_resume_and_stop_from_outsi
     audit = [(e.action, e.target) for e in fleet_app.store.accounts.audit_log()]
     assert audit == [("stop", f"worker {worker.id}"), ("resume", f"worker {worker.id}"),
                      ("quiet", f"worker {worker.id}")]
+
+
+def test_a_quieted_worker_gives_back_what_it_buffered_and_finishes_what_runs(tmp_path):
+    """In process (the claim loop is the same): the jobs it prefetched but did not start go back to the
+    queue with their attempt refunded; the running one finishes; a stop then ends ``run_worker``."""
+    app = Errands(f"sqlite:///{tmp_path / 'quiet.db'}")
+    gate, started = threading.Event(), threading.Event()
+
+    @app.job(name="blocker")
+    def blocker() -> None:
+        started.set()
+        gate.wait(scaled(30))
+
+    @app.job(name="later")
+    def later() -> None: ...
+
+    try:
+        first = blocker.enqueue()
+        rest = [later.enqueue().id for _ in range(5)]
+        runner = threading.Thread(target=app.run_worker, kwargs={"concurrency": 1, "prefetch": 5, "lease": 1.0})
+        runner.start()
+        assert started.wait(scaled(10))
+        wait_for(lambda: all(app.store.jobs.get_job(i).reserved_by for i in rest), timeout=scaled(10),  # type: ignore[union-attr]
+                 message="the prefetch to hold the other jobs")
+        [worker] = registered(app)
+        fleet.command_worker(app, "test", "quiet", worker.id)
+        wait_for(lambda: not any(app.store.jobs.get_job(i).reserved_by for i in rest), timeout=scaled(10),  # type: ignore[union-attr]
+                 message="the buffered jobs to go back")
+        assert {app.store.jobs.get_job(i).attempts for i in rest} == {0}  # type: ignore[union-attr]
+        assert registered(app)[0].status == "quiet"
+        gate.set()
+        wait_for(lambda: gone(app, first.id), timeout=scaled(10), message="the running job to finish")
+        fleet.command_worker(app, "test", "stop", worker.id)
+        runner.join(scaled(10))
+        assert not runner.is_alive()
+        assert all(app.store.jobs.get_job(i).reserved_by is None for i in rest)  # type: ignore[union-attr]
+    finally:
+        gate.set()
+        app.close()
