@@ -3,6 +3,7 @@ test_worker_commands.py), run by real ``errands worker`` processes; the app read
 
 from __future__ import annotations
 
+import os
 import time
 
 from errands import Errands
@@ -25,5 +26,8 @@ def hoard(mb: int) -> None:
 
 
 @app.job(queue="default")
-def linger(seconds: float) -> None:
-    time.sleep(seconds)
+def gated(path: str) -> None:
+    """Run until the file ``path`` exists (the test opens the gate once the worker is told to stop)."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)

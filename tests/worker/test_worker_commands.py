@@ -81,7 +81,7 @@ def gone(app: Errands, job_id: int) -> bool:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"])
-def test_a_worker_recycles_on_memory_then_obeys_quiet_resume_and_stop_from_outside(fleet_app, supervisor):
+def test_a_worker_recycles_on_memory_then_obeys_quiet_resume_and_stop_from_outside(fleet_app, supervisor, tmp_path):
     import fleet_jobs
 
     proc, log = supervisor
@@ -111,10 +111,15 @@ def test_a_worker_recycles_on_memory_then_obeys_quiet_resume_and_stop_from_outsi
     wait_for(lambda: gone(fleet_app, waiting.id), timeout=scaled(10), message="the resumed worker to run the job")
 
     # stop: as SIGTERM; the running job finishes, the process exits and is not replaced.
-    long = fleet_jobs.linger.enqueue(0.5)
+    gate = tmp_path / "gate"
+    long = fleet_jobs.gated.enqueue(str(gate))
     wait_for(lambda: (r := fleet_app.store.jobs.get_job(long.id)) is not None and r.reserved_by == worker.id,
              timeout=scaled(10), message="the long job to be claimed")
     fleet.command_worker(fleet_app, "test", "stop", worker.id)
+    wait_for(lambda: [w.status for w in registered(fleet_app)] == ["stopping"], timeout=scaled(10),
+             message="the worker to acknowledge the stop")
+    assert proc.poll() is None, "the worker waits for its running job"
+    gate.touch()
     assert proc.wait(timeout=scaled(20)) == 0
     assert gone(fleet_app, long.id), "the running job finished (it was not given back)"
     assert registered(fleet_app) == []
