@@ -29,6 +29,7 @@ def test_errands_workers_lists_quiets_resumes_and_stops(tmp_path):
         assert stop.returncode == 0 and "worker a:2:y: stop" in stop.stdout
         rows = {w["id"]: w for w in json.loads(invoke_cli(url, "workers", "list", "--json").stdout)}
         assert [rows[i]["state"] for i in ("a:1:x", "a:2:y", "b:3:z")] == ["stop requested"] * 2 + ["running"]
+        assert "worker a:2:y alive, stop requested:" in invoke_cli(url, "status").stdout
 
         refused = invoke_cli(url, "workers", "resume", "a:1:x")
         assert refused.returncode == 1 and "a stop cannot be taken back" in refused.stderr
