@@ -147,7 +147,8 @@ def test_a_quieted_worker_gives_back_what_it_buffered_and_finishes_what_runs(tmp
     try:
         first = blocker.enqueue()
         rest = [later.enqueue().id for _ in range(5)]
-        runner = threading.Thread(target=app.run_worker, kwargs={"concurrency": 1, "prefetch": 5, "lease": 1.0})
+        runner = threading.Thread(target=app.run_worker, kwargs={"concurrency": 1, "prefetch": 5, "lease": 1.0},
+                                  daemon=True)  # (should the stop be missed, the run would not hold pytest up)
         runner.start()
         assert started.wait(scaled(10))
         wait_for(lambda: all(app.store.jobs.get_job(i).reserved_by for i in rest), timeout=scaled(10),  # type: ignore[union-attr]
