@@ -65,6 +65,10 @@ def test_the_workers_page_shows_each_state_and_its_buttons_for_admins(web, dash_
     assert ">quiet requested<" in page and 'action="/workers/resume"' in page
     web.post("/workers/resume", data={"csrf": token, "worker": "a:1:x"})
     assert _states(dash_app)["a:1:x"] == (None, None)
+    _register(dash_app, "b:2:y", host="host-b")
+    assert '<option>host-a</option><option>host-b</option>' in web.get("/workers").text
+    web.post("/workers/stop", data={"csrf": token, "host": "host-b"})
+    assert _states(dash_app)["b:2:y"] == ("stop", None)
     assert web.post("/workers/stop", data={"worker": "a:1:x"}).status_code == 403  # no CSRF token
     assert web.post("/workers/stop", data={"csrf": token, "worker": "nobody"}).status_code == 400
     web.post("/logout", data={"csrf": token})
