@@ -47,6 +47,7 @@ REFUSED: list[tuple[dict[str, Any], list[str], dict[str, str], str]] = [
     ({"shutdown_timeout": -1}, ["--shutdown-timeout", "-1"], {},
      "shutdown_timeout must be a number of seconds of at least 0, got -1"),
     ({"max_jobs": 0}, ["--max", "0"], {}, "max_jobs must be an integer of at least 1, got 0"),
+    ({"max_memory": 0}, [], {"ERRANDS_MAX_MEMORY": "0"}, "max_memory must be an integer of at least 1, got 0"),
     ({"min_sleep": 0}, ["--min-sleep", "0"], {}, "min_sleep must be a number of seconds of at least 0.001, got 0"),
     ({"concurrency": "many"}, [], {"ERRANDS_CONCURRENCY": "many"},
      "concurrency must be an integer from 1 to 1000, got 'many'"),
@@ -201,15 +202,17 @@ def test_every_option_given_reaches_the_settings(bare_app: Errands) -> None:
     """From the in-process worker and both command lines, the new options too (the other Python entry
     points hand their keywords to the in-process worker or to ``WorkerSettings.of``, as the
     refusals above show for each option)."""
-    given: dict[str, Any] = {"concurrency": 3, "burst": True, "max_jobs": 4, "sleep": 2, "shutdown_timeout": 5,
-                             "lease": 60, "min_sleep": 0.5, "prefetch": 7, "listen": False, "scheduler": False}
+    given: dict[str, Any] = {"concurrency": 3, "burst": True, "max_jobs": 4, "max_memory": 512, "sleep": 2,
+                             "shutdown_timeout": 5, "lease": 60, "min_sleep": 0.5, "prefetch": 7, "listen": False,
+                             "scheduler": False}
     assert set(given) == set(WorkerOptions.__annotations__)
     expected = WorkerSettings(queues=("mails", "default"), **given)
     assert (expected.sleep, expected.lease) == (2.0, 60.0)  # seconds are floats, however given
     assert inprocess.InProcessWorker(bare_app, ["mails", "default"], **given).settings == expected
     assert inprocess.InProcessWorker(bare_app).settings == WorkerSettings(
         queues=(), shutdown_timeout=EMBEDDED_SHUTDOWN_TIMEOUT)
-    args = ["-q", "mails,default", "-c", "3", "--burst", "--max", "4", "--sleep", "2", "--shutdown-timeout", "5",
+    args = ["-q", "mails,default", "-c", "3", "--burst", "--max", "4", "--max-memory", "512", "--sleep", "2",
+            "--shutdown-timeout", "5",
             "--lease", "60", "--min-sleep", "0.5", "--prefetch", "7", "--no-listen", "--no-scheduler"]
     with cli_worker.make_context("worker", list(args)) as ctx:  # (click consumes the list it is given)
         assert worker_settings(ctx.params, lambda: ["default"]) == expected

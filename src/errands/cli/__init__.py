@@ -27,6 +27,7 @@ from .failed import failed
 from .jobs import enqueue, status
 from .metrics import metrics
 from .worker import worker
+from .workers import workers
 from .workflows import workflow
 
 EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_CONFIG = 1, 3, 78
@@ -110,5 +111,5 @@ def main(ctx: click.Context, app_path: str | None, database_url: str | None, log
 
 
 for command in (worker, enqueue, status, failed, recover, migrate, queue, job, batch, workflow, periodic, dashboard,
-                users, doctor, metrics, alerts):
+                users, doctor, metrics, alerts, workers):
     main.add_command(command)

@@ -75,6 +75,8 @@ def status(ctx: Context, as_json: bool) -> None:
         click.secho("no worker is running (no heartbeat recently): start one with `errands worker`", fg="red")
     for w in workers:
         state = "alive" if w["alive"] else "STALE"
+        if w.get("state", "running") != "running":
+            state += f", {w['state']}"
         held = "" if w.get("connections") is None else f"{w['connections']} of "
         click.echo(f"worker {w['id']} {state}: queues {w['queues']}, concurrency {w['concurrency']}, "
                    f"{held}at most {w['connection_bound']} connections, "

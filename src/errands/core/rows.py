@@ -467,6 +467,11 @@ class WorkerRow:
     """Seconds its claims stay its own without a heartbeat (None: registered by an errands before schema 7)."""
     heartbeat_every: float | None = None
     """Seconds between its heartbeats (None: as ``lease``)."""
+    command: str | None = None
+    """What an operator asked of it, read with its next heartbeat: ``"quiet"`` (claim nothing more) or
+    ``"stop"`` (finish and exit); None: run (schema version 11)."""
+    status: str | None = None
+    """What it reported doing at its last heartbeat: ``"quiet"``, ``"stopping"``, or None: running."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ..services import alerts as alerting
 from ..services import limits as qlimits
 from ..services import operations as opx
 from ..services import operator as ops
+from ..services import workers as fleet
 from ..services import workflows as flows
 from ..services.models import (
     AlertList,
@@ -49,6 +50,7 @@ from ..services.models import (
     UserList,
     WorkerActivity,
     WorkerList,
+    WorkersCommanded,
     WorkflowCancelled,
     WorkflowList,
     WorkflowView,
@@ -212,6 +214,25 @@ def api_queue_action(d: Dashboard, request: Request, user: Principal, body: Any)
     return QueueToggled(name, action == "pause")
 
 
+def api_worker_action(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> WorkersCommanded:
+    """Quiet, resume or stop one worker process (``{"worker": "<id>"}``) or every one registered on a host
+    (``{"host": "<name>"}``); each reads its command with its next heartbeat."""
+    action = request.path_params["action"]
+    if action not in fleet.ACTIONS:
+        raise HTTPException(404, "no such action")
+    worker_id, host = body.get("worker"), body.get("host")
+    if (worker_id is None) == (host is None) or not isinstance(worker_id or host, str):
+        raise HTTPException(400, "give either worker (a worker's id, GET /api/workers) or host (a host name)")
+    try:
+        if isinstance(worker_id, str):
+            return fleet.command_worker(d.app, user.username, action, worker_id)
+        return fleet.command_host(d.app, user.username, action, str(host))
+    except fleet.WorkerNotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except fleet.CommandRefused as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
 def api_queue_limits(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> QueueLimitsView:
     """Set a queue's stored limits: ``{"concurrency": 2, "rate": "10/minute"}`` (null or absent: none)."""
     name = params.checked_queue(request.path_params["name"])
@@ -314,6 +335,7 @@ ENDPOINTS = (
     Endpoint("POST", "/api/dead/{action}", api_dead_action, BulkDone | NeedsConfirmation),
     Endpoint("POST", "/api/stale/recover", api_recover, Recovered),
     Endpoint("GET", "/api/workers", api_workers, WorkerList),
+    Endpoint("POST", "/api/workers/{action}", api_worker_action, WorkersCommanded),
     Endpoint("GET", "/api/activity", api_activity, WorkerActivity),
     Endpoint("GET", "/api/queues", api_queues, QueueList),
     Endpoint("POST", "/api/queues/{name}/limits", api_queue_limits, QueueLimitsView),

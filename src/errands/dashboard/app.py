@@ -63,7 +63,7 @@ PAGES: tuple[tuple[str, Handler], ...] = (
 ACTIONS: tuple[tuple[str, Handler], ...] = (
     ("/jobs/{job_id}/cancel", jobs.cancel_action), ("/dead/{action}", failed.dead_action),
     ("/stale/recover", jobs.recover_action), ("/queues/{name}/limits", operations.queue_limits_action),
-    ("/queues/{name}/{action}", queues.queue_action),
+    ("/queues/{name}/{action}", queues.queue_action), ("/workers/{action}", workers.worker_action),
     ("/periodic/{name}/run", schedules.periodic_run), ("/enqueue", enqueue.enqueue_action),
     ("/users", users.users_action), ("/users/{action}", users.users_action),
     ("/workflows/{workflow_id}/cancel", workflows.cancel_action),

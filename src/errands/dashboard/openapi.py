@@ -50,7 +50,8 @@ def _op(summary: str, params: list[dict[str, Any]] | None = None, body: dict[str
 def openapi_document(root: str = "") -> dict[str, Any]:
     """The document, with ``root`` (the mount's path) as its server."""
     paths = _described() | {"/api/alerts": {"get": _op(
-        "The alert thresholds crossed now, and the thresholds this app configures")}}
+        "The alert thresholds crossed now, and the thresholds this app configures")},
+        "/api/workers/{action}": {"post": _worker_command()}}
     schemas: dict[str, Any] = {}
     for endpoint in ENDPOINTS:
         op = paths[endpoint.path][endpoint.method.lower()]
@@ -64,7 +65,19 @@ def openapi_document(root: str = "") -> dict[str, Any]:
             "security": [{"session": []}]}
 
 
+def _worker_command() -> dict[str, Any]:
+    op = _op("Quiet (claim nothing more, stay alive), resume or stop (as SIGTERM: finish running jobs and exit) "
+             "one worker process or every one of a host; each reads its command with its next heartbeat", [{
+                 "name": "action", "in": "path", "required": True,
+                 "schema": {"type": "string", "enum": ["quiet", "resume", "stop"]}}], _WORKER_COMMAND, write=True)
+    op["responses"]["409"] = {**_ERROR, "description": "the worker is stopping: a stop cannot be taken back"}
+    return op
+
+
 # Request bodies of the write operations (module level: _described stays one screen).
+_WORKER_COMMAND: dict[str, Any] = {"type": "object", "description": "either worker or host", "properties": {
+    "worker": {"type": "string", "maxLength": 255, "description": "a worker's id (GET /api/workers)"},
+    "host": {"type": "string", "maxLength": 255, "description": "every worker process registered on this host"}}}
 _BULK_DEAD: dict[str, Any] = {"type": "object", "properties": {
     "ids": {"type": "array", "items": _ID, "maxItems": 1000},
     "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},

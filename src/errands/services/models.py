@@ -190,6 +190,13 @@ class RegisteredWorker(ReadModel):
     alive_within: float
     """Seconds after a heartbeat during which it counts as alive: its own lease (a row without one:
     twice the reader's lease)."""
+    command: str | None = None
+    """What an operator asked of it, read with its next heartbeat: "quiet" or "stop" (None: run)."""
+    status: str | None = None
+    """What it reported doing at its last heartbeat: "quiet", "stopping" (None: running)."""
+    state: str = "running"
+    """The two read together: "running", "quiet", "stopping", or a command not yet seen by the worker:
+    "quiet requested", "resume requested", "stop requested"."""
 
 
 @dataclass(eq=False)
@@ -580,6 +587,19 @@ class NeedsConfirmation(ReadModel):
 class QueueToggled(ReadModel):
     queue: str
     paused: bool
+
+
+@dataclass(eq=False)
+class WorkersCommanded(ReadModel):
+    """Worker processes quieted, resumed or stopped from outside: each reads its command with its next
+    heartbeat (within a third of its lease)."""
+
+    action: str
+    """"quiet", "resume" or "stop"."""
+    workers: list[str]
+    """The ids of the workers given the command."""
+    refused: list[str] = field(default_factory=list)
+    """Why the others were not (a stopping worker cannot be quieted or resumed)."""
 
 
 @dataclass(eq=False)

@@ -40,6 +40,7 @@ from ..store.insights import (
     group_failures,
 )
 from ..store.pool import connection_label
+from ..worker.control import describe
 from ..worker.liveness import alive_within
 from .limits import view as limits_view
 from .models import (
@@ -191,7 +192,8 @@ def worker_registry(app: Errands, now: datetime | None = None) -> list[Registere
         within = alive_within(_finite(w.lease), app.lease)
         out.append(RegisteredWorker(w.id, w.hostname, w.pid, w.queues.split(","), w.concurrency, _iso(w.started_at),
                              _iso(w.heartbeat_at), round(age, 1), w.jobs_done, age <= within,
-                             _finite(w.lease), _finite(w.heartbeat_every), within))
+                             _finite(w.lease), _finite(w.heartbeat_every), within, w.command, w.status,
+                             describe(w.command, w.status)))
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..core.rows import WorkerRow, as_float, as_int
 from .database import Database
 from .dialects.base import WORKER_COLUMNS
-from .driver import Cursor, Row, fetch_rows
+from .driver import Cursor, Row, fetch_rows, scalar
 
 
 class WorkerStore:
@@ -25,17 +25,51 @@ class WorkerStore:
         is alive by them, not by their own settings (None: judged by the reader's lease)."""
         def insert(cur: Cursor) -> None:
             cur.execute(self.d.q("INSERT INTO {workers} (" + WORKER_COLUMNS + ") VALUES "
-                               "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0, {p}, {p})"),
+                               "({p}, {p}, {p}, {p}, {p}, {now}, {now}, 0, {p}, {p}, NULL, NULL)"),
                         (worker_id, hostname, pid, ",".join(queues), concurrency, lease, heartbeat_every))
 
         self.db.run(insert)
 
-    def heartbeat(self, worker_id: str, jobs_done: int) -> None:
-        def update(cur: Cursor) -> None:
-            cur.execute(self.d.q("UPDATE {workers} SET heartbeat_at = {now}, jobs_done = {p} WHERE id = {p}"),
-                        (jobs_done, worker_id))
+    def heartbeat(self, worker_id: str, jobs_done: int, status: str | None = None) -> str | None:
+        """Report alive, with the runs recorded so far and what the worker is doing (``status``:
+        "quiet", "stopping", None: running), and read the command an operator left for it ("quiet",
+        "stop"; None: run).  One statement where the database has ``UPDATE ... RETURNING``
+        (SQLite, PostgreSQL); MySQL and MariaDB read the command after it, by primary key, on the same
+        connection.  The command comes back as the database holds it: the worker judges it."""
+        params = (jobs_done, status, worker_id)
 
-        self.db.run(update)
+        def update(cur: Cursor) -> str | None:
+            if self.d.heartbeat_sql is not None:
+                cur.execute(self.d.q(self.d.heartbeat_sql), params)
+            else:
+                cur.execute(self.d.q("UPDATE {workers} SET heartbeat_at = {now}, jobs_done = {p}, status = {p} "
+                                     "WHERE id = {p}"), params)
+                cur.execute(self.d.q("SELECT command FROM {workers} WHERE id = {p}"), (worker_id,))
+            command = scalar(cur)
+            return None if command is None else str(command)
+
+        return self.db.run(update)
+
+    def command(self, worker_id: str, command: str | None, replacing: Sequence[str | None]) -> bool:
+        """Leave ``command`` for worker ``worker_id`` (None: take a command back), only where the
+        command it has now is one of ``replacing`` (None for none); whether the worker now holds it
+        (False: no such worker, or a command not to be replaced).  The worker reads it with its next
+        heartbeat."""
+        others = [c for c in replacing if c is not None]
+        held = (["command IS NULL"] if None in replacing else []) + (
+            ["command IN (" + ", ".join(["{p}"] * len(others)) + ")"] if others else [])
+        sql = "UPDATE {workers} SET command = {p} WHERE id = {p} AND (" + (" OR ".join(held) or "1 = 0") + ")"
+
+        def update(cur: Cursor) -> bool:
+            cur.execute(self.d.q(sql), (command, worker_id, *others))
+            if int(cur.rowcount) > 0:
+                return True
+            # MySQL counts changed rows, not matched ones: a command left again reads 0 there.
+            cur.execute(self.d.q("SELECT command FROM {workers} WHERE id = {p}"), (worker_id,))
+            row = cur.fetchone()
+            return row is not None and row[0] == command
+
+        return self.db.run(update)
 
     def unregister(self, worker_id: str) -> None:
         self.db.run(lambda cur: cur.execute(self.d.q("DELETE FROM {workers} WHERE id = {p}"), (worker_id,)))
@@ -75,4 +109,9 @@ def worker_row(t: Callable[[Any], datetime], r: Row) -> WorkerRow:
     listing should show a malformed row rather than fail on it."""
     return WorkerRow(r["id"], r["hostname"], as_int(r["pid"]), r["queues"], as_int(r["concurrency"]),
                      t(r["started_at"]), t(r["heartbeat_at"]), as_int(r["jobs_done"]), as_float(r["lease"]),
-                     as_float(r["heartbeat_every"]))
+                     as_float(r["heartbeat_every"]), _text(r.get("command")), _text(r.get("status")))
+
+
+def _text(value: Any) -> str | None:
+    """A short text column as a listing shows it (any value SQLite may hold, as text)."""
+    return None if value is None else str(value)[:32]

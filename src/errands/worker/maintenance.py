@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..core.endings import announce
 from ..core.errors import StoreError, StoreUnavailable
 from .alerts import AlertClock, evaluate_quietly
+from .control import QUIET, STOP, command_of
 from .liveness import FORGET_AFTER_AT_LEAST, FORGET_AFTER_LEASES, forget_worker_after, heartbeat_every
 from .state import jitter
 
@@ -162,10 +163,37 @@ class Maintenance:
             state.leases_at_risk.set()
 
     def _report(self) -> None:
-        """Report alive, with the runs recorded so far."""
+        """Report alive, with the runs recorded so far and what this worker is doing, and obey the
+        command an operator left for it (read by the same statement)."""
         done = self.state.jobs_done
-        self.store.workers.heartbeat(self.owner, done)
+        command = self.store.workers.heartbeat(self.owner, done, self.state.status)
         self._reported_done = done
+        if self._obey(command_of(command)):  # acknowledged at once: the listing shows what it does now
+            self.store.workers.heartbeat(self.owner, done, self.state.status)
+
+    def _obey(self, command: str | None) -> bool:
+        """Quiet, resume or stop as the workers table says (:mod:`~errands.worker.control`); whether
+        that changed what this worker does."""
+        state = self.state
+        if command == STOP:
+            if state.stop.is_set():
+                return False
+            log.warning("told to stop from outside: claiming nothing more, finishing running jobs "
+                        "(up to %.0fs), then exiting", self.settings.shutdown_timeout)
+            state.stop.set()
+        elif command == QUIET:
+            if state.quiet.is_set() or state.stop.is_set():
+                return False
+            log.warning("quieted from outside: claiming nothing more, running jobs finish; still alive")
+            state.quiet.set()
+        elif state.quiet.is_set():
+            log.warning("resumed from outside: claiming jobs again")
+            state.quiet.clear()
+            state.new_jobs.set()
+        else:
+            return False
+        state.wake.set()
+        return True
 
     def _keep(self) -> None:
         """One beat: extend our leases, report alive, and rescue or prune when that is due."""

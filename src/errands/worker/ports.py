@@ -54,7 +54,9 @@ class RegistryPort(Protocol):
     def register(self, worker_id: str, hostname: str, pid: int, queues: Sequence[str], concurrency: int,
                  lease: float | None = None, heartbeat_every: float | None = None) -> None: ...
 
-    def heartbeat(self, worker_id: str, jobs_done: int) -> None: ...
+    def heartbeat(self, worker_id: str, jobs_done: int, status: str | None = None) -> str | None:
+        """Report alive (and ``status``: "quiet", "stopping", None); the command an operator left for
+        this worker ("quiet", "stop"; None: run), as the database holds it: untrusted."""
 
     def unregister(self, worker_id: str) -> None: ...
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StoreError, StoreUnavailable
 from .admission import Admission
+from .control import resident_mb
 from .execution import Runners
 from .maintenance import Maintenance
 from .scheduler import Scheduler
@@ -61,6 +62,8 @@ class Worker:
         self.runners = Runners(app, state, slots, self.settling.record)
         self.maintenance = Maintenance(app, settings, state, self.id, self.lease, self.runners, parent_pid)
         self._threads = self.runners.threads
+        self._memory_checked = 0
+        """``jobs_done`` when the memory was last compared with ``--max-memory``."""
 
     @property
     def jobs_done(self) -> int:
@@ -113,6 +116,11 @@ class Worker:
         return self.state.stop.is_set()
 
     @property
+    def recycling(self) -> bool:
+        """Stopping to be replaced by a fresh process (``--max-memory``)."""
+        return self.state.recycle
+
+    @property
     def held_ids(self) -> list[int]:
         return self.state.held_ids()
 
@@ -155,8 +163,8 @@ class Worker:
                 continue
             settling.settle()
             self.admission.give_back_missed()
-            if not db_ok.is_set():
-                continue
+            if not db_ok.is_set() or self._steered():
+                continue  # (told to stop: the loop ends)
             if new_jobs.is_set():
                 new_jobs.clear()
                 next_claim, idle = 0.0, s.min_sleep
@@ -206,6 +214,8 @@ class Worker:
         s, state = self.settings, self.state
         if s.max_jobs is not None and state.claimed >= s.max_jobs and not state.outstanding:
             return None
+        if state.quiet.is_set():
+            return 0  # quieted from outside: nothing claimed, nothing prefetched
         want = self.admission.capacity() - state.outstanding
         if s.max_jobs is not None:
             want = min(want, s.max_jobs - state.claimed)
@@ -221,17 +231,45 @@ class Worker:
         state.wake.clear()
 
     # ------------------------------------------------------------------ stopping
-    def _drain(self) -> None:
-        """Graceful stop: give back unstarted jobs, let running ones finish within the shutdown timeout."""
+    def _steered(self) -> bool:
+        """Follow what changed since the last pass: ``--max-memory`` crossed (recycle), quieted from
+        outside (give the buffer back); True when the worker is to stop."""
+        s, state = self.settings, self.state
+        if s.max_memory is not None and state.jobs_done != self._memory_checked:
+            self._check_memory(s.max_memory)
+        if state.quiet.is_set():
+            self._give_back_unstarted()  # (nothing to do once the buffer is empty)
+        return state.stop.is_set()
+
+    def _check_memory(self, limit: int) -> None:
+        """``--max-memory``: after runs that left this process above ``limit`` MB, stop claiming and
+        exit once the running jobs finish, to be replaced by a fresh process."""
+        self._memory_checked = self.state.jobs_done
+        used = resident_mb()
+        if used is None or used <= limit:
+            return
+        log.warning("worker process uses %.0f MB, above --max-memory %d MB: recycling (running jobs "
+                    "finish, then a fresh process takes over)", used, limit)
+        self.state.recycle = True
+        self.state.stop.set()
+
+    def _give_back_unstarted(self) -> None:
+        """Release the buffered jobs no runner has started (their attempt refunded)."""
         state = self.state
-        self.admission.give_back_missed()
         unstarted = self.runners.unstarted()
         if unstarted:
             try:
                 self.store.jobs.release(self.id, unstarted)
                 state.forget(unstarted)
+                state.claimed -= len(unstarted)  # (--max counts runs it was allowed to start)
             except StoreError as exc:
                 log.warning("could not give back %d buffered job(s) now (%s)", len(unstarted), exc)
+
+    def _drain(self) -> None:
+        """Graceful stop: give back unstarted jobs, let running ones finish within the shutdown timeout."""
+        state = self.state
+        self.admission.give_back_missed()
+        self._give_back_unstarted()
         deadline = time.monotonic() + self.settings.shutdown_timeout
         while state.outstanding > 0 and not state.stop_now.is_set() and time.monotonic() < deadline:
             state.wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))

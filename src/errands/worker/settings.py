@@ -142,6 +142,10 @@ class WorkerSettings:
         "Exit when no job is ready (delayed jobs are not waited for).")
     max_jobs: int | None = _option(
         None, int, ("--max",), "ERRANDS_MAX_JOBS", "Exit after this many jobs (per process).", low=1, optional=True)
+    max_memory: int | None = _option(
+        None, int, ("--max-memory",), "ERRANDS_MAX_MEMORY",
+        "Recycle a worker process after a job leaves it above this many MB of resident memory: it finishes "
+        "its running jobs and exits, and the supervisor starts a fresh one.", low=1, optional=True)
     sleep: float = _option(
         SLEEP, float, ("--sleep",), "ERRANDS_SLEEP",
         "Longest wait in seconds between polls when idle (with a wake-up signal: between safety polls).",
@@ -188,6 +192,7 @@ class WorkerOptions(TypedDict, total=False):
     concurrency: int
     burst: bool
     max_jobs: int | None
+    max_memory: int | None
     sleep: float
     shutdown_timeout: float
     lease: float | None

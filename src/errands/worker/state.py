@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.errors import StoreUnavailable
 from ..core.rows import ClaimedJob
+from .control import QUIET, STOPPING
 
 log = logging.getLogger("errands.worker")
 jitter = random.Random()
@@ -67,10 +68,21 @@ class WorkerState:
         self.leases_at_risk = threading.Event()
         """Set by the heartbeat thread while it has failed to extend the leases for half a lease: the
         runs may soon be another worker's (``current_job().stopping`` reads it)."""
+        self.quiet = threading.Event()
+        """Quieted by an operator (:mod:`~errands.worker.control`): claim nothing, run what is running."""
+        self.recycle = False
+        """Stopping to be replaced by a fresh process (``--max-memory``): the exit code says so."""
 
     def stopping(self) -> bool:
         """Whether running jobs should stop at their next checkpoint: told to stop, or leases at risk."""
         return self.stop.is_set() or self.leases_at_risk.is_set()
+
+    @property
+    def status(self) -> str | None:
+        """What this worker reports doing with its heartbeat: "stopping", "quiet", or None (running)."""
+        if self.stop.is_set():
+            return STOPPING
+        return QUIET if self.quiet.is_set() else None
 
     def missed_start(self, row: ClaimedJob, starts: list[tuple[str, Any, int]]) -> None:
         """A runner's rate-limited run missed its start: hand it, and the starts recorded for it, to

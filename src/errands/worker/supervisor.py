@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.endings import Buried, Result, RunOutcome, announce
 from ..core.errors import ConfigurationError, JobTimeout, SchemaError, StoreError
 from ..core.rows import ClaimedJob
+from .control import EXIT_RECYCLE
 from .runner import Worker
 from .settings import PROCESSES, WorkerSettings
 from .slots import SlotTable
@@ -92,6 +93,8 @@ def _child_main(app: RunHost, settings: WorkerSettings, slots: SlotTable, id_cel
         worker.install_signal_handlers(supervised=True)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # a stop sent while starting arrives now
         worker.run()
+        if worker.recycling:
+            code = EXIT_RECYCLE
     except (ConfigurationError, SchemaError) as exc:  # only these stop every process (exit 78)
         log.error("worker process cannot run: %s", exc)
         code = EXIT_CONFIG
@@ -208,6 +211,11 @@ class Supervisor:
             del self.children[pid]
             self._ended_runs += child.slots.finished()
             if code == 0:
+                continue  # done: its work (--burst, --max), or stopped from outside
+            if code == EXIT_RECYCLE and not child.slots.running():
+                if not self.stopping:
+                    log.warning("worker process %d recycled (--max-memory); starting a fresh one", pid)
+                    self._spawn(child.index)
                 continue
             if code == EXIT_CONFIG:
                 self.exit_code = EXIT_CONFIG

@@ -30,7 +30,9 @@ FAILED_COLUMNS = names(FAILED)
 """Every column of the dead letter, in the order :meth:`FailedJobRow.from_row` reads them."""
 CLAIM_COLUMNS = names(CLAIMED)
 """What a claim returns, in the order of :class:`ClaimedJob`'s fields."""
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, heartbeat_every"
+WORKER_COLUMNS = ("id, hostname, pid, queues, concurrency, started_at, heartbeat_at, jobs_done, lease, "
+                  "heartbeat_every, command, status")
+"""The workers registry's columns (``command`` and ``status``: schema version 11)."""
 BACKLOG_CAP = 10_000
 """How many claimable jobs the autoscaling queries look at, at most (docs/autoscaling.md)."""
 BACKLOG_AGE_SAMPLE = 1_000
@@ -239,6 +241,11 @@ class Dialect(ABC):
     #: row is locked until the transaction ends (:mod:`errands.store.fairness`).
     fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES ({p}, {p}, 0, {now}) "
                       "ON CONFLICT (queue, name) DO UPDATE SET used_at = excluded.used_at")
+    #: A worker's heartbeat (params: jobs done, its status, its id), which reads the command an operator
+    #: left for it in the same statement (``RETURNING``); None: the dialect has no ``UPDATE ...
+    #: RETURNING`` (MySQL, MariaDB), and the store reads the command after the update, by primary key.
+    heartbeat_sql: str | None = ("UPDATE {workers} SET heartbeat_at = {now}, jobs_done = {p}, status = {p} "
+                                 "WHERE id = {p} RETURNING command")
 
     # ------------------------------------------------------------------ required SQL (abstract)
     # Each backend must say these; a missing one fails when the dialect is made, not with broken SQL.

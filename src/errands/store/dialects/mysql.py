@@ -207,6 +207,7 @@ class MySQLDialect(Dialect):
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     count_waiting_per_queue = True
     search_window_share = 0.5
+    heartbeat_sql = None  # neither MySQL nor MariaDB has UPDATE ... RETURNING
     fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES (%s, %s, 0, {now}) "
                       "ON DUPLICATE KEY UPDATE used_at = VALUES(used_at)")
 

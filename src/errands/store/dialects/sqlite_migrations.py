@@ -208,8 +208,11 @@ def _dynamic_schedules(d: Dialect) -> list[str | Step]:
 
 
 def _worker_commands(d: Dialect) -> list[str | Step]:
-    """A worker process quieted or stopped from outside, read with its heartbeat (part 2)."""
-    return []
+    """A worker process quieted or stopped from outside, read with its heartbeat (part 2): ``command``
+    is what an operator asked of it ('quiet', 'stop'; NULL: run), ``status`` what it reports doing
+    ('quiet', 'stopping'; NULL: running).  Both nullable: no table rewrite."""
+    return [d.q("ALTER TABLE {workers} ADD COLUMN command TEXT"),
+            d.q("ALTER TABLE {workers} ADD COLUMN status TEXT")]
 
 
 def _checkpoints(d: Dialect) -> list[str | Step]:
