@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.config import check_queue_name
 from ..core.cron import Cron
-from ..core.errors import ConfigurationError, EnqueueError, InvalidQueueName
+from ..core.errors import ConfigurationError, EnqueueError, InvalidQueueName, JobNotFound
 from ..core.payload import decode_arguments, for_display, parse_json
 from ..core.schedules import (
     DEFAULT_CATCH_UP,
@@ -34,8 +34,8 @@ EDITABLE = ("job", "cron", "timezone", "args", "kwargs", "queue", "priority", "c
 """What an edit may change (``args``/``kwargs`` together make the stored arguments)."""
 
 
-class ScheduleNotFound(ConfigurationError):
-    """No stored schedule of that name (a schedule from code cannot be changed at run time)."""
+class ScheduleNotFound(JobNotFound):
+    """No stored schedule of that name (a schedule from code cannot be changed at run time): a 404 in the API."""
 
 
 def schedules_view(app: Errands) -> list[ScheduleView]:
