@@ -38,6 +38,10 @@ class ScheduleNotFound(JobNotFound):
     """No stored schedule of that name (a schedule from code cannot be changed at run time): a 404 in the API."""
 
 
+class ScheduleFormError(ConfigurationError):
+    """A value typed in a form or the CLI that is not what the setting takes."""
+
+
 def schedules_view(app: Errands) -> list[ScheduleView]:
     """Every schedule, the code's first: cron, time zone, the last slot run and the next three."""
     store = app.store
@@ -124,14 +128,14 @@ def parse_arguments(text: str | None, what: str = "arguments") -> tuple[list[Any
     try:
         value = parse_json(text, what)
     except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+        raise ScheduleFormError(str(exc)) from None
     if isinstance(value, list):
         return value, {}
     if isinstance(value, dict) and set(value) <= {"args", "kwargs"}:
         args, kwargs = value.get("args", []), value.get("kwargs", {})
         if isinstance(args, list) and isinstance(kwargs, dict):
             return args, kwargs
-    raise ConfigurationError(f'{what} must be a JSON array, or an object {{"args": [...], "kwargs": {{...}}}}')
+    raise ScheduleFormError(f'{what} must be a JSON array, or an object {{"args": [...], "kwargs": {{...}}}}')
 
 
 # ---------------------------------------------------------------------------------- checks
@@ -235,5 +239,5 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-__all__ = ["EDITABLE", "ScheduleNotFound", "add_schedule", "delete_schedule", "edit_schedule", "parse_arguments",
-           "schedule_view", "schedules_view", "set_schedule_paused"]
+__all__ = ["EDITABLE", "ScheduleFormError", "ScheduleNotFound", "add_schedule", "delete_schedule", "edit_schedule",
+           "parse_arguments", "schedule_view", "schedules_view", "set_schedule_paused"]
