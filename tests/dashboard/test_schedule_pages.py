@@ -32,6 +32,9 @@ def test_the_periodic_page_adds_edits_pauses_resumes_and_deletes_stored_schedule
         "mail", "Europe/Berlin", "all", 5, 1)
     edit_page = web.get("/periodic?edit=mails.hourly").text
     assert "Edit schedule mails.hourly" in edit_page and 'value="15 * * * *"' in edit_page
+    assert web.post("/periodic/mails.hourly/edit", data=form, follow_redirects=False).status_code == 303
+    [unchanged] = [s for s in web.get("/api/periodic").json()["schedules"] if s["source"] == "database"]
+    assert unchanged["version"] == 1  # the form saved as it was filled in changes nothing
     r = web.post("/periodic/mails.hourly/edit", data={**form, "cron": "45 * * * *", "arguments": '{"args": ["x@y.z"]}'},
                  follow_redirects=False)
     assert r.status_code == 303
@@ -45,7 +48,8 @@ def test_the_periodic_page_adds_edits_pauses_resumes_and_deletes_stored_schedule
     assert web.post("/periodic/mails.hourly/explode", data={"csrf": token}).status_code == 404
     assert web.post("/periodic/mails.hourly/delete", data={"csrf": token}, follow_redirects=False).status_code == 303
     actions = [e["action"] for e in web.get("/api/audit").json()["entries"]]
-    assert actions[:5] == ["schedule-delete", "schedule-resume", "schedule-pause", "schedule-edit", "schedule-add"]
+    assert actions[:6] == ["schedule-delete", "schedule-resume", "schedule-pause", "schedule-edit", "schedule-edit",
+                           "schedule-add"]
 
     web.post("/logout", data={"csrf": token})
     login(web, VIEWER)

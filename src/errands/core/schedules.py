@@ -40,8 +40,9 @@ MISSED_AFTER = 60.0
 """Seconds after its time a slot counts as missed (``catch_up="none"`` skips it).  A scheduler wakes
 at each slot and at least every 5 s, and backs off up to 30 s while the database is unreachable:
 a minute leaves room for both."""
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
-"""What a stored schedule may be called: letters, digits and ``_ . : -`` (it appears in URLs and unique keys)."""
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
+"""What a stored schedule may be called: letters, digits and ``_ . -`` (it appears in URLs, and in its runs'
+unique keys ``periodic:<name>:<slot>``, which stay split at their first two colons)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class ScheduleRow:
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ConfigurationError("a schedule's name is 1-200 letters, digits and _ . : - (got "
+        raise ConfigurationError("a schedule's name is 1-200 letters, digits and _ . - (got "
                                  f"{str(name)[:60]!r})")
     return name
 

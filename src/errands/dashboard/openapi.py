@@ -77,7 +77,7 @@ _SCHEDULE_EDIT: dict[str, Any] = {"type": "object", "properties": {
     "catch_up_limit": {"type": "integer", "minimum": 1, "maximum": 10000, "nullable": True,
                        "description": "with catch_up all: at most this many (default 100)"}}}
 _SCHEDULE_ADD: dict[str, Any] = {**_SCHEDULE_EDIT, "required": ["name", "job", "cron"], "properties": {
-    "name": {"type": "string", "maxLength": 200, "pattern": "^[A-Za-z0-9_.:-]+$"}, **_SCHEDULE_EDIT["properties"]}}
+    "name": {"type": "string", "maxLength": 200, "pattern": "^[A-Za-z0-9_.-]+$"}, **_SCHEDULE_EDIT["properties"]}}
 _BULK_DEAD: dict[str, Any] = {"type": "object", "properties": {
     "ids": {"type": "array", "items": _ID, "maxItems": 1000},
     "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},

@@ -120,6 +120,15 @@ def delete_schedule(app: Errands, actor: str, name: str) -> bool:
     return True
 
 
+def stored_settings(app: Errands, name: str) -> dict[str, Any]:
+    """A stored schedule's settings as stored (the form that edits it starts from them, so saving it
+    unchanged changes nothing): job, cron, timezone, args, kwargs, queue, priority, catch_up, catch_up_limit."""
+    row = app.store.schedules.get(name)
+    if row is None:
+        raise _not_found(app, name)
+    return _current_values(row)
+
+
 def parse_arguments(text: str | None, what: str = "arguments") -> tuple[list[Any], dict[str, Any]]:
     """Arguments as typed in a form or the CLI: a JSON array (positional), an object with ``args``
     and/or ``kwargs``, or empty (none)."""
@@ -148,6 +157,8 @@ def _columns(app: Errands, values: Mapping[str, Any]) -> dict[str, Any]:
                                  "registered job: `errands periodic list` shows the schedules, the enqueue page "
                                  "the jobs)")
     cron, zone = values["cron"], values["timezone"] or None
+    if zone == "UTC":  # the default, stored as NULL: an edit that names it changes nothing
+        zone = None
     if not isinstance(cron, str) or len(cron) > 255 or not (zone is None or isinstance(zone, str)):
         raise ConfigurationError("cron must be a cron expression and timezone an IANA name (or empty: UTC)")
     Cron(cron, zone)  # ConfigurationError with the field at fault
@@ -240,4 +251,4 @@ def _iso(value: datetime | None) -> str | None:
 
 
 __all__ = ["EDITABLE", "ScheduleFormError", "ScheduleNotFound", "add_schedule", "delete_schedule", "edit_schedule",
-           "parse_arguments", "schedule_view", "schedules_view", "set_schedule_paused"]
+           "parse_arguments", "schedule_view", "schedules_view", "set_schedule_paused", "stored_settings"]

@@ -27,12 +27,12 @@ async def periodic_page(d: Dashboard, request: Request, user: Principal) -> Resp
     schedules = await run_in_threadpool(ops.periodic_view, d.app)
     editing = request.query_params.get("edit")
     form: dict[str, Any] = {"catch_up": "latest"}
-    for view in schedules:
-        if view.source == "database" and view.name == editing:
-            form = {"name": view.name, "job": view.job, "cron": view.cron, "timezone": view.timezone,
-                    "arguments": json.dumps(view.arguments), "queue": view.queue,
-                    "priority": "" if view.priority is None else view.priority, "catch_up": view.catch_up,
-                    "catch_up_limit": view.catch_up_limit or ""}
+    if editing and any(v.source == "database" and v.name == editing for v in schedules):
+        stored = await run_in_threadpool(sched.stored_settings, d.app, editing)
+        arguments = stored["args"] if not stored["kwargs"] else {"args": stored["args"], "kwargs": stored["kwargs"]}
+        form = {**stored, "name": editing, "arguments": json.dumps(arguments),
+                "priority": "" if stored["priority"] is None else stored["priority"],
+                "catch_up_limit": stored["catch_up_limit"] or ""}
     return d.render(request, "periodic.html", user, schedules=schedules, form=form,
                     editing=editing if form.get("name") else None, jobs=sorted(d.app.registry),
                     catch_up_modes=CATCH_UP_MODES)
