@@ -15,6 +15,7 @@ this app) is logged once and skipped; it never ends the thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -75,8 +76,10 @@ class Scheduler:
             except StoreError:
                 raise
             except Exception:  # one schedule whose arguments cannot be stored, say: the others still run
-                log.exception("scheduler: schedule %s failed at %s", schedule.name, now.isoformat())
-                self.seen[schedule.name] = schedule.cron.last_at_or_before(now)
+                log.exception("scheduler: schedule %s failed at %s; tried again at its next slot", schedule.name,
+                              now.isoformat())
+                with contextlib.suppress(Exception):
+                    self.seen[schedule.name] = schedule.cron.last_at_or_before(now)
         return max(0.01, wait)
 
     def read_stored(self) -> list[StoredSchedule]:
@@ -99,6 +102,8 @@ class Scheduler:
             if entry[1] is not None and not row.paused:
                 running.append(entry[1])
         self.stored = known
+        for name in [n for n in self.seen if n not in known and n not in self.app.schedules]:
+            del self.seen[name]  # deleted
         return running
 
     def _build(self, row: Any) -> StoredSchedule | None:
