@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StoreError
-from ..core.schedules import StoredSchedule, slots_due
+from ..core.schedules import ScheduleRow, StoredSchedule, slots_due
 
 if TYPE_CHECKING:
     from .host import PeriodicJob, RunHost
@@ -106,7 +106,7 @@ class Scheduler:
             del self.seen[name]  # deleted
         return running
 
-    def _build(self, row: Any) -> StoredSchedule | None:
+    def _build(self, row: ScheduleRow) -> StoredSchedule | None:
         try:
             return StoredSchedule(row, self.app.registry.get)
         except Exception as exc:  # a row another program wrote, a job this app does not register
@@ -124,8 +124,11 @@ class Scheduler:
             log.info("periodic schedule %s changed before its slot %s was claimed", schedule.name, slot.isoformat())
             return
         self.seen[schedule.name] = slot
-        for job_id in ids:
-            log.info("periodic job %s enqueued for %s as job %d", schedule.name, slot.isoformat(), job_id)
+        if len(ids) == 1:
+            log.info("periodic job %s enqueued for %s as job %d", schedule.name, slot.isoformat(), ids[0])
+        elif ids:
+            log.info("periodic job %s caught up: %d missed slots up to %s enqueued as jobs %s", schedule.name,
+                     len(ids), slot.isoformat(), ", ".join(map(str, ids)))
 
     def run(self) -> None:
         delay = 0.5
