@@ -18,6 +18,7 @@ from .core.limits import ID_MAX
 from .core.payload import decode_arguments, decode_result, encode_result, with_inputs
 from .core.retry import DEFAULT_POLICY, JobPolicy
 from .core.rows import BatchRow, WorkflowRow, dead_state
+from .core.schedules import DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT, CatchUp
 from .core.settings import AppOptions, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
@@ -39,11 +40,13 @@ R = TypeVar("R")
 class Schedule:
     """A periodic job: its cron expression and the arguments each slot's run gets."""
 
-    def __init__(self, job: JobDefinition[Any, Any], cron: Cron, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    def __init__(self, job: JobDefinition[Any, Any], cron: Cron, args: Sequence[Any], kwargs: dict[str, Any],
+                 catch_up: CatchUp | None = None) -> None:
         self.job = job
         self.cron = cron
         self.args = tuple(args)
         self.kwargs = dict(kwargs)
+        self.catch_up = catch_up or CatchUp()
 
     @property
     def name(self) -> str:
@@ -293,19 +296,24 @@ class Errands:
         return register(func) if func is not None else register
 
     def periodic(self, cron: str, *, timezone: str | None = None, args: Sequence[Any] = (),
-                 kwargs: dict[str, Any] | None = None,
+                 kwargs: dict[str, Any] | None = None, catch_up: str = DEFAULT_CATCH_UP,
+                 catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
                  **job_options: Any) -> Callable[[Callable[P, R]], JobDefinition[P, R]]:
         """Register a job that runs on a cron schedule, e.g. ``@app.periodic("*/5 * * * *")``.
 
         Every worker runs a scheduler; each slot is enqueued exactly once however many run
-        (the database records the last slot of each schedule).  After downtime, only the
-        latest missed slot runs, once.  ``timezone`` is an IANA name (default UTC).
+        (the database records the last slot of each schedule).  ``timezone`` is an IANA name
+        (default UTC).  ``catch_up``: what runs of the slots missed while no scheduler ran:
+        ``"latest"`` (the default: the latest one, once), ``"none"``, or ``"all"`` (each of them,
+        at most ``catch_up_limit``, the most recent).  Schedules can also be stored in the
+        database and changed while workers run (``errands periodic add``, the dashboard).
         """
         schedule_cron = Cron(cron, timezone)
+        policy = CatchUp(catch_up, catch_up_limit)
 
         def register(f: Callable[P, R]) -> JobDefinition[P, R]:
             definition: JobDefinition[P, R] = self.job(**job_options)(f)
-            schedule = Schedule(definition, schedule_cron, args, kwargs or {})
+            schedule = Schedule(definition, schedule_cron, args, kwargs or {}, policy)
             try:  # the arguments every run will get: refused now, not at the first slot
                 definition.prepare(*schedule.args, **schedule.kwargs)
             except EnqueueError as exc:

@@ -1,4 +1,5 @@
-"""A periodic job every second, for the scheduler test (three schedulers, each slot once)."""
+"""A periodic job every second, for the scheduler test (three schedulers, each slot once), and a job that a
+schedule stored in the database runs (edited in place while the schedulers run)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,12 @@ def tick() -> float:
     if row is None or row.unique_key is None:
         return time.time()
     return datetime.fromisoformat(row.unique_key.split(":", 2)[2]).timestamp()
+
+
+@app.job(name="stamp", keep_result=True)
+def stamp(n: int) -> list[float]:
+    """[the run's slot, its argument]: which definition of the stored schedule enqueued it."""
+    row = app.store.jobs.get_job(current_job().id)
+    slot = time.time() if row is None or row.unique_key is None else \
+        datetime.fromisoformat(row.unique_key.split(":", 2)[2]).timestamp()
+    return [slot, n]

@@ -49,6 +49,7 @@ class Showcase(Site):
 
     def fill(self) -> None:
         from errands import group
+        from errands.services import schedules
 
         app = self.app()
         r, store, d = app.registry, app.store, app.store.dialect
@@ -82,6 +83,12 @@ class Showcase(Site):
 
         store.db.run(backdate)
         app.pause_queue("reports")
+        # Schedules stored in the database beside the code's two: one running, one paused.
+        schedules.add_schedule(app, USER, "acme-invoice-digest", "send_invoice", "30 7 * * mon-fri",
+                               timezone="America/New_York", args=[1042, "INV-DIGEST"], catch_up="all",
+                               catch_up_limit=5)
+        schedules.add_schedule(app, USER, "legacy-sync", "sync_customer", "0 */6 * * *", args=[7])
+        schedules.set_schedule_paused(app, USER, "legacy-sync", True)
         store.accounts.audit(USER, "retry", "dead letter", "3 entries")
         store.accounts.audit(USER, "pause", "queue reports")
         self.cli("users", "create", "vic", "--role", "viewer", "--password", "another long password")

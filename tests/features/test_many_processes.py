@@ -2,7 +2,8 @@
 
 Each promise is held by the database, so it must hold across processes (and hosts):
 one job per unique key, one batch callback, a global rate limit, a concurrency
-group's limit, and one run per periodic slot with three schedulers.
+group's limit, and one run per periodic slot with three schedulers (an in-place edit of a stored
+schedule too).
 """
 
 from __future__ import annotations
@@ -209,20 +210,42 @@ def test_a_group_of_one_never_runs_twice_at_once_while_its_slot_changes_hands(fa
     assert peak_overlap(spans) == 1, spans
 
 
-def test_three_schedulers_enqueue_each_slot_once(db_url, spawn):
+def test_three_schedulers_enqueue_each_slot_once_and_pick_up_an_in_place_edit(db_url, spawn):
     import periodic_jobs
+
+    from errands.core.payload import decode_result
+    from errands.services import schedules
 
     app = periodic_jobs.app
     app.use_database(db_url)
     app.migrate()
     try:
+        schedules.add_schedule(app, "test", "stamped", "stamp", "* * * * * *", args=[1])  # stored, every second
+
+        def stamped() -> list[tuple[float, int]]:
+            return sorted((s, n) for s, n in (decode_result(r[0]) for r in _rows(
+                app, "SELECT result FROM {results} WHERE name = 'stamp'")))
+
         for _ in range(3):
             spawn("-p", "1", app="periodic_jobs:app")
-        wait_for(lambda: len(_rows(app, "SELECT id FROM {results}")) >= 5, timeout=60, message="five ticks")
-        created = sorted(float(r[0]) for r in _rows(app, "SELECT result FROM {results}"))
+        wait_for(lambda: len(_rows(app, "SELECT id FROM {results} WHERE name = 'tick'")) >= 5 and len(stamped()) >= 2,
+                 timeout=60, message="five ticks and two stamps")
+        edited_at = app.store.now().timestamp()
+        schedules.edit_schedule(app, "test", "stamped", args=[2])  # in place: same cron, version 2
+        wait_for(lambda: len([s for s, _ in stamped() if s > edited_at + 1]) >= 2, timeout=60,
+                 message="two stamps after the edit")
+        created = sorted(float(r[0]) for r in _rows(app, "SELECT result FROM {results} WHERE name = 'tick'"))
         slots = [round(c) for c in created]
         assert len(slots) == len(set(slots)), created  # no slot ran twice
         assert slots[-1] - slots[0] == len(slots) - 1, created  # and none was skipped while they ran
+        runs = stamped()
+        seconds = [round(s) for s, _ in runs]
+        assert len(seconds) == len(set(seconds)) and seconds[-1] - seconds[0] == len(seconds) - 1, runs
+        # Every slot claimed after the edit committed ran with the new arguments (a scheduler that
+        # still held version 1 was refused and claimed it under version 2): the edit was picked up at
+        # each scheduler's next tick.
+        assert all(n == 2 for s, n in runs if s > edited_at + 1), runs
+        assert runs[0][1] == 1, runs
     finally:
         app.store.close()
 

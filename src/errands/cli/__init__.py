@@ -20,12 +20,13 @@ from ..diagnostics import refused_connection
 from .admin import migrate, recover
 from .alerts import alerts
 from .context import URL_SOURCES, Context
-from .control import batch, job, periodic, queue
+from .control import batch, job, queue
 from .dashboard import dashboard, users
 from .doctor import doctor
 from .failed import failed
 from .jobs import enqueue, status
 from .metrics import metrics
+from .schedules import periodic
 from .worker import worker
 from .workers import workers
 from .workflows import workflow

@@ -1,5 +1,5 @@
-"""``errands queue``, ``errands job``, ``errands batch`` and ``errands periodic``: look at
-and steer single queues, jobs, batches and schedules."""
+"""``errands queue``, ``errands job`` and ``errands batch``: look at and steer single queues, jobs and
+batches (``errands periodic`` is in :mod:`.schedules`)."""
 
 from __future__ import annotations
 
@@ -180,22 +180,3 @@ def batch(ctx: Context, batch_id: int) -> None:
     click.echo(f"{row.kind} {row.id}: {row.done} done, {row.failed} failed, {row.pending} pending of "
                f"{row.total} ({row.percent:g}%), {state}")
 
-
-@click.command()
-@click.pass_obj
-def periodic(ctx: Context) -> None:
-    """The app's schedules: cron expression, last slot run and the next ones."""
-    app = ctx.app(required=True)
-    last = app.store.features.periodic_slots()
-    now = app.store.now()
-    if not app.schedules:
-        click.echo("this app has no periodic jobs")
-    for name, schedule in sorted(app.schedules.items()):
-        upcoming = []
-        moment = now
-        for _ in range(3):
-            moment = schedule.cron.next_after(moment)
-            upcoming.append(moment.isoformat())
-        ran = last.get(name)
-        click.echo(f"{name}  {schedule.cron.expression!r} ({getattr(schedule.cron.tz, 'key', 'UTC')})\n"
-                   f"    last slot: {ran.isoformat() if ran else 'never'}\n    next: {', '.join(upcoming)}")

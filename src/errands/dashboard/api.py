@@ -22,6 +22,7 @@ from ..services import alerts as alerting
 from ..services import limits as qlimits
 from ..services import operations as opx
 from ..services import operator as ops
+from ..services import schedules as sched
 from ..services import workers as fleet
 from ..services import workflows as flows
 from ..services.models import (
@@ -46,7 +47,9 @@ from ..services.models import (
     QueueToggled,
     ReadModel,
     Recovered,
+    ScheduleDeleted,
     ScheduleList,
+    ScheduleView,
     UserList,
     WorkerActivity,
     WorkerList,
@@ -244,6 +247,33 @@ def api_periodic_run(d: Dashboard, request: Request, user: Principal, body: Any)
     return PeriodicRun(ops.run_periodic_now(d.app, user.username, request.path_params["name"]))
 
 
+def api_schedule_add(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> ScheduleView:
+    """Store a schedule: ``{"name": ..., "job": ..., "cron": ...}`` and any of timezone, args, kwargs,
+    queue, priority, catch_up, catch_up_limit."""
+    values = {k: v for k, v in body.items() if k not in ("name", "job", "cron")}
+    required = [v for v in (body.get(k) for k in ("name", "job", "cron")) if isinstance(v, str)]
+    if len(required) != 3:
+        raise HTTPException(400, "name, job and cron are required strings")
+    return sched.add_schedule(d.app, user.username, *required, **values)
+
+
+def api_schedule_edit(d: Dashboard, request: Request, user: Principal, body: dict[str, Any]) -> ScheduleView:
+    """Change a stored schedule in place: the settings the body gives (the others stay)."""
+    return sched.edit_schedule(d.app, user.username, request.path_params["name"], **body)
+
+
+def api_schedule_toggle(d: Dashboard, request: Request, user: Principal, body: Any) -> ScheduleView:
+    action = request.path_params["action"]
+    if action not in ("pause", "resume"):
+        raise HTTPException(404, "no such action")
+    return sched.set_schedule_paused(d.app, user.username, request.path_params["name"], action == "pause")
+
+
+def api_schedule_delete(d: Dashboard, request: Request, user: Principal, body: Any) -> ScheduleDeleted:
+    name = request.path_params["name"]
+    return ScheduleDeleted(name, sched.delete_schedule(d.app, user.username, name))
+
+
 def api_cancel(d: Dashboard, request: Request, user: Principal, body: Any) -> Cancelled:
     return Cancelled(ops.cancel_job(d.app, user.username, params.job_id(request)))
 
@@ -341,7 +371,11 @@ ENDPOINTS = (
     Endpoint("POST", "/api/queues/{name}/limits", api_queue_limits, QueueLimitsView),
     Endpoint("POST", "/api/queues/{name}/{action}", api_queue_action, QueueToggled),
     Endpoint("GET", "/api/periodic", api_periodic, ScheduleList),
+    Endpoint("POST", "/api/periodic", api_schedule_add, ScheduleView),
     Endpoint("POST", "/api/periodic/{name}/run", api_periodic_run, PeriodicRun),
+    Endpoint("POST", "/api/periodic/{name}/edit", api_schedule_edit, ScheduleView),
+    Endpoint("POST", "/api/periodic/{name}/delete", api_schedule_delete, ScheduleDeleted),
+    Endpoint("POST", "/api/periodic/{name}/{action}", api_schedule_toggle, ScheduleView),
     Endpoint("GET", "/api/enqueue", api_jobs_form, EnqueueForm),
     Endpoint("POST", "/api/enqueue", api_enqueue, EnqueuedJobs),
     Endpoint("GET", "/api/audit", api_audit, AuditLog),

@@ -78,6 +78,19 @@ def _worker_command() -> dict[str, Any]:
 _WORKER_COMMAND: dict[str, Any] = {"type": "object", "description": "either worker or host", "properties": {
     "worker": {"type": "string", "maxLength": 255, "description": "a worker's id (GET /api/workers)"},
     "host": {"type": "string", "maxLength": 255, "description": "every worker process registered on this host"}}}
+_SCHEDULE_EDIT: dict[str, Any] = {"type": "object", "properties": {
+    "job": {"type": "string", "maxLength": 255, "description": "a registered job"},
+    "cron": {"type": "string", "maxLength": 255, "description": "five fields, or six with seconds first"},
+    "timezone": {"type": "string", "maxLength": 64, "nullable": True, "description": "IANA name (null: UTC)"},
+    "args": {"type": "array", "items": {}}, "kwargs": {"type": "object", "additionalProperties": {}},
+    "queue": {"type": "string", "maxLength": 60, "nullable": True},
+    "priority": {"type": "integer", "nullable": True},
+    "catch_up": {"type": "string", "enum": ["none", "latest", "all"],
+                 "description": "slots missed while no scheduler ran: none, the latest (default) or all"},
+    "catch_up_limit": {"type": "integer", "minimum": 1, "maximum": 10000, "nullable": True,
+                       "description": "with catch_up all: at most this many (default 100)"}}}
+_SCHEDULE_ADD: dict[str, Any] = {**_SCHEDULE_EDIT, "required": ["name", "job", "cron"], "properties": {
+    "name": {"type": "string", "maxLength": 200, "pattern": "^[A-Za-z0-9_.-]+$"}, **_SCHEDULE_EDIT["properties"]}}
 _BULK_DEAD: dict[str, Any] = {"type": "object", "properties": {
     "ids": {"type": "array", "items": _ID, "maxItems": 1000},
     "queue": {"type": "string", "maxLength": 200}, "name": {"type": "string", "maxLength": 200},
@@ -104,6 +117,7 @@ def _described() -> dict[str, Any]:
     path_name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern":
                                                                             "^[A-Za-z0-9._-]{1,60}$"}}
     job_id = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
+    schedule = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 255}}
     workflow_id = {"name": "workflow_id", "in": "path", "required": True, "schema": _ID}
     paths = {
         "/api/me": {"get": _op("The signed-in user and the CSRF token for writes")},
@@ -149,10 +163,19 @@ def _described() -> dict[str, Any]:
             "name": "action", "in": "path", "required": True, "schema": {"type": "string",
                                                                          "enum": ["pause", "resume"]}}],
             write=True)},
-        "/api/periodic": {"get": _op("Periodic jobs: schedule, last and next runs")},
-        "/api/periodic/{name}/run": {"post": _op("Run a periodic job now", [{
-            "name": "name", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 255}}],
+        "/api/periodic": {"get": _op("Schedules (from code and stored): cron, last and next runs"),
+                          "post": _op("Store a schedule; every scheduler starts it at its next tick",
+                                      body=_SCHEDULE_ADD, write=True)},
+        "/api/periodic/{name}/run": {"post": _op("Run a periodic job now", [schedule], write=True)},
+        "/api/periodic/{name}/edit": {"post": _op(
+            "Change a stored schedule in place (the settings given; its version goes up, every scheduler uses it "
+            "from its next tick; a new cron or timezone starts it afresh)", [schedule], _SCHEDULE_EDIT,
             write=True)},
+        "/api/periodic/{name}/delete": {"post": _op("Delete a stored schedule", [schedule], write=True)},
+        "/api/periodic/{name}/{action}": {"post": _op(
+            "Pause or resume a stored schedule (resumed: from its next slot)", [schedule, {
+                "name": "action", "in": "path", "required": True,
+                "schema": {"type": "string", "enum": ["pause", "resume"]}}], write=True)},
         "/api/enqueue": {"get": _op("Registered jobs the panel may enqueue"),
                          "post": _op("Enqueue a registered job (at most 100 copies)", body=_ENQUEUE_BODY, write=True)},
         "/api/audit": {"get": _op("Who did what, newest first", [{"name": "before", "in": "query",

@@ -492,6 +492,19 @@ class ScheduleView(ReadModel):
     last_slot: str | None
     next: list[str]
     queue: str
+    source: str = "code"
+    """"code" (``@app.periodic``: read-only here) or "database" (added, edited, paused, deleted at run time)."""
+    job: str = ""
+    arguments: Any = None
+    """The arguments each run gets, as the payload JSON ``{"args": [...], "kwargs": {...}}``."""
+    priority: int | None = None
+    catch_up: str = "latest"
+    catch_up_limit: int | None = None
+    paused: bool = False
+    version: int | None = None
+    """A stored schedule's version, bumped by each change (None: from code)."""
+    problem: str | None = None
+    """Why a stored schedule cannot run in this app (its job is not registered, say); None when it can."""
 
 
 @dataclass(eq=False)
@@ -600,6 +613,12 @@ class WorkersCommanded(ReadModel):
     """The ids of the workers given the command."""
     refused: list[str] = field(default_factory=list)
     """Why the others were not (a stopping worker cannot be quieted or resumed)."""
+
+
+@dataclass(eq=False)
+class ScheduleDeleted(ReadModel):
+    name: str
+    deleted: bool
 
 
 @dataclass(eq=False)

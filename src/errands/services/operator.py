@@ -25,10 +25,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import check_queue_name
-from ..core.errors import EnqueueError, InvalidOption, JobNotFound
+from ..core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound
 from ..core.limits import ID_MAX, rate_window
 from ..core.payload import MAX_DEPTH, for_display, safe_text, too_deep
 from ..core.rows import JobState, dead_state
+from ..core.schedules import StoredSchedule
 from ..store.insights import (
     COUNT_CAP,
     DEAD_SEARCH_WINDOW,
@@ -68,6 +69,7 @@ from .models import (
     Throughput,
     WorkerView,
 )
+from .schedules import schedules_view
 from .workflows import workflow_of
 
 if TYPE_CHECKING:
@@ -674,25 +676,24 @@ def enqueue_one(app: Errands, actor: str, name: str, args: list[Any], kwargs: di
 
 
 def periodic_view(app: Errands) -> list[ScheduleView]:
-    """The app's schedules: cron, time zone, the last slot run and the next three."""
-    store = app.store
-    last = store.features.periodic_slots()
-    now = store.now()
-    out = []
-    for name, schedule in sorted(app.schedules.items()):
-        nexts, moment = [], now
-        for _ in range(3):
-            moment = schedule.cron.next_after(moment)
-            nexts.append(moment.isoformat())
-        out.append(ScheduleView(name, schedule.cron.expression, getattr(schedule.cron.tz, "key", "UTC"),
-                            _iso(last.get(name)), nexts, schedule.job.options.queue))
-    return out
+    """Every schedule (the code's and the stored ones): cron, time zone, the last slot run and the next three."""
+    return schedules_view(app)
 
 
 def run_periodic_now(app: Errands, actor: str, name: str) -> int:
+    """Enqueue a schedule's job now (with its arguments, queue and priority), audited."""
     schedule = app.schedules.get(name)
     if schedule is None:
-        raise EnqueueError(f"no periodic job named {name!r}")
+        row = app.store.schedules.get(name)
+        if row is None:
+            raise EnqueueError(f"no periodic job named {name!r}")
+        try:
+            stored = StoredSchedule(row, app.registry.get)
+        except ConfigurationError as exc:
+            raise EnqueueError(str(exc)) from None
+        handle = stored.job.enqueue(*stored.args, **stored.kwargs)
+        app.store.accounts.audit(actor, "run-now", f"job {handle.id}", f"schedule {name}")
+        return handle.id
     handle = schedule.job.enqueue(*schedule.args, **schedule.kwargs)
     app.store.accounts.audit(actor, "run-now", f"job {handle.id}", f"periodic {name}")
     return handle.id

@@ -5,7 +5,8 @@ terminal write), ``store.workers`` (the registry),
 ``store.features`` (unique keys, batches, limits, schedules, results, cancel, progress),
 ``store.workflows`` (a workflow's graph and states, cancelling one),
 ``store.insights`` (read models), ``store.operations`` (bulk changes to waiting jobs),
-``store.accounts`` (dashboard users) and ``store.alerts`` (alert thresholds' crossing state) share one
+``store.accounts`` (dashboard users), ``store.alerts`` (alert thresholds' crossing state) and
+``store.schedules`` (schedules stored in the database, the claim of every schedule's slots) share one
 :class:`~errands.store.database.Database`; the store itself holds the lifecycle.
 """
 
@@ -24,6 +25,7 @@ from .features import FeatureStore
 from .insights import InsightStore
 from .jobs import JobStore
 from .operations import OperationStore
+from .schedules import ScheduleStore
 from .steps import Steps
 from .workers import WorkerStore
 from .workflows import WorkflowStore
@@ -47,6 +49,7 @@ class Store:
         self.accounts = AccountStore(self.db)
         self.operations = OperationStore(self.db, steps)
         self.alerts = AlertStore(self.db)
+        self.schedules = ScheduleStore(self.db, steps)
 
     @property
     def safe_url(self) -> str:

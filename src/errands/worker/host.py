@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
     from ..core.rows import NewJob
+    from ..core.schedules import CatchUp
     from .ports import StorePort
 
 
@@ -32,6 +33,10 @@ class PeriodicJob(Protocol):
 
     @property
     def cron(self) -> Cron: ...
+
+    @property
+    def catch_up(self) -> CatchUp:
+        """What runs of the slots missed while no scheduler ran."""
 
     def prepare(self, slot_key: str) -> NewJob:
         """The run for one slot (its unique key names the slot, so it is enqueued at most once)."""

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from ..core.endings import Ended, PolicyLookup, RecoveryReport, RunOutcome, Settlement
 from ..core.host import CoreFeatures, CoreJobs, CoreStore
 from ..core.rows import Admitted, AlertState, ClaimedJob, Limit, NewJob, QueueLimits
+from ..core.schedules import ScheduleRow
 
 
 class ClaimPort(CoreJobs, Protocol):
@@ -87,6 +88,17 @@ class FeaturePort(CoreFeatures, Protocol):
     def prune(self, failed_ttl: float | None) -> dict[str, int]: ...
 
 
+class SchedulePort(Protocol):
+    """The schedules stored in the database and the claim of every schedule's slots (``store.schedules``)."""
+
+    def rows(self) -> list[ScheduleRow]: ...
+
+    def last_slot(self, name: str) -> datetime | None: ...
+
+    def claim_slots(self, name: str, runs: Sequence[tuple[datetime, NewJob | None]],
+                    version: int | None = None) -> list[int] | None: ...
+
+
 class StatsPort(Protocol):
     """The throughput figures workers feed (``store.insights``)."""
 
@@ -140,6 +152,9 @@ class StorePort(CoreStore, Protocol):
 
     @property
     def insights(self) -> StatsPort: ...
+
+    @property
+    def schedules(self) -> SchedulePort: ...
 
     @property
     def alerts(self) -> AlertPort: ...

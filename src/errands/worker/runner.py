@@ -148,7 +148,7 @@ class Worker:
         self.maintenance.wait_until_beating()
         if s.listen and not s.burst:
             threading.Thread(target=self.maintenance.listen_loop, name="errands-listener", daemon=True).start()
-        if s.scheduler and not s.burst and self.app.schedules:
+        if s.scheduler and not s.burst:  # also without code schedules: stored ones may be added at any time
             threading.Thread(target=Scheduler(self.app, self.state.stop).run, name="errands-scheduler",
                              daemon=True).start()
 

@@ -251,8 +251,18 @@ def _version_11(d: Dialect) -> list[str | Step]:
 
 
 def _dynamic_schedules(d: Dialect) -> list[str | Step]:
-    """Schedules stored in the database beside the code's (part 1)."""
-    return []
+    """Schedules stored in the database beside the code's (part 1): one row per schedule, its
+    ``version`` bumped by every change; ``{periodic}.version`` repeats it, so that a scheduler's claim of
+    a slot (a conditional UPDATE of that row) succeeds only under the definition it read."""
+    return [
+        d.q("CREATE TABLE IF NOT EXISTS {schedules} (name VARCHAR(255) NOT NULL PRIMARY KEY,"
+            " job VARCHAR(255) NOT NULL, cron VARCHAR(255) NOT NULL, timezone VARCHAR(64) NULL,"
+            " payload MEDIUMTEXT NOT NULL, queue VARCHAR(60) NULL, priority INT NULL,"
+            " catch_up VARCHAR(10) NOT NULL DEFAULT 'latest', catch_up_limit INT NULL, paused INT NOT NULL DEFAULT 0,"
+            " version BIGINT NOT NULL DEFAULT 1, created_at DATETIME(6) NOT NULL, updated_at DATETIME(6) NOT NULL)"
+            + TABLE),
+        d.added_column("periodic", "version BIGINT NULL"),
+    ]
 
 
 def _worker_commands(d: Dialect) -> list[str | Step]:

@@ -209,8 +209,17 @@ def _version_11(d: Dialect) -> list[str | Step]:
 
 
 def _dynamic_schedules(d: Dialect) -> list[str | Step]:
-    """Schedules stored in the database beside the code's (part 1)."""
-    return []
+    """Schedules stored in the database beside the code's (part 1): one row per schedule, its
+    ``version`` bumped by every change; ``{periodic}.version`` repeats it, so that a scheduler's claim of
+    a slot (a conditional UPDATE of that row) succeeds only under the definition it read."""
+    return [d.q(s) for s in (
+        "CREATE TABLE IF NOT EXISTS {schedules} (name VARCHAR(255) PRIMARY KEY, job VARCHAR(255) NOT NULL,"
+        " cron VARCHAR(255) NOT NULL, timezone VARCHAR(64), payload TEXT NOT NULL, queue VARCHAR(60),"
+        " priority INTEGER, catch_up VARCHAR(10) NOT NULL DEFAULT 'latest', catch_up_limit INTEGER,"
+        " paused INTEGER NOT NULL DEFAULT 0, version BIGINT NOT NULL DEFAULT 1, created_at TIMESTAMPTZ NOT NULL,"
+        " updated_at TIMESTAMPTZ NOT NULL)",
+        "ALTER TABLE {periodic} ADD COLUMN IF NOT EXISTS version BIGINT",
+    )]
 
 
 def _worker_commands(d: Dialect) -> list[str | Step]:

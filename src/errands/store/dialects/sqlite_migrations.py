@@ -203,8 +203,16 @@ def _version_11(d: Dialect) -> list[str | Step]:
 
 
 def _dynamic_schedules(d: Dialect) -> list[str | Step]:
-    """Schedules stored in the database beside the code's (part 1)."""
-    return []
+    """Schedules stored in the database beside the code's (part 1): one row per schedule, its
+    ``version`` bumped by every change; ``{periodic}.version`` repeats it, so that a scheduler's claim of
+    a slot (a conditional UPDATE of that row) succeeds only under the definition it read."""
+    return [d.q(s) for s in (
+        "CREATE TABLE IF NOT EXISTS {schedules} (name TEXT PRIMARY KEY, job TEXT NOT NULL, cron TEXT NOT NULL,"
+        " timezone TEXT, payload TEXT NOT NULL, queue TEXT, priority INTEGER,"
+        " catch_up TEXT NOT NULL DEFAULT 'latest', catch_up_limit INTEGER, paused INTEGER NOT NULL DEFAULT 0,"
+        " version INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL, updated_at REAL NOT NULL)",
+        "ALTER TABLE {periodic} ADD COLUMN version INTEGER",
+    )]
 
 
 def _worker_commands(d: Dialect) -> list[str | Step]:
