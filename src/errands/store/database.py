@@ -304,10 +304,17 @@ class Database:
         """The whole DDL as a script, for people who apply schema changes themselves."""
         d = self.dialect
         out = [f"-- errands schema for {d.name}, version {d.schema_version}"]
+        if d.script_delimiter:
+            out.append(f"-- DELIMITER lines are the {d.name} client's: run this script with it (mysql db < file.sql)")
         out.append(d.q(d.schema_table_ddl) + ";")
         for version, steps in d.migrations():
             out.append(f"-- version {version}")
-            out.extend((s.sql if isinstance(s, Step) else s) + ";" for s in steps)
+            for step in steps:
+                sql = step.sql if isinstance(step, Step) else step
+                if d.script_delimiter and ";" in sql:  # a body of statements: the client must not split it
+                    out.append(f"DELIMITER {d.script_delimiter}\n{sql} {d.script_delimiter}\nDELIMITER ;")
+                else:
+                    out.append(sql + ";")
             out.append(d.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
         return "\n".join(out) + "\n"
 

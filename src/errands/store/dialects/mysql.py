@@ -205,6 +205,7 @@ class MySQLDialect(Dialect):
     connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
+    script_delimiter = "//"
     count_waiting_per_queue = True
     search_window_share = 0.5
     fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES (%s, %s, 0, {now}) "
