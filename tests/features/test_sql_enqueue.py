@@ -261,7 +261,10 @@ BAD = [  # (what, name, args, options)
 def test_bad_input_is_refused_with_a_clear_error_and_stores_nothing(backend, sql_app, conn):
     app, _ = sql_app
     for what, name, args, options in BAD:
-        with pytest.raises(Exception, match="errands_enqueue: " + wire.REFUSALS[what][:30].replace("(", r"\(")):
+        expected = "errands_enqueue: " + wire.REFUSALS[what][:30].replace("(", r"\(")
+        if args == "not json" and backend == "postgres":  # refused by the jsonb parameter's own input
+            expected = "invalid input syntax for type json"
+        with pytest.raises(Exception, match=expected):
             enqueue_sql(app, conn, name, args, **options)
     assert rows(app, conn, "SELECT COUNT(*) AS n FROM errands_jobs")[0]["n"] == 0
     assert rows(app, conn, "SELECT COUNT(*) AS n FROM errands_unique_keys")[0]["n"] == 0
@@ -288,6 +291,6 @@ def test_a_plain_insert_of_the_documented_columns_is_a_job(backend, sql_app, con
     d = app.store.dialect
     cur = conn.cursor()
     cur.execute(d.q("INSERT INTO {jobs} (queue, name, payload, max_attempts, available_at, created_at) "
-                    "VALUES ('default', 'add', '{\"args\": [4, 5], \"kwargs\": {\"c\": 1}}', 3, {now}, {now})"))
+                    "VALUES ('default', 'add', {p}, 3, {now}, {now})"), ('{"args": [4, 5], "kwargs": {"c": 1}}',))
     app.run_until_empty()
     assert ran == [10]
