@@ -271,6 +271,32 @@ def _run_logs(d: Dialect) -> list[str | Step]:
     return []
 
 
+def _enqueue_checks(name: str) -> tuple[str, ...]:
+    """The procedure's checks of its input: SIGNAL SQLSTATE 22023 with :data:`wire.REFUSALS`' words."""
+    r = {k: f"{name}: {v}".replace("'", "''") for k, v in wire.REFUSALS.items()}
+    delay_max = f"{wire.DELAY_MAX:.0f}"
+
+    def refuse(what: str) -> str:
+        return f"SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = '{r[what]}'"
+
+    return (
+        f" IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND {wire.NAME_MAX} THEN {refuse('name')}; END IF;",
+        f" IF NOT JSON_VALID(v_args) THEN {refuse('args')}; END IF;",
+        f" IF JSON_TYPE(v_args) <> 'ARRAY' THEN {refuse('args')}; END IF;",
+        f" IF NOT JSON_VALID(v_kwargs) THEN {refuse('kwargs')}; END IF;",
+        f" IF JSON_TYPE(v_kwargs) <> 'OBJECT' THEN {refuse('kwargs')}; END IF;",
+        f" IF NOT v_queue REGEXP '^[A-Za-z0-9._-]{{1,{wire.QUEUE_MAX}}}$' OR v_queue IN ('.', '..') THEN"
+        f" {refuse('queue')}; END IF;",
+        f" IF v_priority NOT BETWEEN {wire.MIN_PRIORITY} AND {wire.MAX_PRIORITY} THEN {refuse('priority')}; END IF;",
+        f" IF NOT (v_delay >= 0 AND v_delay <= {delay_max}) THEN {refuse('delay')}; END IF;",
+        f" IF p_unique_key IS NOT NULL AND CHAR_LENGTH(p_unique_key) NOT BETWEEN 1 AND {wire.KEY_MAX} THEN"
+        f" {refuse('unique_key')}; END IF;",
+        f" IF v_attempts NOT BETWEEN 1 AND {wire.ATTEMPTS_MAX} THEN {refuse('max_attempts')}; END IF;",
+        f" IF p_timeout IS NOT NULL AND NOT (p_timeout > 0 AND p_timeout <= {delay_max}) THEN"
+        f" {refuse('timeout')}; END IF;",
+    )
+
+
 def _sql_enqueue(d: Dialect) -> list[str | Step]:
     """Enqueue from SQL (part 5): the stored procedure ``<prefix>enqueue(name, args, kwargs, queue,
     priority, delay, unique_key, max_attempts, timeout, OUT id)``, every parameter positional and
@@ -286,12 +312,7 @@ def _sql_enqueue(d: Dialect) -> list[str | Step]:
     (docs/wire-format.md).  MySQL has no LISTEN: workers notice the new id by polling, as always.
     Dropped and created again (MySQL has no CREATE OR REPLACE PROCEDURE): harmless when run twice."""
     name = d.prefix + wire.ENTRY_POINT
-    r = {k: f"{name}: {v}".replace("'", "''") for k, v in wire.REFUSALS.items()}
-    delay_max = f"{wire.DELAY_MAX:.0f}"
     text = "LONGTEXT CHARACTER SET utf8mb4"
-
-    def refuse(what: str) -> str:
-        return f"SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = '{r[what]}'"
 
     insert = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, available_at,"
               " created_at, unique_key) VALUES (v_queue, p_name, v_payload, v_priority, 0, v_attempts, p_timeout,"
@@ -308,20 +329,7 @@ def _sql_enqueue(d: Dialect) -> list[str | Step]:
         f" DECLARE v_payload {text};",
         " DECLARE v_holder BIGINT; DECLARE v_held INT; DECLARE v_found INT; DECLARE v_try INT DEFAULT 0;",
         " DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;",
-        f" IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND {wire.NAME_MAX} THEN {refuse('name')}; END IF;",
-        f" IF NOT JSON_VALID(v_args) THEN {refuse('args')}; END IF;",
-        f" IF JSON_TYPE(v_args) <> 'ARRAY' THEN {refuse('args')}; END IF;",
-        f" IF NOT JSON_VALID(v_kwargs) THEN {refuse('kwargs')}; END IF;",
-        f" IF JSON_TYPE(v_kwargs) <> 'OBJECT' THEN {refuse('kwargs')}; END IF;",
-        f" IF NOT v_queue REGEXP '^[A-Za-z0-9._-]{{1,{wire.QUEUE_MAX}}}$' OR v_queue IN ('.', '..') THEN"
-        f" {refuse('queue')}; END IF;",
-        f" IF v_priority NOT BETWEEN {wire.MIN_PRIORITY} AND {wire.MAX_PRIORITY} THEN {refuse('priority')}; END IF;",
-        f" IF NOT (v_delay >= 0 AND v_delay <= {delay_max}) THEN {refuse('delay')}; END IF;",
-        f" IF p_unique_key IS NOT NULL AND CHAR_LENGTH(p_unique_key) NOT BETWEEN 1 AND {wire.KEY_MAX} THEN"
-        f" {refuse('unique_key')}; END IF;",
-        f" IF v_attempts NOT BETWEEN 1 AND {wire.ATTEMPTS_MAX} THEN {refuse('max_attempts')}; END IF;",
-        f" IF p_timeout IS NOT NULL AND NOT (p_timeout > 0 AND p_timeout <= {delay_max}) THEN"
-        f" {refuse('timeout')}; END IF;",
+        *_enqueue_checks(name),
         " SET v_payload = CONCAT('{\"args\":', v_args, ',\"kwargs\":', v_kwargs, '}');",
         " IF p_unique_key IS NULL THEN",
         "  " + insert,

@@ -254,7 +254,8 @@ def _sql_enqueue(d: Dialect) -> list[str | Step]:
         " p_name ALIAS FOR $1; p_args ALIAS FOR $2; p_kwargs ALIAS FOR $3; p_key ALIAS FOR $7;"
         " p_timeout ALIAS FOR $9;",
         f" v_queue text := COALESCE($4, '{wire.DEFAULT_QUEUE}'); v_priority integer := COALESCE($5, 0);",
-        f" v_delay double precision := COALESCE($6, 0); v_attempts integer := COALESCE($8, {wire.DEFAULT_MAX_ATTEMPTS});",
+        " v_delay double precision := COALESCE($6, 0);",
+        f" v_attempts integer := COALESCE($8, {wire.DEFAULT_MAX_ATTEMPTS});",
         " v_payload text; v_id bigint; v_holder bigint; v_held boolean; v_rows integer;",
         "BEGIN",
         f" IF p_name IS NULL OR length(p_name) NOT BETWEEN 1 AND {wire.NAME_MAX} THEN",

@@ -279,7 +279,8 @@ def _sql_enqueue(d: Dialect) -> list[str | Step]:
         f" {_WALL_CLOCK} + COALESCE(NEW.delay, 0), {_WALL_CLOCK}, NEW.unique_key WHERE {free};",
         # The job just stored holds the key (last_insert_rowid() is the trigger's own last insert).
         "INSERT INTO {unique_keys} (name, job_id, period) SELECT NEW.unique_key, last_insert_rowid(), NULL"
-        f" WHERE NEW.unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {{unique_keys}} WHERE name = NEW.unique_key);",
+        " WHERE NEW.unique_key IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM {unique_keys} WHERE name = NEW.unique_key);",
     ]
     return [d.q(s) for s in (
         f"CREATE VIEW IF NOT EXISTS {view} AS SELECT {columns} WHERE 0",
