@@ -19,6 +19,8 @@ from helpers import scaled, wait_for
 from errands import Errands
 from errands.core import wire
 from errands.core.rows import JobState
+from errands.diagnostics import diagnose
+from errands.diagnostics.model import Status
 from errands.store.driver import Connection, fetch_rows
 
 
@@ -294,3 +296,46 @@ def test_a_plain_insert_of_the_documented_columns_is_a_job(backend, sql_app, con
                     "VALUES ('default', 'add', {p}, 3, {now}, {now})"), ('{"args": [4, 5], "kwargs": {"c": 1}}',))
     app.run_until_empty()
     assert ran == [10]
+
+
+DROP_ENTRY = {"sqlite": "DROP VIEW errands_enqueue", "postgresql": "DROP FUNCTION errands_enqueue",
+              "mysql": "DROP PROCEDURE errands_enqueue"}
+
+
+def test_the_doctor_reports_the_entry_point_and_its_absence(backend, sql_app, conn):
+    app, _ = sql_app
+    found = diagnose(app).get("sql_enqueue")
+    assert found is not None and found.status is Status.OK and "wire format version 1" in found.detail
+    conn.cursor().execute(DROP_ENTRY[app.store.dialect.name])
+    report = diagnose(app)
+    missing = report.get("sql_enqueue")
+    assert missing is not None and missing.status is Status.WARN and "migrate --sql" in (missing.fix or "")
+    drift = report.get("schema_drift")
+    assert drift is not None and drift.status is Status.OK  # not a table: the drift check does not mind
+
+
+@pytest.mark.parametrize("backend", ["mariadb"])
+def test_a_mysql_user_without_create_routine_still_migrates(backend, migrated_url, conn, sql_app, caplog):
+    """Version 11 run by a user who may not create routines: the procedure is passed over with a
+    warning, the version is recorded, and the doctor says what to grant."""
+    app, _ = sql_app
+    database = urlsplit(migrated_url).path.lstrip("/")
+    user = "errands_lim_" + database[-6:]
+    cur = conn.cursor()
+    cur.execute("DROP PROCEDURE errands_enqueue")
+    cur.execute("DELETE FROM errands_schema WHERE version = 11")
+    cur.execute(f"CREATE USER '{user}'@'%'")
+    try:
+        cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP ON {database}.* TO '{user}'@'%'")
+        limited = Errands(migrated_url.replace("//root@", f"//{user}@"))
+        try:
+            with caplog.at_level("WARNING", logger="errands.store"):
+                assert limited.migrate() == [11]
+            assert "refused for want of a privilege" in caplog.text and "denied" in caplog.text
+            check = diagnose(limited).get("sql_enqueue")
+            assert check is not None and check.status is Status.WARN and "CREATE ROUTINE" in (check.fix or "")
+        finally:
+            limited.store.close()
+    finally:
+        cur.execute(f"DROP USER '{user}'@'%'")
+    assert rows(app, conn, "SELECT COUNT(*) AS n FROM errands_schema WHERE version = 11")[0]["n"] == 1

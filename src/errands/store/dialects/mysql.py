@@ -206,6 +206,8 @@ class MySQLDialect(Dialect):
     max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     script_delimiter = "//"
+    # ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR
+    privilege_errors = (1044, 1142, 1227, 1370)
     count_waiting_per_queue = True
     search_window_share = 0.5
     fair_touch_sql = ("INSERT INTO {fair_keys} (queue, name, turn, used_at) VALUES (%s, %s, 0, {now}) "

@@ -363,7 +363,12 @@ def _sql_enqueue(d: Dialect) -> list[str | Step]:
             f" IN p_priority BIGINT, IN p_delay DOUBLE, IN p_unique_key {text}, IN p_max_attempts BIGINT,"
             f" IN p_timeout DOUBLE, OUT p_id BIGINT) MODIFIES SQL DATA"
             f" COMMENT 'errands: enqueue a job from SQL, wire format version {wire.WIRE_VERSION}'")
-    return [f"DROP PROCEDURE IF EXISTS {name}", f"{head}\n{body}"]
+    # Optional steps: a user without CREATE ROUTINE / ALTER ROUTINE still migrates (with a warning; the
+    # doctor says what to grant); the CREATE is passed over where a DROP that was refused left one.
+    exists = ("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+              f"AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = '{name}'")
+    return [Step(f"DROP PROCEDURE IF EXISTS {name}", "SELECT 0", optional=True),
+            Step(f"{head}\n{body}", exists, optional=True)]
 
 
 MIGRATIONS = in_version_order(
