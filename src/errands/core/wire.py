@@ -38,24 +38,26 @@ ATTEMPTS_MAX = INT_MAX
 KEY_MAX = UNIQUE_KEY_MAX
 
 
-class Parameter(NamedTuple):
+class WireParameter(NamedTuple):
+    """One parameter of the entry point, as docs/wire-format.md's table shows it."""
+
     name: str
     default: str
     """The default as the docs show it (NULL passed for a parameter means this default too)."""
     meaning: str
 
 
-PARAMETERS: tuple[Parameter, ...] = (
-    Parameter("name", "(required)", f"the registered job name, 1 to {NAME_MAX} characters"),
-    Parameter("args", "[]", "the positional arguments: a JSON array"),
-    Parameter("kwargs", "{}", "the keyword arguments: a JSON object"),
-    Parameter("queue", DEFAULT_QUEUE, f"1 to {QUEUE_MAX} letters, digits, '-', '_' or '.'"),
-    Parameter("priority", "0", "a 32-bit integer; higher runs first"),
-    Parameter("delay", "0", f"seconds from now (the database's clock) before it may run, 0 to {DELAY_MAX:.0f}"),
-    Parameter("unique_key", "NULL", f"1 to {KEY_MAX} characters: while a job holding it waits or runs, "
-                                    "no second job is stored and the holder's id is returned"),
-    Parameter("max_attempts", str(DEFAULT_MAX_ATTEMPTS), f"attempts before the dead letter, 1 to {ATTEMPTS_MAX}"),
-    Parameter("timeout", "NULL", f"seconds an attempt may run, over 0 and up to {DELAY_MAX:.0f}; NULL: none"),
+PARAMETERS: tuple[WireParameter, ...] = (
+    WireParameter("name", "(required)", f"the registered job name, 1 to {NAME_MAX} characters"),
+    WireParameter("args", "[]", "the positional arguments: a JSON array"),
+    WireParameter("kwargs", "{}", "the keyword arguments: a JSON object"),
+    WireParameter("queue", DEFAULT_QUEUE, f"1 to {QUEUE_MAX} letters, digits, '-', '_' or '.'"),
+    WireParameter("priority", "0", "a 32-bit integer; higher runs first"),
+    WireParameter("delay", "0", f"seconds from now (the database's clock) before it may run, 0 to {DELAY_MAX:.0f}"),
+    WireParameter("unique_key", "NULL", f"1 to {KEY_MAX} characters: while a job holding it waits or runs, "
+                                        "no second job is stored and the holder's id is returned"),
+    WireParameter("max_attempts", str(DEFAULT_MAX_ATTEMPTS), f"attempts before the dead letter, 1 to {ATTEMPTS_MAX}"),
+    WireParameter("timeout", "NULL", f"seconds an attempt may run, over 0 and up to {DELAY_MAX:.0f}; NULL: none"),
 )
 """The entry point's parameters, in order (PostgreSQL: also by name; MySQL: all positional, then
 ``OUT id``; SQLite: the view's columns)."""
