@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -339,3 +340,37 @@ def test_a_mysql_user_without_create_routine_still_migrates(backend, migrated_ur
     finally:
         cur.execute(f"DROP USER '{user}'@'%'")
     assert rows(app, conn, "SELECT COUNT(*) AS n FROM errands_schema WHERE version = 11")[0]["n"] == 1
+
+
+WAITING_FOR_A_LOCK = {
+    "postgresql": "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                  "AND datname = current_database()",
+    "mysql": "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
+}
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"])
+def test_two_callers_racing_for_one_new_key_make_one_job(backend, sql_app, conn):
+    """A caller whose transaction holds a new key it has not committed makes a second caller of the
+    same key wait on the key's row; once the first commits, the second gets the first's id and leaves
+    no job of its own (SQLite has one writer: no race to have)."""
+    app, _ = sql_app
+    d = app.store.dialect
+    other = d.connect()
+    watcher = d.connect()
+    try:
+        d.begin(conn)
+        first = enqueue_sql(app, conn, "add", "[1, 1]", unique_key="race")
+        second: list[int | None] = []
+        racer = threading.Thread(target=lambda: second.append(enqueue_sql(app, other, "add", "[2, 2]",
+                                                                          unique_key="race")))
+        racer.start()
+        wait_for(lambda: rows(app, watcher, WAITING_FOR_A_LOCK[d.name])[0]["n"] >= 1, timeout=scaled(10),
+                 message="the second caller to wait for the key's row")
+        conn.cursor().execute("COMMIT")
+        racer.join(scaled(10))
+        assert second == [first]
+        assert [r["id"] for r in rows(app, watcher, "SELECT id FROM errands_jobs")] == [first]
+    finally:
+        other.close()
+        watcher.close()
