@@ -280,6 +280,7 @@ BAD = [  # (what, name, args, options)
     ("args", "add", "not json", {}),
     ("kwargs", "add", "[]", {"kwargs": "[1]"}),
     ("queue", "add", "[]", {"queue": "no spaces"}),
+    ("priority", "add", "[]", {"priority": 2**31}),
     ("delay", "add", "[]", {"delay": -1}),
     ("unique_key", "add", "[]", {"unique_key": ""}),
     ("max_attempts", "add", "[]", {"max_attempts": 0}),
