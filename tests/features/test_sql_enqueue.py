@@ -8,6 +8,7 @@ One run per database (the claim mode of MariaDB plays no part here)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -65,6 +66,9 @@ def client_command(url: str) -> tuple[list[str], dict[str, str]]:
 
 def run_client(url: str, script: str) -> subprocess.CompletedProcess[str]:
     command, env = client_command(url)
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"the {command[0]} client is not installed (apt-get install sqlite3 postgresql-client "
+                    "mariadb-client)")
     return subprocess.run(command, input=script, env=env, capture_output=True, text=True, timeout=scaled(60))
 
 
