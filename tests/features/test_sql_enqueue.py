@@ -66,9 +66,9 @@ def client_command(url: str) -> tuple[list[str], dict[str, str]]:
 
 def run_client(url: str, script: str) -> subprocess.CompletedProcess[str]:
     command, env = client_command(url)
-    if shutil.which(command[0]) is None:
-        pytest.skip(f"the {command[0]} client is not installed (apt-get install sqlite3 postgresql-client "
-                    "mariadb-client)")
+    if shutil.which(command[0]) is None:  # mandatory under CI=true, as the database servers are
+        missing = (pytest.fail if os.environ.get("CI", "").lower() in ("1", "true", "yes") else pytest.skip)
+        missing(f"the {command[0]} client is not installed (apt-get install sqlite3 postgresql-client mariadb-client)")
     return subprocess.run(command, input=script, env=env, capture_output=True, text=True, timeout=scaled(60))
 
 
