@@ -176,6 +176,7 @@ class _MySQL:
     def __init__(self) -> None:
         self.error: BaseException | None = None
         self.template: str | None = None
+        self.routines: list[str] | None = None
 
     def admin(self):  # type: ignore[no-untyped-def]
         import pymysql
@@ -204,8 +205,8 @@ class _MySQL:
             cur.execute(f"DROP DATABASE IF EXISTS {name}")
 
     def migrate_by_copy(self, url: str) -> None:
-        """Give the empty database of ``url`` errands' tables and version rows by copying them from a
-        template this process migrated once: ``errands migrate`` on MariaDB runs some forty DDL
+        """Give the empty database of ``url`` errands' tables, version rows and stored procedures by copying
+        them from a template this process migrated once: ``errands migrate`` on MariaDB runs some forty DDL
         statements (2-6 s per test here), ``CREATE TABLE ... LIKE`` one per table.  Tests of the
         migration itself migrate an empty ``db_url`` and never come here."""
         name = url.split("?")[0].rsplit("/", 1)[1]
@@ -224,6 +225,17 @@ class _MySQL:
                 cur.execute(f"CREATE TABLE {name}.{table} LIKE {self.template}.{table}")
                 cur.execute(f"INSERT INTO {name}.{table} SELECT * FROM {self.template}.{table}")
             conn.commit()
+            if self.routines is None:  # the stored procedures migrate made (the SQL enqueue), read once
+                cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = %s "
+                            "AND routine_type = 'PROCEDURE'", (self.template,))
+                self.routines = []
+                for (routine,) in cur.fetchall():
+                    cur.execute(f"SHOW CREATE PROCEDURE {self.template}.{routine}")
+                    self.routines.append(cur.fetchone()[2])
+            if self.routines:
+                cur.execute(f"USE {name}")
+                for ddl in self.routines:
+                    cur.execute(ddl)
 
     def close(self) -> None:
         if self.template is not None:

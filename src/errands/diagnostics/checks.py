@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
+from ..core import wire
 from ..core.config import mask_url
 from ..core.errors import ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
@@ -41,6 +42,7 @@ class DialectFacts(Protocol):
     ANALYZE: str
     UNREACHABLE: tuple[Cause, ...]
     DEFAULT_PORT: int
+    ENQUEUE_ENTRY_SQL: str
 
     def before_connect(self, ctx: DoctorContext) -> Check | None: ...
     def server(self, ctx: DoctorContext) -> Check: ...
@@ -110,10 +112,29 @@ def _steps(ctx: DoctorContext, facts: DialectFacts) -> Iterable[tuple[str, Calla
     else:
         yield "jobs_table", lambda: _not_checked("jobs_table", f"{ctx.store.dialect.t_jobs} does not exist")
     if ctx.schema_current:
+        yield "sql_enqueue", lambda: sql_enqueue(ctx, facts)
         yield "workers", lambda: workers(ctx)
         yield "connections", lambda: connections(ctx)
     else:
         yield "workers", lambda: _not_checked("workers", "the schema is not at the version this code needs")
+
+
+def sql_enqueue(ctx: DoctorContext, facts: DialectFacts) -> Check:
+    """Whether the entry point other programs enqueue through is in place (docs/wire-format.md).  A
+    warning when it is not: errands works without it, but a program or trigger calling it fails.  On
+    MySQL ``errands migrate`` passes over it for a user without CREATE ROUTINE."""
+    name = ctx.store.prefix + wire.ENTRY_POINT
+    found = ctx.read(lambda cur: (cur.execute(facts.ENQUEUE_ENTRY_SQL, (name,)), cur.fetchone())[1])
+    data = {"entry_point": name, "wire_format": wire.WIRE_VERSION}
+    if found and found[0]:
+        return Check("sql_enqueue", Status.OK, f"{name} is in place: programs and triggers can enqueue from SQL "
+                     f"(wire format version {wire.WIRE_VERSION})", data=data)
+    grant = ("grant the user that migrates CREATE ROUTINE and ALTER ROUTINE on this database, then run the "
+             f"{name} statements of `{command('migrate', '--sql')}` with the mysql client"
+             if ctx.store.dialect.name == "mysql" else
+             f"run the {name} statements of `{command('migrate', '--sql')}` (version 11)")
+    return Check("sql_enqueue", Status.WARN, f"{name} is missing (or this user cannot see it): a program or trigger "
+                 "that enqueues from SQL fails; errands itself is unaffected", fix=grant, data=data)
 
 
 def _not_checked(name: str, why: str) -> Check:

@@ -51,6 +51,9 @@ UNREACHABLE = (
 )
 """Connection failures, most specific first (see diagnostics/unreachable.py)."""
 DEFAULT_PORT = 3306
+ENQUEUE_ENTRY_SQL = ("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+                     "AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = %s")
+"""Whether the SQL enqueue procedure is there, as this user sees it (param: its name)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

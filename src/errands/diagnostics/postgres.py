@@ -57,6 +57,9 @@ UNREACHABLE = (
 )
 """Connection failures, most specific first (see diagnostics/unreachable.py)."""
 DEFAULT_PORT = 5432
+ENQUEUE_ENTRY_SQL = ("SELECT COUNT(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                     "WHERE n.nspname = current_schema() AND p.proname = %s")
+"""Whether the SQL enqueue function is in errands' schema (param: its name)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

@@ -142,6 +142,11 @@ _DROP_INDEX = re.compile(r"DROP INDEX (?:IF EXISTS )?(\S+)$", re.I)
 _ALTER_TABLE = re.compile(r"ALTER TABLE (\S+) (.*)$", re.I | re.S)
 _DATA_CHANGE = re.compile(r"(UPDATE|INSERT|DELETE)\b", re.I)
 """A migration step that changes rows, not the schema (``blocked_by`` counting dependencies)."""
+_ROUTINE = re.compile(r"(CREATE (OR REPLACE )?(FUNCTION|PROCEDURE|VIEW|TRIGGER)( IF NOT EXISTS)?"
+                      r"|DROP PROCEDURE IF EXISTS|COMMENT ON FUNCTION) \S*enqueue(_insert)?\b", re.I)
+"""A step that makes no table, column or index: the SQL enqueue entry point ``<prefix>enqueue`` (a
+function, a procedure, or a view and its trigger), which the drift check does not compare; any other
+routine, view or trigger is still refused."""
 _KEY_DEF = re.compile(r"(UNIQUE )?(?:KEY|INDEX) (\S+) \((.*)\)$", re.I | re.S)
 _SKIPPED_DEFS = re.compile(r"(PRIMARY KEY|CONSTRAINT|FOREIGN KEY|UNIQUE \(|CHECK)\b", re.I)
 
@@ -167,7 +172,7 @@ class _Replay:
             table = _ident(m.group(1))
             for action in _split_top(m.group(2)):
                 self._alter(table, action, sql)
-        elif _DATA_CHANGE.match(sql):
+        elif _DATA_CHANGE.match(sql) or _ROUTINE.match(sql):
             return
         else:
             raise DDLNotUnderstood(f"diagnostics cannot read this migration statement: {sql}")

@@ -33,6 +33,8 @@ _HEADER = b"SQLite format 3\x00"
 UNREACHABLE: tuple[Cause, ...] = ()
 """SQLite has no server to reach: a missing file is found before connecting (:func:`before_connect`)."""
 DEFAULT_PORT = 0
+ENQUEUE_ENTRY_SQL = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?"
+"""Whether the SQL enqueue view has its INSTEAD OF INSERT trigger (param: the view's name)."""
 
 
 def _dialect(ctx: DoctorContext) -> SQLiteDialect:

@@ -12,6 +12,7 @@ The schema is checked (SQLite: created) once per process before the first statem
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import select
@@ -27,6 +28,8 @@ from ..core.payload import safe_text
 from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
+
+log = logging.getLogger("errands.store")
 
 T = TypeVar("T")
 
@@ -304,10 +307,17 @@ class Database:
         """The whole DDL as a script, for people who apply schema changes themselves."""
         d = self.dialect
         out = [f"-- errands schema for {d.name}, version {d.schema_version}"]
+        if d.script_delimiter:
+            out.append(f"-- DELIMITER lines are the {d.name} client's: run this script with it (mysql db < file.sql)")
         out.append(d.q(d.schema_table_ddl) + ";")
         for version, steps in d.migrations():
             out.append(f"-- version {version}")
-            out.extend((s.sql if isinstance(s, Step) else s) + ";" for s in steps)
+            for step in steps:
+                sql = step.sql if isinstance(step, Step) else step
+                if d.script_delimiter and ";" in sql:  # a body of statements: the client must not split it
+                    out.append(f"DELIMITER {d.script_delimiter}\n{sql} {d.script_delimiter}\nDELIMITER ;")
+                else:
+                    out.append(sql + ";")
             out.append(d.q("INSERT INTO {schema} (version) VALUES ") + f"({version});")
         return "\n".join(out) + "\n"
 
@@ -351,7 +361,7 @@ class Database:
                     if not isinstance(step, Step):
                         cur.execute(step)
                     elif not _in_place(cur, step):
-                        cur.execute(step.sql)
+                        _run_step(cur, step, d)
                     if progress is not None:
                         progress(1)  # a step found in place counts too: the bar ends full
                 cur.execute(d.q("INSERT INTO {schema} (version) VALUES ({p})"), (version,))
@@ -419,6 +429,19 @@ class Database:
                                   if version is None else f"errands schema is at version {version}, this "
                                   f"code needs {code}; run `errands migrate`")
             self.migrate(cursor=cursor)  # with a cursor: part of the caller's transaction
+
+
+def _run_step(cur: Cursor, step: Step, d: Dialect) -> None:
+    """Run a guarded step; an optional one the server refuses for want of a privilege is passed over
+    with a warning that says what is missing (``errands doctor`` reports it too)."""
+    try:
+        cur.execute(step.sql)
+    except Exception as exc:
+        if not (step.optional and exc.args and exc.args[0] in d.privilege_errors):
+            raise
+        log.warning("errands migrate passed over a statement the database refused for want of a privilege "
+                    "(%s); what it creates is optional (docs/wire-format.md), the rest of the schema is in place: "
+                    "%s", safe_text(exc, 300), " ".join(step.sql.split())[:80])
 
 
 def _in_place(cur: Cursor, step: Step) -> bool:

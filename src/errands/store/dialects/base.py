@@ -79,6 +79,10 @@ class Step(NamedTuple):
 
     sql: str
     unless: str
+    optional: bool = False
+    """Passed over with a warning when the server refuses it for want of a privilege
+    (:attr:`Dialect.privilege_errors`): an object beside the schema that the rest of errands does not
+    need (MySQL's SQL enqueue procedure, which takes CREATE ROUTINE) never stops a migration."""
 
 
 Migrations = list[tuple[int, list[str | Step]]]
@@ -210,6 +214,13 @@ class Dialect(ABC):
     claim_needs_transaction = False
     explain_prefix = "EXPLAIN "
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY)"
+    #: The statement delimiter ``errands migrate --sql`` switches to around a statement with a body of
+    #: statements (MySQL's stored procedure), for a client that splits a script at semicolons (the
+    #: ``mysql`` client's ``DELIMITER``); None: the database's own client reads such bodies as they are
+    #: (psql: dollar quotes, sqlite3: ``BEGIN ... END`` of a trigger).
+    script_delimiter: str | None = None
+    #: Driver error codes (an exception's first argument) of a statement refused for want of a privilege.
+    privilege_errors: tuple[int, ...] = ()
     #: The first 1,000 ready jobs of a queue (param: queue) by id; a dialect may steer the plan.
     first_ready_sql = ("SELECT MIN(available_at) FROM (SELECT available_at FROM {jobs} WHERE queue = {p} "
                        "AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "

@@ -205,6 +205,9 @@ class MySQLDialect(Dialect):
     connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
+    script_delimiter = "//"
+    # ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR
+    privilege_errors = (1044, 1142, 1227, 1370)
     count_waiting_per_queue = True
     search_window_share = 0.5
     heartbeat_sql = None  # neither MySQL nor MariaDB has UPDATE ... RETURNING

@@ -14,6 +14,7 @@ edited, because a database that recorded it never runs it again.
 
 from __future__ import annotations
 
+from ...core import wire
 from .base import Dialect, SchemaVersion, Step, in_version_order
 
 TABLE = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
@@ -285,9 +286,104 @@ def _run_logs(d: Dialect) -> list[str | Step]:
     return []
 
 
+def _enqueue_checks(name: str) -> tuple[str, ...]:
+    """The procedure's checks of its input: SIGNAL SQLSTATE 22023 with :data:`wire.REFUSALS`' words."""
+    r = {k: f"{name}: {v}".replace("'", "''") for k, v in wire.REFUSALS.items()}
+    delay_max = f"{wire.DELAY_MAX:.0f}"
+
+    def refuse(what: str) -> str:
+        return f"SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = '{r[what]}'"
+
+    return (
+        f" IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND {wire.NAME_MAX} THEN {refuse('name')}; END IF;",
+        f" IF NOT JSON_VALID(v_args) THEN {refuse('args')}; END IF;",
+        f" IF JSON_TYPE(v_args) <> 'ARRAY' THEN {refuse('args')}; END IF;",
+        f" IF NOT JSON_VALID(v_kwargs) THEN {refuse('kwargs')}; END IF;",
+        f" IF JSON_TYPE(v_kwargs) <> 'OBJECT' THEN {refuse('kwargs')}; END IF;",
+        f" IF NOT v_queue REGEXP '^[A-Za-z0-9._-]{{1,{wire.QUEUE_MAX}}}$' OR v_queue IN ('.', '..') THEN"
+        f" {refuse('queue')}; END IF;",
+        f" IF v_priority NOT BETWEEN {wire.MIN_PRIORITY} AND {wire.MAX_PRIORITY} THEN {refuse('priority')}; END IF;",
+        f" IF NOT (v_delay >= 0 AND v_delay <= {delay_max}) THEN {refuse('delay')}; END IF;",
+        f" IF p_unique_key IS NOT NULL AND CHAR_LENGTH(p_unique_key) NOT BETWEEN 1 AND {wire.KEY_MAX} THEN"
+        f" {refuse('unique_key')}; END IF;",
+        f" IF v_attempts NOT BETWEEN 1 AND {wire.ATTEMPTS_MAX} THEN {refuse('max_attempts')}; END IF;",
+        f" IF p_timeout IS NOT NULL AND NOT (p_timeout > 0 AND p_timeout <= {delay_max}) THEN"
+        f" {refuse('timeout')}; END IF;",
+    )
+
+
 def _sql_enqueue(d: Dialect) -> list[str | Step]:
-    """Enqueue from SQL: a function, procedure or view any client can call (part 5)."""
-    return []
+    """Enqueue from SQL (part 5): the stored procedure ``<prefix>enqueue(name, args, kwargs, queue,
+    priority, delay, unique_key, max_attempts, timeout, OUT id)``, every parameter positional and
+    NULL for its default (docs/wire-format.md; :mod:`errands.core.wire`).  It returns no result set
+    (the id comes back in the OUT parameter), so a trigger on the user's own tables may CALL it.
+
+    It does what the Python enqueue does for a plain job, and for a unique key what its default rule
+    does (``Steps.insert_unique``): under the key's row lock a holder that waits or runs (or ended
+    less than its unique period ago) is returned and nothing is stored; a key whose job is gone is
+    taken over; the loser of a race for a new key removes its row.  It runs in the caller's
+    transaction (a procedure a trigger calls may not commit): under autocommit each of its statements
+    commits on its own, so two callers racing for one new key are exact only inside a transaction
+    (docs/wire-format.md).  MySQL has no LISTEN: workers notice the new id by polling, as always.
+    Dropped and created again (MySQL has no CREATE OR REPLACE PROCEDURE): harmless when run twice."""
+    name = d.prefix + wire.ENTRY_POINT
+    text = "LONGTEXT CHARACTER SET utf8mb4"
+
+    insert = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, available_at,"
+              " created_at, unique_key) VALUES (v_queue, p_name, v_payload, v_priority, 0, v_attempts, p_timeout,"
+              " UTC_TIMESTAMP(6) + INTERVAL ROUND(v_delay * 1000000) MICROSECOND, UTC_TIMESTAMP(6), p_unique_key);"
+              " SET p_id = LAST_INSERT_ID();")
+    lines = (
+        "proc: BEGIN",
+        f" DECLARE v_args {text} DEFAULT COALESCE(p_args, '[]');",
+        f" DECLARE v_kwargs {text} DEFAULT COALESCE(p_kwargs, '{{}}');",
+        f" DECLARE v_queue {text} DEFAULT COALESCE(p_queue, '{wire.DEFAULT_QUEUE}');",
+        " DECLARE v_priority BIGINT DEFAULT COALESCE(p_priority, 0);",
+        " DECLARE v_delay DOUBLE DEFAULT COALESCE(p_delay, 0);",
+        f" DECLARE v_attempts BIGINT DEFAULT COALESCE(p_max_attempts, {wire.DEFAULT_MAX_ATTEMPTS});",
+        f" DECLARE v_payload {text};",
+        " DECLARE v_holder BIGINT; DECLARE v_held INT; DECLARE v_found INT; DECLARE v_try INT DEFAULT 0;",
+        " DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;",
+        *_enqueue_checks(name),
+        " SET v_payload = CONCAT('{\"args\":', v_args, ',\"kwargs\":', v_kwargs, '}');",
+        " IF p_unique_key IS NULL THEN",
+        "  " + insert,
+        "  LEAVE proc;",
+        " END IF;",
+        " retry: LOOP  -- as Steps.insert_unique",
+        "  SET v_try = v_try + 1, v_found = 1, v_holder = NULL, v_held = 0;",
+        "  IF v_try > 10 THEN SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'unique key kept changing hands; try again';"
+        " END IF;",
+        "  SELECT job_id, COALESCE(expires_at > UTC_TIMESTAMP(6), 0) INTO v_holder, v_held FROM {unique_keys}",
+        "   WHERE name = p_unique_key COLLATE utf8mb4_bin FOR UPDATE;",
+        "  IF v_found = 1 THEN",
+        "   IF v_held = 1 OR EXISTS (SELECT 1 FROM {jobs} WHERE id = v_holder) THEN SET p_id = v_holder; LEAVE proc;",
+        "   END IF;",
+        "   " + insert,
+        "   UPDATE {unique_keys} SET job_id = p_id, period = NULL, expires_at = NULL",
+        "    WHERE name = p_unique_key COLLATE utf8mb4_bin;",
+        "   LEAVE proc;",
+        "  END IF;",
+        "  " + insert,
+        "  INSERT IGNORE INTO {unique_keys} (name, job_id, period) VALUES (p_unique_key, p_id, NULL);",
+        "  IF ROW_COUNT() = 1 THEN LEAVE proc; END IF;",
+        "  DELETE FROM {jobs} WHERE id = p_id;  -- another caller took the key meanwhile",
+        " END LOOP;",
+        "END",
+    )
+    body = "\n".join(lines)
+    for table in ("jobs", "unique_keys"):
+        body = body.replace("{" + table + "}", d.tables[table])
+    head = (f"CREATE PROCEDURE {name}(IN p_name {text}, IN p_args {text}, IN p_kwargs {text}, IN p_queue {text},"
+            f" IN p_priority BIGINT, IN p_delay DOUBLE, IN p_unique_key {text}, IN p_max_attempts BIGINT,"
+            f" IN p_timeout DOUBLE, OUT p_id BIGINT) MODIFIES SQL DATA"
+            f" COMMENT 'errands: enqueue a job from SQL, wire format version {wire.WIRE_VERSION}'")
+    # Optional steps: a user without CREATE ROUTINE / ALTER ROUTINE still migrates (with a warning; the
+    # doctor says what to grant); the CREATE is passed over where a DROP that was refused left one.
+    exists = ("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+              f"AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = '{name}'")
+    return [Step(f"DROP PROCEDURE IF EXISTS {name}", "SELECT 0", optional=True),
+            Step(f"{head}\n{body}", exists, optional=True)]
 
 
 MIGRATIONS = in_version_order(

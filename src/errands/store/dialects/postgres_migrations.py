@@ -10,6 +10,7 @@ lets a version meet objects a DBA created from ``errands migrate --sql`` beforeh
 
 from __future__ import annotations
 
+from ...core import wire
 from .base import Dialect, SchemaVersion, Step, in_version_order
 
 
@@ -242,9 +243,97 @@ def _run_logs(d: Dialect) -> list[str | Step]:
     return []
 
 
+def _enqueue_checks(name: str) -> tuple[str, ...]:
+    """The function's checks of its input: RAISE EXCEPTION with SQLSTATE 22023, :data:`wire.REFUSALS`'
+    words, and the value refused in DETAIL."""
+    r = {k: f"{name}: {v}".replace("'", "''") for k, v in wire.REFUSALS.items()}
+    delay_max = f"{wire.DELAY_MAX:.0f}"
+    return (
+        f" IF p_name IS NULL OR length(p_name) NOT BETWEEN 1 AND {wire.NAME_MAX} THEN",
+        f"  RAISE EXCEPTION '{r['name']}' USING ERRCODE = '22023'; END IF;",
+        " p_args := COALESCE(p_args, '[]'); p_kwargs := COALESCE(p_kwargs, '{}');",
+        f" IF jsonb_typeof(p_args) <> 'array' THEN RAISE EXCEPTION '{r['args']}'",
+        "  USING ERRCODE = '22023', DETAIL = 'got a JSON ' || jsonb_typeof(p_args); END IF;",
+        f" IF jsonb_typeof(p_kwargs) <> 'object' THEN RAISE EXCEPTION '{r['kwargs']}'",
+        "  USING ERRCODE = '22023', DETAIL = 'got a JSON ' || jsonb_typeof(p_kwargs); END IF;",
+        f" IF v_queue !~ '^[A-Za-z0-9._-]{{1,{wire.QUEUE_MAX}}}$' OR v_queue IN ('.', '..') THEN",
+        f"  RAISE EXCEPTION '{r['queue']}' USING ERRCODE = '22023', DETAIL = 'got ' || quote_literal(v_queue);",
+        " END IF;",
+        f" IF NOT (v_delay >= 0 AND v_delay <= {delay_max}) THEN",
+        f"  RAISE EXCEPTION '{r['delay']}' USING ERRCODE = '22023', DETAIL = 'got ' || v_delay; END IF;",
+        f" IF p_key IS NOT NULL AND length(p_key) NOT BETWEEN 1 AND {wire.KEY_MAX} THEN",
+        f"  RAISE EXCEPTION '{r['unique_key']}' USING ERRCODE = '22023'; END IF;",
+        f" IF v_priority NOT BETWEEN {wire.MIN_PRIORITY} AND {wire.MAX_PRIORITY} THEN"
+        f" RAISE EXCEPTION '{r['priority']}'",
+        "  USING ERRCODE = '22023', DETAIL = 'got ' || v_priority; END IF;",
+        f" IF v_attempts NOT BETWEEN 1 AND {wire.ATTEMPTS_MAX} THEN RAISE EXCEPTION '{r['max_attempts']}'",
+        "  USING ERRCODE = '22023', DETAIL = 'got ' || v_attempts; END IF;",
+        f" IF p_timeout IS NOT NULL AND NOT (p_timeout > 0 AND p_timeout <= {delay_max}) THEN",
+        f"  RAISE EXCEPTION '{r['timeout']}' USING ERRCODE = '22023', DETAIL = 'got ' || p_timeout; END IF;",
+    )
+
+
 def _sql_enqueue(d: Dialect) -> list[str | Step]:
-    """Enqueue from SQL: a function, procedure or view any client can call (part 5)."""
-    return []
+    """Enqueue from SQL (part 5): ``<prefix>enqueue(name, args, ...)``, a function any client or
+    trigger calls (docs/wire-format.md; the parameters and their checks: :mod:`errands.core.wire`).
+
+    It does what the Python enqueue does for a plain job, and for a unique key what its default rule
+    does (``Steps.insert_unique``): under the key's row lock, a holder that waits or runs (or ended
+    less than its unique period ago) is returned and nothing is stored; a key whose job is gone is
+    taken over; two callers racing for a new key meet on the key table's primary key and the loser
+    removes its row.  It notifies the channel workers LISTEN on (``<prefix>jobs``, the queue as
+    payload), delivered when the caller's transaction commits.  ``SET search_path FROM CURRENT``: it
+    finds errands' tables in the schema it was created in, whatever the caller's search_path.
+    ``CREATE OR REPLACE``: a later version may change the body in place."""
+    name = d.prefix + wire.ENTRY_POINT
+    insert = ("INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, available_at,"
+              " created_at, unique_key) VALUES (v_queue, p_name, v_payload, v_priority, 0, v_attempts, p_timeout,"
+              " now() + make_interval(secs => v_delay), now(), p_key) RETURNING id INTO v_id;")
+    notify = f"PERFORM pg_notify('{d.prefix}jobs', v_queue); RETURN v_id;"
+    lines = (
+        "#variable_conflict use_column",
+        "DECLARE",
+        " p_name ALIAS FOR $1; p_args ALIAS FOR $2; p_kwargs ALIAS FOR $3; p_key ALIAS FOR $7;"
+        " p_timeout ALIAS FOR $9;",
+        f" v_queue text := COALESCE($4, '{wire.DEFAULT_QUEUE}'); v_priority bigint := COALESCE($5, 0);",
+        " v_delay double precision := COALESCE($6, 0);",
+        f" v_attempts bigint := COALESCE($8, {wire.DEFAULT_MAX_ATTEMPTS});",
+        " v_payload text; v_id bigint; v_holder bigint; v_held boolean; v_rows integer;",
+        "BEGIN",
+        *_enqueue_checks(name),
+        " v_payload := jsonb_build_object('args', p_args, 'kwargs', p_kwargs)::text;",
+        " IF p_key IS NULL THEN",
+        "  " + insert,
+        "  " + notify,
+        " END IF;",
+        " FOR attempt IN 1..10 LOOP  -- as Steps.insert_unique",
+        "  SELECT job_id, COALESCE(expires_at > now(), false) INTO v_holder, v_held",
+        "   FROM {unique_keys} WHERE name = p_key FOR UPDATE;",
+        "  IF FOUND THEN",
+        "   IF v_held OR EXISTS (SELECT 1 FROM {jobs} WHERE id = v_holder) THEN RETURN v_holder; END IF;",
+        "   " + insert,
+        "   UPDATE {unique_keys} SET job_id = v_id, period = NULL, expires_at = NULL WHERE name = p_key;",
+        "   " + notify,
+        "  END IF;",
+        "  " + insert,
+        "  INSERT INTO {unique_keys} (name, job_id, period) VALUES (p_key, v_id, NULL) ON CONFLICT DO NOTHING;",
+        "  GET DIAGNOSTICS v_rows = ROW_COUNT;",
+        "  IF v_rows = 1 THEN " + notify + " END IF;",
+        "  DELETE FROM {jobs} WHERE id = v_id;  -- another caller took the key meanwhile",
+        " END LOOP;",
+        " RAISE EXCEPTION USING ERRCODE = '40001',",
+        "  MESSAGE = 'unique key ' || quote_literal(p_key) || ' kept changing hands; try again';",
+        "END",
+    )
+    head = (f"CREATE OR REPLACE FUNCTION {name}(name text, args jsonb DEFAULT '[]', kwargs jsonb DEFAULT '{{}}',"
+            " queue text DEFAULT NULL, priority bigint DEFAULT NULL, delay double precision DEFAULT NULL,"
+            " unique_key text DEFAULT NULL, max_attempts bigint DEFAULT NULL, timeout double precision DEFAULT NULL)"
+            " RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $errands$")
+    body = "\n".join(lines)
+    for table in ("jobs", "unique_keys"):
+        body = body.replace("{" + table + "}", d.tables[table])
+    return [f"{head}\n{body}\n$errands$",
+            f"COMMENT ON FUNCTION {name} IS 'errands: enqueue a job from SQL, wire format version {wire.WIRE_VERSION}'"]
 
 
 MIGRATIONS = in_version_order(

@@ -9,6 +9,7 @@ edited, because a database that recorded it never runs it again.
 
 from __future__ import annotations
 
+from ...core import wire
 from .base import Dialect, SchemaVersion, Step, in_version_order
 
 
@@ -235,9 +236,70 @@ def _run_logs(d: Dialect) -> list[str | Step]:
     return []
 
 
+_WALL_CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
+"""SQLite's own clock in seconds (the dialect's NOW): a trigger runs on any connection, also one
+without the ``errands_now()`` function a store with its own clock (the pytest plugin's) registers."""
+
+
 def _sql_enqueue(d: Dialect) -> list[str | Step]:
-    """Enqueue from SQL: a function, procedure or view any client can call (part 5)."""
-    return []
+    """Enqueue from SQL (part 5): a view ``<prefix>enqueue`` whose ``INSTEAD OF INSERT`` trigger
+    checks the row and stores the job (docs/wire-format.md; :mod:`errands.core.wire`), so the
+    ``sqlite3`` shell, any language's driver, or a trigger on the user's own tables enqueues with
+    ``INSERT INTO errands_enqueue (name, args, ...) VALUES (...)``.  A column left out or NULL takes
+    its default.  A unique key is honoured as the Python enqueue's default rule does
+    (``Steps.insert_unique``): a holder that waits or runs, or ended less than its unique period ago,
+    keeps it and nothing is stored; a key whose job is gone is taken over.  SQLite has one writer,
+    so the statements of one trigger never race another enqueue.  Workers notice the new row through
+    ``PRAGMA data_version`` and the highest id, as they notice any other enqueue."""
+    view = d.prefix + wire.ENTRY_POINT
+    columns = ", ".join(f"NULL AS {p.name}" for p in wire.PARAMETERS)
+    r = {k: f"{view}: {v}".replace("'", "''") for k, v in wire.REFUSALS.items()}
+    delay_max = f"{wire.DELAY_MAX:.0f}"
+
+    def number(expr: str) -> str:
+        return f"typeof({expr}) NOT IN ('integer', 'real')"
+
+    checks = (
+        ("name", f"typeof(NEW.name) <> 'text' OR length(NEW.name) NOT BETWEEN 1 AND {wire.NAME_MAX}"),
+        ("args", "NEW.args IS NOT NULL AND (CASE WHEN json_valid(NEW.args) THEN json_type(NEW.args) END)"
+                 " IS NOT 'array'"),
+        ("kwargs", "NEW.kwargs IS NOT NULL AND (CASE WHEN json_valid(NEW.kwargs) THEN json_type(NEW.kwargs) END)"
+                   " IS NOT 'object'"),
+        ("queue", f"NEW.queue IS NOT NULL AND (typeof(NEW.queue) <> 'text' OR length(NEW.queue) NOT BETWEEN 1 AND"
+                  f" {wire.QUEUE_MAX} OR NEW.queue GLOB '*[^A-Za-z0-9._-]*' OR NEW.queue IN ('.', '..'))"),
+        ("priority", f"NEW.priority IS NOT NULL AND (typeof(NEW.priority) <> 'integer' OR NEW.priority NOT BETWEEN"
+                     f" {wire.MIN_PRIORITY} AND {wire.MAX_PRIORITY})"),
+        ("delay", f"NEW.delay IS NOT NULL AND ({number('NEW.delay')} OR NOT (NEW.delay BETWEEN 0 AND {delay_max}))"),
+        ("unique_key", f"NEW.unique_key IS NOT NULL AND (typeof(NEW.unique_key) <> 'text' OR length(NEW.unique_key)"
+                       f" NOT BETWEEN 1 AND {wire.KEY_MAX})"),
+        ("max_attempts", "NEW.max_attempts IS NOT NULL AND (typeof(NEW.max_attempts) <> 'integer' OR"
+                         f" NEW.max_attempts NOT BETWEEN 1 AND {wire.ATTEMPTS_MAX})"),
+        ("timeout", f"NEW.timeout IS NOT NULL AND ({number('NEW.timeout')} OR NOT (NEW.timeout > 0 AND"
+                    f" NEW.timeout <= {delay_max}))"),
+    )
+    free = "NEW.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM {unique_keys} WHERE name = NEW.unique_key)"
+    body = [f"SELECT RAISE(ABORT, '{r[what]}') WHERE {condition};" for what, condition in checks]
+    body += [
+        # A key whose job is gone (and whose unique period, if any, is over) is free again.
+        "DELETE FROM {unique_keys} WHERE NEW.unique_key IS NOT NULL AND name = NEW.unique_key"
+        f" AND NOT COALESCE(expires_at > {_WALL_CLOCK}, 0)"
+        " AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = {unique_keys}.job_id);",
+        "INSERT INTO {jobs} (queue, name, payload, priority, attempts, max_attempts, timeout, available_at,"
+        " created_at, unique_key) SELECT"
+        f" COALESCE(NEW.queue, '{wire.DEFAULT_QUEUE}'), NEW.name,"
+        " json_object('args', json(COALESCE(NEW.args, '[]')), 'kwargs', json(COALESCE(NEW.kwargs, '{{}}'))),"
+        f" COALESCE(NEW.priority, 0), 0, COALESCE(NEW.max_attempts, {wire.DEFAULT_MAX_ATTEMPTS}), NEW.timeout,"
+        f" {_WALL_CLOCK} + COALESCE(NEW.delay, 0), {_WALL_CLOCK}, NEW.unique_key WHERE {free};",
+        # The job just stored holds the key (last_insert_rowid() is the trigger's own last insert).
+        "INSERT INTO {unique_keys} (name, job_id, period) SELECT NEW.unique_key, last_insert_rowid(), NULL"
+        " WHERE NEW.unique_key IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM {unique_keys} WHERE name = NEW.unique_key);",
+    ]
+    return [d.q(s) for s in (
+        f"CREATE VIEW IF NOT EXISTS {view} AS SELECT {columns} WHERE 0",
+        f"CREATE TRIGGER IF NOT EXISTS {view}_insert INSTEAD OF INSERT ON {view} BEGIN\n"
+        + "\n".join(body) + "\nEND",
+    )]
 
 
 MIGRATIONS = in_version_order(
