@@ -29,6 +29,7 @@ from .hooks import call_on_dead, call_on_expired, call_on_retry, chain_of
 from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
+from .runlogs import RunLog
 from .rows import DEADLINE_ERROR, EXPIRED_ERROR, EXPIRED_MESSAGE, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
 
 
@@ -72,6 +73,9 @@ class RunOutcome(NamedTuple):
     deadline_in: float | None = None
     """Seconds left (by the database's clock) before the job's ``deadline`` (None: it has none): no
     attempt may start after it.  Read for jobs flagged ``FLAG_DEADLINE`` only."""
+    logs: RunLog | None = None
+    """The ``logging`` records the run emitted (when the app keeps run logs and it logged):
+    settling writes them with the ending (:mod:`errands.core.runlogs`)."""
 
     @property
     def error_text(self) -> str:

@@ -27,6 +27,7 @@ from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
+from ..core.runlogs import RunLog, capturing, install
 
 if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
@@ -220,8 +221,12 @@ class Runners:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        self._log_limits = app.run_logs
+        """How much of each run's logging to keep (None: off, and runs pay nothing for it)."""
 
     def start(self, concurrency: int) -> None:
+        if self._log_limits is not None:
+            install()
         for n in range(concurrency):
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
             t.start()
@@ -264,18 +269,27 @@ class Runners:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
+        limits = self._log_limits
+        logs = token = None
+        if limits is not None:  # this thread's records join the run's log (an async run's: its task's)
+            logs = RunLog(row.id, row.attempts, limits)
+            token = capturing.set(logs)
         try:
-            outcome = self._execute(slot, row)
+            outcome = self._execute(slot, row, logs)
         except BaseException as exc:  # noqa: B036 - a handler's SystemExit, or a fault of errands' own:
             # the thread must survive it, and the run must end in a retry or the dead letter (never
             # be given back unrun, which would refund its attempt and loop for ever).
             outcome = failure(row, exc, 0.0)
             log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
                       outcome.error_text, exc_info=exc)
-
+        finally:
+            if token is not None:
+                capturing.reset(token)
+        if logs:
+            outcome = outcome._replace(logs=logs)
         self._record(row, outcome)
 
-    def _execute(self, slot: int, row: ClaimedJob) -> RunOutcome:
+    def _execute(self, slot: int, row: ClaimedJob, logs: RunLog | None = None) -> RunOutcome:
         timeout = row.timeout
         if not ((timeout is None or type(timeout) is float and 0.0 < timeout < _INF) and type(row.attempts) is int
                 and type(row.max_attempts) is int and type(row.flags) is int):  # the usual case, checked inline
@@ -291,7 +305,7 @@ class Runners:
             slots.start(slot, row.id, timeout)
         try:
             if is_async:
-                future = asyncio.run_coroutine_threadsafe(self._run_task(row), self._event_loop())
+                future = asyncio.run_coroutine_threadsafe(self._run_task(row, logs), self._event_loop())
                 self.futures[row.id] = future
                 try:
                     return self._future_outcome(future, row)
@@ -312,7 +326,7 @@ class Runners:
                                "cancelled while running (its task was cancelled)", exc)
             return failure(row, exc, 0.0)
 
-    async def _run_task(self, row: ClaimedJob) -> RunOutcome:
+    async def _run_task(self, row: ClaimedJob, logs: RunLog | None = None) -> RunOutcome:
         """An async run as a task of the event loop that cancellation can reach.  Cancelling the task
         (not the thread-safe future, which would report the run over at once) lets the handler see
         CancelledError at its next await and finish its cleanup (finally blocks, after-hooks) before
@@ -320,6 +334,7 @@ class Runners:
         task = asyncio.current_task()
         assert task is not None
         self._tasks[row.id] = task
+        capturing.set(logs)  # in the task's own context: records of the other tasks on the loop stay out
         if row.id in self._cancel_requested:  # requested before the task first ran
             task.cancel()
         try:

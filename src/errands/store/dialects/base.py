@@ -62,7 +62,7 @@ class RunFn(Protocol):
 
 TABLES = ("jobs", "failed", "workers", "schema", "results", "batches", "locks", "rate_starts", "periodic", "queues",
           "unique_keys", "dependencies", "group_runs", "users", "sessions", "remember", "login_attempts", "audit",
-          "stats", "job_errors", "steps", "queue_limits", "alerts", "fair_keys")
+          "stats", "job_errors", "steps", "queue_limits", "alerts", "fair_keys", "run_logs")
 _TABLE_NAMES = {"failed": "failed_jobs", "remember": "remember_tokens", "audit": "audit_log"}
 """Template names whose table is called otherwise (``{failed}`` is ``errands_failed_jobs``)."""
 
