@@ -29,8 +29,8 @@ from .hooks import call_on_dead, call_on_expired, call_on_retry, chain_of
 from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
-from .runlogs import RunLog
 from .rows import DEADLINE_ERROR, EXPIRED_ERROR, EXPIRED_MESSAGE, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+from .runlogs import RunLog
 
 
 class Result(str, enum.Enum):

@@ -28,6 +28,7 @@ import collections
 import contextvars
 import json
 import logging
+import math
 import threading
 import traceback
 from collections.abc import Callable
@@ -64,12 +65,14 @@ class RunLogLimits:
 
 class LogLine(NamedTuple):
     """One kept record: when (the worker host's clock, epoch seconds, as the record has it), its
-    level's name, its logger's name and its message (with its traceback, if it carried one)."""
+    level's name, its logger's name, its message and its traceback (``log.exception``, ``exc_info``,
+    ``stack_info``), shown only to whom may see tracebacks."""
 
     at: float
     level: str
     logger: str
     message: str
+    traceback: str | None = None
 
 
 class RunLog:
@@ -95,21 +98,20 @@ class RunLog:
             return
         self._busy = True
         try:
+            message, trace = _message(record)
             line = LogLine(float(record.created), safe_text(record.levelname, 40), safe_text(record.name, 200),
-                           _message(record))
-            size = len(line.logger) + LINE_OVERHEAD + (len(line.message) if line.message.isascii()
-                                                       else len(line.message.encode("utf-8")))
+                           message, trace)
+            size = len(line.logger) + LINE_OVERHEAD + _size(message) + (0 if trace is None else _size(trace))
             lines = self.lines
             lines.append((line, size))
             self.size += size
             while len(lines) > self._limit or (self.size > self._max_bytes and len(lines) > 1):
                 self.size -= lines.popleft()[1]
                 self.dropped += 1
-            if self.size > self._max_bytes:  # one record larger than the whole bound: cut it
-                only, _ = lines.pop()
-                cut = only._replace(message=_cut(only.message, max(0, self._max_bytes - LINE_OVERHEAD - len(
-                    only.logger)) // 4))
-                lines.append((cut, self._max_bytes))
+            if self.size > self._max_bytes:  # one record larger than the whole bound: cut it (4 bytes a
+                only, _ = lines.pop()         # character at most, and its traceback goes)
+                room = max(0, self._max_bytes - LINE_OVERHEAD - len(only.logger) - 40) // 4
+                lines.append((only._replace(message=_cut(only.message, room), traceback=None), self._max_bytes))
                 self.size = self._max_bytes
         except Exception:  # noqa: BLE001 - a record that cannot be kept costs itself, never the run
             self.dropped += 1
@@ -124,24 +126,27 @@ class RunLog:
         return encode_lines([line for line, _ in self.lines])
 
 
-def _message(record: logging.LogRecord) -> str:
-    """The record's message (and traceback), storable and at most RECORD_CAP characters."""
+def _message(record: logging.LogRecord) -> tuple[str, str | None]:
+    """The record's message and traceback (or stack), storable and at most RECORD_CAP characters each."""
     try:
         text = record.getMessage()
     except Exception:  # noqa: BLE001 - formatting raised (bad arguments, a __str__ that raises)
         text = f"{_repr(record.msg)} % {_repr(record.args)} (the message could not be formatted)"
-    if len(text) > RECORD_CAP:
-        text = _cut(text, RECORD_CAP)
-    if record.exc_info and record.exc_info[1] is not None and len(text) < RECORD_CAP:
+    if type(text) is not str:  # a str subclass from a msg object's __str__
+        text = safe_text(text)
+    trace: str | None = None
+    if record.exc_info and record.exc_info[1] is not None:
         try:
-            trace = "".join(traceback.format_exception(*record.exc_info))
+            trace = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
         except Exception:  # noqa: BLE001 - an exception that cannot be formatted: its message is kept
-            trace = ""
-        if trace:
-            text = _cut(text + "\n" + trace.rstrip("\n"), RECORD_CAP)
-    elif record.stack_info and len(text) < RECORD_CAP:
-        text = _cut(text + "\n" + str(record.stack_info), RECORD_CAP)
-    return safe_text(text)
+            trace = None
+    elif record.stack_info:
+        trace = safe_text(record.stack_info, RECORD_CAP * 2)
+    return safe_text(_cut(text, RECORD_CAP)), None if trace is None else safe_text(_cut(trace, RECORD_CAP))
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _repr(value: Any) -> str:
@@ -185,8 +190,9 @@ def install() -> None:
 
 # ---------------------------------------------------------------------------------- stored form
 def encode_lines(lines: list[LogLine]) -> str:
-    """``[[at, level, logger, message], ...]``, compact JSON."""
-    return json.dumps([list(line) for line in lines], ensure_ascii=False, separators=(",", ":"))
+    """``[[at, level, logger, message], ...]`` (a fifth item: the traceback), compact JSON."""
+    return json.dumps([list(line) if line.traceback is not None else list(line[:4]) for line in lines],
+                      ensure_ascii=False, separators=(",", ":"))
 
 
 def decode_lines(text: Any) -> list[LogLine]:
@@ -200,10 +206,12 @@ def decode_lines(text: Any) -> list[LogLine]:
         return [] if items is None else [LogLine(0.0, "?", "?", safe_text(text, RECORD_CAP))]
     out: list[LogLine] = []
     for item in items:
-        if isinstance(item, list) and len(item) == 4 and isinstance(item[0], (int, float)) \
-                and not isinstance(item[0], bool):
+        if isinstance(item, list) and len(item) in (4, 5) and isinstance(item[0], (int, float)) \
+                and not isinstance(item[0], bool) and math.isfinite(item[0]):
+            trace = item[4] if len(item) == 5 and item[4] is not None else None
             out.append(LogLine(float(item[0]), safe_text(item[1], 40), safe_text(item[2], 200),
-                               safe_text(item[3], RECORD_CAP * 2)))
+                               safe_text(item[3], RECORD_CAP * 2),
+                               None if trace is None else safe_text(trace, RECORD_CAP * 2)))
         else:
             out.append(LogLine(0.0, "?", "?", safe_text(json.dumps(item, default=str), RECORD_CAP)))
     return out

@@ -29,8 +29,8 @@ from .config import check_queue_name
 from .errors import ConfigurationError
 from .jobs import JobDefaults
 from .limits import MAX_DELAY
-from .runlogs import RunLogLimits
 from .retry import DEFAULT_MAX_SNOOZES, BackoffSpec, make_backoff
+from .runlogs import RunLogLimits
 
 DAY = 86400.0
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.columns import DEAD, Fill, names
-from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, all_plain, as_int
 from ..core.payload import safe_text
+from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, all_plain, as_int
 from ..core.runlogs import AttemptLog, decode_lines
 from .database import Database
 from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from ..core.endings import PolicyLookup
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
-    from ..core.runlogs import RunLogLimits
     from ..core.rows import NewJob
+    from ..core.runlogs import RunLogLimits
     from .ports import StorePort
 
 
