@@ -6,7 +6,9 @@ deque, no statement); the main thread later writes many at once.  Each outcome i
 cancelled) and applied by ``store.endings``: all plain successes in one DELETE, successes that keep
 a result or count in a batch in one transaction, each other ending in its own; then the
 ``on_retry`` / ``on_dead`` hooks hear of the endings that committed
-(:func:`errands.core.endings.announce`).  A lost database pauses the worker and the same outcomes
+(:func:`errands.core.endings.announce`).  A run's log records (``RunOutcome.logs``) are written
+with its ending, in its transaction; a plain success's are dropped (its job keeps no record to
+show them with).  A lost database pauses the worker and the same outcomes
 are written when it is back; a write the database refuses costs only the runs concerned.
 """
 
