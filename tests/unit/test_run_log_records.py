@@ -44,7 +44,8 @@ def test_untrusted_records_are_kept_as_far_as_they_can_be_and_never_raise():
     assert decode_lines(log.encoded()) == [line for line, _ in log.lines]
 
 
-@pytest.mark.parametrize("stored", ["not json", "[1, 2]", '{"a": 1}', "[[1e400, 1, 2, 3]]", None, "[[0, 1, 2, 3, 4, 5]]"])
+@pytest.mark.parametrize("stored", ["not json", "[1, 2]", '{"a": 1}', "[[1e400, 1, 2, 3]]", None,
+                                    "[[0, 1, 2, 3, 4, 5]]"])
 def test_whatever_a_row_holds_reads_as_lines(stored):
     lines = decode_lines(stored)
     assert all(isinstance(line, LogLine) and isinstance(line.message, str) for line in lines)
