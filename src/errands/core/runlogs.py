@@ -1,8 +1,8 @@
 """Per-run logs: the ``logging`` records a job emits while it runs, kept with its attempt.
 
-The worker's execution sets :data:`capturing` to a fresh :class:`RunLog` around each run, in the
-runner thread of a plain job and inside the asyncio task of an ``async def`` one, so a record is
-kept only when it is made by the run's own thread or task: the job's logger, the libraries it
+The worker's execution sets :data:`capturing` to a :class:`Capture` in each runner thread, and in
+the asyncio task of each ``async def`` run, and starts it around each run; so a record is kept
+only when it is made by the run's own thread or task: the job's logger, the libraries it
 calls, errands' own lines logged from inside the run.  Lines of other threads (the worker's main
 loop, its heartbeat, threads the job starts itself) and of other jobs' tasks on the same event loop
 see another value of the variable, or none.
@@ -162,8 +162,38 @@ def _cut(text: str, cap: int) -> str:
     return text[:cap] + f"… ({len(text) - cap:,} more characters)"
 
 
-capturing: contextvars.ContextVar[RunLog | None] = contextvars.ContextVar("errands_run_log", default=None)
-"""The buffer of the run the current thread or task is executing (None: no run, or run logs off)."""
+class Capture:
+    """Where the records of the run in progress go: one per runner thread (set in its context once,
+    reused run after run) and one per async run (set in its task's context).  Between runs it keeps
+    nothing, and a run that logs nothing costs three attribute writes: its :class:`RunLog` is made
+    at its first record."""
+
+    __slots__ = ("limits", "job_id", "attempt", "on", "log")
+
+    def __init__(self, limits: RunLogLimits) -> None:
+        self.limits = limits
+        self.job_id = self.attempt = 0
+        self.on = False
+        self.log: RunLog | None = None
+
+    def start(self, job_id: int, attempt: int) -> None:
+        self.job_id, self.attempt, self.on = job_id, attempt, True
+
+    def add(self, record: logging.LogRecord) -> None:
+        if self.on:
+            log = self.log
+            if log is None:
+                log = self.log = RunLog(self.job_id, self.attempt, self.limits)
+            log.add(record)
+
+    def finish(self) -> RunLog | None:
+        """The run's records (None: it logged nothing); the capture keeps nothing until the next start."""
+        log, self.log, self.on = self.log, None, False
+        return log
+
+
+capturing: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("errands_run_log", default=None)
+"""Where the current thread's or task's records go (None: no worker runner, or run logs off)."""
 
 _install_lock = threading.Lock()
 _installed: list[Callable[..., logging.LogRecord]] = []
@@ -179,9 +209,9 @@ def install() -> None:
 
         def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            buffer = capturing.get()
-            if buffer is not None:
-                buffer.add(record)
+            capture = capturing.get()
+            if capture is not None:
+                capture.add(record)
             return record
 
         logging.setLogRecordFactory(factory)

@@ -47,6 +47,8 @@ transaction that ends it sets every record of the workflow to expire a retention
 INPUT_MISSING = "errands.WorkflowInputMissing"
 HISTORY_CAP = 100
 RUN_LOG_CAP = 25
+RUN_LOG_CHUNK = 200
+"""Attempts' logs per INSERT statement (six parameters each: far below every driver's limit)."""
 """Attempts whose run logs a job keeps (the latest): with the default bound of 64 KB an attempt, at
 most 1.6 MB of a job that fails very often."""
 """Most entries of a job's error history kept (the latest): a job that fails 10,000 times keeps 100."""
@@ -552,9 +554,12 @@ class Steps:
         if not logs:
             return
         row = "({p}, {p}, {p}, {now}, {p}, {p})"
-        cur.execute(self.d.q("INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) VALUES "
-                             + ", ".join([row] * len(logs))),
-                    [v for log in logs for v in (log.job_id, int(log.attempt), worker, log.dropped, log.encoded())])
+        for start in range(0, len(logs), RUN_LOG_CHUNK):
+            chunk = logs[start:start + RUN_LOG_CHUNK]
+            cur.execute(self.d.q("INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) "
+                                 "VALUES " + ", ".join([row] * len(chunk))),
+                        [v for log in chunk for v in (log.job_id, int(log.attempt), worker, log.dropped,
+                                                      log.encoded())])
         for log in logs:
             if log.attempt > RUN_LOG_CAP:
                 cur.execute(self.d.q("SELECT id FROM {run_logs} WHERE job_id = {p} ORDER BY id DESC "

@@ -27,7 +27,7 @@ from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
-from ..core.runlogs import RunLog, capturing, install
+from ..core.runlogs import Capture, RunLog, capturing, install
 
 if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
@@ -223,10 +223,16 @@ class Runners:
         self._loop_lock = threading.Lock()
         self._log_limits = app.run_logs
         """How much of each run's logging to keep (None: off, and runs pay nothing for it)."""
+        self._captures: list[Capture | None] = []
+        """Each runner thread's capture of its runs' records (:mod:`errands.core.runlogs`), by slot."""
+        self._task_logs: dict[int, RunLog] = {}
+        """The records of async runs whose task ended, by job id, until their runner thread takes them."""
 
     def start(self, concurrency: int) -> None:
-        if self._log_limits is not None:
+        limits = self._log_limits
+        if limits is not None:
             install()
+        self._captures = [None if limits is None else Capture(limits) for _ in range(concurrency)]
         for n in range(concurrency):
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
             t.start()
@@ -237,6 +243,7 @@ class Runners:
         get, db_ok, stop, stop_now = state.work.get, state.db_ok, state.stop, state.stop_now
         run_one, not_before, starts = self._run_one, state.not_before, state.starts
         clock = time.monotonic
+        capturing.set(self._captures[slot] if slot < len(self._captures) else None)  # this thread's context
         try:
             while True:
                 row = get()
@@ -269,13 +276,11 @@ class Runners:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
-        limits = self._log_limits
-        logs = token = None
-        if limits is not None:  # this thread's records join the run's log (an async run's: its task's)
-            logs = RunLog(row.id, row.attempts, limits)
-            token = capturing.set(logs)
+        capture = self._captures[slot] if slot < len(self._captures) else None
+        if capture is not None:  # this thread's records join the run's log (an async run's: its task's)
+            capture.start(row.id, row.attempts)
         try:
-            outcome = self._execute(slot, row, logs)
+            outcome = self._execute(slot, row)
         except BaseException as exc:  # noqa: B036 - a handler's SystemExit, or a fault of errands' own:
             # the thread must survive it, and the run must end in a retry or the dead letter (never
             # be given back unrun, which would refund its attempt and loop for ever).
@@ -283,13 +288,12 @@ class Runners:
             log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
                       outcome.error_text, exc_info=exc)
         finally:
-            if token is not None:
-                capturing.reset(token)
+            logs = None if capture is None else capture.finish() or self._task_logs.pop(row.id, None)
         if logs:
             outcome = outcome._replace(logs=logs)
         self._record(row, outcome)
 
-    def _execute(self, slot: int, row: ClaimedJob, logs: RunLog | None = None) -> RunOutcome:
+    def _execute(self, slot: int, row: ClaimedJob) -> RunOutcome:
         timeout = row.timeout
         if not ((timeout is None or type(timeout) is float and 0.0 < timeout < _INF) and type(row.attempts) is int
                 and type(row.max_attempts) is int and type(row.flags) is int):  # the usual case, checked inline
@@ -305,7 +309,7 @@ class Runners:
             slots.start(slot, row.id, timeout)
         try:
             if is_async:
-                future = asyncio.run_coroutine_threadsafe(self._run_task(row, logs), self._event_loop())
+                future = asyncio.run_coroutine_threadsafe(self._run_task(row), self._event_loop())
                 self.futures[row.id] = future
                 try:
                     return self._future_outcome(future, row)
@@ -326,7 +330,7 @@ class Runners:
                                "cancelled while running (its task was cancelled)", exc)
             return failure(row, exc, 0.0)
 
-    async def _run_task(self, row: ClaimedJob, logs: RunLog | None = None) -> RunOutcome:
+    async def _run_task(self, row: ClaimedJob) -> RunOutcome:
         """An async run as a task of the event loop that cancellation can reach.  Cancelling the task
         (not the thread-safe future, which would report the run over at once) lets the handler see
         CancelledError at its next await and finish its cleanup (finally blocks, after-hooks) before
@@ -334,13 +338,20 @@ class Runners:
         task = asyncio.current_task()
         assert task is not None
         self._tasks[row.id] = task
-        capturing.set(logs)  # in the task's own context: records of the other tasks on the loop stay out
+        capture = None
+        if self._log_limits is not None:  # in the task's own context: the other tasks' records stay out
+            capture = Capture(self._log_limits)
+            capture.start(row.id, row.attempts)
+            capturing.set(capture)
         if row.id in self._cancel_requested:  # requested before the task first ran
             task.cancel()
         try:
             return await run_async(self.app, row)
         finally:
             self._tasks.pop(row.id, None)
+            logs = None if capture is None else capture.finish()
+            if logs:  # (kept for the runner thread: a cancelled task's outcome is made there)
+                self._task_logs[row.id] = logs
 
     def _cancel_task(self, job_id: int) -> None:
         """In the event loop: cancel the task of a running async job (if it started; else it cancels itself)."""
