@@ -1,6 +1,6 @@
 """What per-run logs cost a worker (issue 27, point 4): CPU per job and throughput, run logs on and off.
 
-    .venv/bin/python bench/run_logs.py [--backends sqlite,postgres,mariadb] [--jobs 5000] [--rounds 5]
+    .venv/bin/python bench/run_logs.py [--backends sqlite,postgres,mariadb] [--jobs 5000] [--rounds 5] [--quick]
 
 Each backend gets a fresh database (bench/run.py's ``FreshDatabase``).  For each kind of job, rounds
 alternate an app with run logs on (the default) and one with ``run_logs=False`` (in turn first, so a
@@ -85,7 +85,10 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres,mariadb")
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="1,000 jobs a round, 3 rounds")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.rounds = 1000, 3
     logging.basicConfig(level=logging.WARNING, handlers=[logging.NullHandler()])
     JOB_LOG.setLevel(logging.INFO)
     print(f"Per-run logs: {args.jobs} jobs a round, median of {args.rounds} rounds, in-process burst worker "
