@@ -553,8 +553,12 @@ class Steps:
         has run more often than that."""
         if not logs:
             return
+        if self.d.run_logs_insert_sql is not None:
+            cur.execute(self.d.q(self.d.run_logs_insert_sql),
+                        (worker, json.dumps([[log.job_id, int(log.attempt), log.dropped, log.encoded()]
+                                             for log in logs], ensure_ascii=False)))
         row = "({p}, {p}, {p}, {now}, {p}, {p})"
-        for start in range(0, len(logs), RUN_LOG_CHUNK):
+        for start in range(0 if self.d.run_logs_insert_sql is None else len(logs), len(logs), RUN_LOG_CHUNK):
             chunk = logs[start:start + RUN_LOG_CHUNK]
             cur.execute(self.d.q("INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) "
                                  "VALUES " + ", ".join([row] * len(chunk))),
