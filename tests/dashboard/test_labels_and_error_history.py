@@ -102,3 +102,10 @@ def test_the_job_page_and_the_api_show_each_attempts_logs_escaped(web, dash_app)
     seen = web.get(f"/api/jobs/{handle.id}").json()
     assert seen["logs"][0]["records"][1]["traceback"] is None and seen["tracebacks_hidden"] is True
     assert "LookupError: gone" not in web.get(f"/jobs/{handle.id}").text
+    # A row another program wrote (SQLite keeps anything anywhere): the page still shows the job.
+    dash_app.store.db.run(lambda cur: cur.execute(dash_app.store.dialect.q(
+        "INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) VALUES "
+        "({p}, 'x', 7, 'soon', 'many', {p})"), (handle.id, '[[1e999, 2, null, {"a": 1}], "text", 5]')), write=True)
+    page = web.get(f"/jobs/{handle.id}")
+    assert page.status_code == 200 and "Attempt 0" in page.text
+    assert web.get(f"/api/jobs/{handle.id}").json()["logs"][0]["attempt"] == 0
