@@ -108,4 +108,4 @@ def test_the_job_page_and_the_api_show_each_attempts_logs_escaped(web, dash_app)
         "({p}, 'x', 7, 'soon', 'many', {p})"), (handle.id, '[[1e999, 2, null, {"a": 1}], "text", 5]')), write=True)
     page = web.get(f"/jobs/{handle.id}")
     assert page.status_code == 200 and "Attempt 0" in page.text
-    assert web.get(f"/api/jobs/{handle.id}").json()["logs"][0]["attempt"] == 0
+    assert web.get(f"/api/jobs/{handle.id}").json()["logs"][-1]["attempt"] == 0
