@@ -8,10 +8,11 @@ loop, its heartbeat, threads the job starts itself) and of other jobs' tasks on 
 see another value of the variable, or none.
 
 Records are caught where they are made, by a wrapper of the log record factory
-(:func:`install`), not by a handler on the root logger: a handler would see only records that
-propagate to the root, and its mere presence would silence Python's last-resort output in a
-process that configured no logging.  So what is kept is what the logging configuration lets
-through the logger's level (under ``errands worker``, INFO and up by default).
+(:func:`record_factory`, installed once per process by the worker), not by a handler on the root
+logger: a handler would see only records that propagate to the root, and its mere presence would
+silence Python's last-resort output in a process that configured no logging.  So what is kept is
+what the logging configuration lets through the logger's level (under ``errands worker``, INFO
+and up by default).
 
 A run's buffer is bounded (the last ``records`` records, at most ``max_bytes`` bytes of text): older
 records are dropped first and counted.  Every record is untrusted: a message whose formatting
@@ -29,7 +30,6 @@ import contextvars
 import json
 import logging
 import math
-import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,27 +195,19 @@ class Capture:
 capturing: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("errands_run_log", default=None)
 """Where the current thread's or task's records go (None: no worker runner, or run logs off)."""
 
-_install_lock = threading.Lock()
-_installed: list[Callable[..., logging.LogRecord]] = []
+def record_factory(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    """A log record factory that makes records with ``previous`` and adds each to the capture of the
+    thread or task that made it, if any: records made outside a run cost one context-variable read.
+    The worker installs it once per process (:func:`errands.worker.execution.install_capture`)."""
 
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        capture = capturing.get()
+        if capture is not None:
+            capture.add(record)
+        return record
 
-def install() -> None:
-    """Wrap the log record factory once per process, so that every record made while a run's
-    buffer is set joins that buffer.  Records made outside a run cost one context-variable read."""
-    with _install_lock:
-        if _installed:
-            return
-        previous = logging.getLogRecordFactory()
-
-        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-            record = previous(*args, **kwargs)
-            capture = capturing.get()
-            if capture is not None:
-                capture.add(record)
-            return record
-
-        logging.setLogRecordFactory(factory)
-        _installed.append(factory)
+    return factory
 
 
 # ---------------------------------------------------------------------------------- stored form

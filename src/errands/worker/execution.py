@@ -27,7 +27,7 @@ from ..core.errors import BadPayload, JobCancelled, JobTimeout, Retry, Snooze
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
-from ..core.runlogs import Capture, RunLog, capturing, install
+from ..core.runlogs import Capture, RunLog, capturing, record_factory
 
 if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
@@ -44,6 +44,19 @@ thread's wake-up on a busy machine); a run its runner reaches later is given bac
 granted a start again (issue 26), so the handlers' own starts keep to the limit within this much."""
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
+
+
+_capture_lock = threading.Lock()
+_capture_installed = [False]
+
+
+def install_capture() -> None:
+    """Wrap ``logging``'s record factory once per process so that the records a run makes join its
+    log (:mod:`errands.core.runlogs`); the first worker with run logs on does it."""
+    with _capture_lock:
+        if not _capture_installed[0]:
+            logging.setLogRecordFactory(record_factory(logging.getLogRecordFactory()))
+            _capture_installed[0] = True
 
 
 def error_name(exc: BaseException) -> str:
@@ -231,7 +244,7 @@ class Runners:
     def start(self, concurrency: int) -> None:
         limits = self._log_limits
         if limits is not None:
-            install()
+            install_capture()
         self._captures = [None if limits is None else Capture(limits) for _ in range(concurrency)]
         for n in range(concurrency):
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
