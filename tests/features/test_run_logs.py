@@ -99,7 +99,7 @@ def test_each_attempt_keeps_what_it_logged_and_the_history_prunes_it(app):
     assert app.store.jobs.run_logs(dead.id) == [] and _count(app) == 1  # the kept result's log stays
 
 
-def test_logs_are_bounded_per_attempt_and_the_off_switch_keeps_none(app, migrated_url):
+def test_logs_are_bounded_per_attempt_and_the_off_switches_keep_none(app, migrated_url):
     small = Errands(migrated_url, lease=5, run_log_records=3, run_log_bytes=2 * (1000 + LINE_OVERHEAD + 40))
     off = Errands(migrated_url, lease=5, run_logs=False)
     try:
@@ -121,7 +121,12 @@ def test_logs_are_bounded_per_attempt_and_the_off_switch_keeps_none(app, migrate
             JOB_LOG.warning("nobody keeps this")
             raise RuntimeError("unheard")
 
-        talk, write, hush = chatty.enqueue(), wordy.enqueue(), quiet.enqueue()
+        @small.job(name="secretive", max_attempts=1, run_logs=False)
+        def secretive() -> None:
+            JOB_LOG.warning("the token is hunter2")
+            raise RuntimeError("no logs kept for this one")
+
+        talk, write, hush, secret = chatty.enqueue(), wordy.enqueue(), quiet.enqueue(), secretive.enqueue()
         drain(small)
         [log] = small.store.jobs.run_logs(talk.id)
         assert [line.message for line in log.lines] == ["line 7", "line 8", "line 9"] and log.dropped == 7
@@ -129,6 +134,7 @@ def test_logs_are_bounded_per_attempt_and_the_off_switch_keeps_none(app, migrate
         assert len(log.lines) == 1 and log.dropped == 3  # the huge one, cut to the byte bound, alone
         assert log.lines[0].message.startswith("y" * 100) and "more characters" in log.lines[0].message
         assert len(log.lines[0].message) < 2 * 1000
+        assert secret.status() is JobState.FAILED and small.store.jobs.run_logs(secret.id) == []  # the job's switch
         drain(off, queues=("hush",))
         assert hush.status() is JobState.FAILED and off.store.jobs.run_logs(hush.id) == []
     finally:

@@ -239,6 +239,8 @@ class Runners:
         self._captures: list[Capture | None] = []
         """Each runner thread's capture of its runs' records (:mod:`errands.core.runlogs`), by slot."""
         self._task_logs: dict[int, RunLog] = {}
+        self._unlogged: frozenset[str] = frozenset()
+        """Names of the jobs whose runs' records are not kept (``@app.job(run_logs=False)``)."""
         """The records of async runs whose task ended, by job id, until their runner thread takes them."""
 
     def start(self, concurrency: int) -> None:
@@ -246,6 +248,8 @@ class Runners:
         if limits is not None:
             install_capture()
         self._captures = [None if limits is None else Capture(limits) for _ in range(concurrency)]
+        self._unlogged = frozenset(name for name, definition in self.app.registry.items()
+                                   if definition.behaviour.run_logs is False)
         for n in range(concurrency):
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
             t.start()
@@ -290,6 +294,8 @@ class Runners:
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
         capture = self._captures[slot] if slot < len(self._captures) else None
+        if self._unlogged and row.name in self._unlogged:
+            capture = None
         if capture is not None:  # this thread's records join the run's log (an async run's: its task's)
             capture.start(row.id, row.attempts)
         try:
@@ -352,7 +358,7 @@ class Runners:
         assert task is not None
         self._tasks[row.id] = task
         capture = None
-        if self._log_limits is not None:  # in the task's own context: the other tasks' records stay out
+        if self._log_limits is not None and row.name not in self._unlogged:  # in the task's own context
             capture = Capture(self._log_limits)
             capture.start(row.id, row.attempts)
             capturing.set(capture)
