@@ -239,9 +239,9 @@ class Runners:
         self._captures: list[Capture | None] = []
         """Each runner thread's capture of its runs' records (:mod:`errands.core.runlogs`), by slot."""
         self._task_logs: dict[int, RunLog] = {}
+        """The records of async runs whose task ended, by job id, until their runner thread takes them."""
         self._unlogged: frozenset[str] = frozenset()
         """Names of the jobs whose runs' records are not kept (``@app.job(run_logs=False)``)."""
-        """The records of async runs whose task ended, by job id, until their runner thread takes them."""
 
     def start(self, concurrency: int) -> None:
         limits = self._log_limits
