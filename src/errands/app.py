@@ -232,6 +232,8 @@ class Errands:
         self.alert_thresholds = given.alert_thresholds
         self.unknown_job_grace = float(given.unknown_job_grace)
         """Seconds a job of a name no worker registers is held back before the dead letter."""
+        self.run_logs = given.run_log_limits
+        """How much of each attempt's logging workers keep with it (None: run logs are off)."""
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
         self._store_lock = threading.Lock()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 
-from helpers import drain, run_cli
+import pytest
+from helpers import drain, invoke_cli, run_cli
 
 
 def test_failed_list_and_show_print_labels_and_every_attempt(app, db_url):
@@ -30,3 +32,23 @@ def test_failed_list_and_show_print_labels_and_every_attempt(app, db_url):
     assert job["label"] == "Invoice #43" and "errors" not in job
     text = run_cli(db_url, "job", "show", str(dead.id)).stdout
     assert "Invoice #42" in text and "attempt 2" in text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_job_show_prints_what_each_attempt_logged(app, db_url):
+    log = logging.getLogger("tests.cli.run_logs")
+    log.setLevel(logging.INFO)
+
+    @app.job(name="report", max_attempts=2, backoff=0)
+    def report(n):
+        log.warning("row %d looks odd\nsecond line", n)
+        raise ValueError("bad row")
+
+    dead = report.enqueue(3)
+    drain(app)
+    text = invoke_cli(db_url, "job", "show", str(dead.id)).stdout
+    assert "logs:" in text and text.count("WARNING tests.cli.run_logs: row 3 looks odd") == 2
+    assert "                    second line" in text  # a record's lines stay under their attempt
+    shown = json.loads(invoke_cli(db_url, "job", "show", str(dead.id), "--json").stdout)
+    assert [a["attempt"] for a in shown["logs"]] == [1, 2]
+    assert "row 3 looks odd" in invoke_cli(db_url, "failed", "show", str(dead.id)).stdout

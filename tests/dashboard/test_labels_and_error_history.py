@@ -3,6 +3,9 @@ the search, and tracebacks hidden from viewers unless the app says otherwise."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from conftest import ADMIN, VIEWER, login
 from helpers import drain
 from starlette.testclient import TestClient
@@ -64,3 +67,45 @@ def test_the_app_may_show_tracebacks_to_every_viewer(dash_app):
         login(client, VIEWER)
         detail = client.get(f"/api/jobs/{handle.id}").json()
         assert all("Traceback" in e["traceback"] for e in detail["errors"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_job_page_and_the_api_show_each_attempts_logs_escaped(web, dash_app):
+    """Per-run logs (issue 27, point 4): one section per attempt on the job page, its text escaped,
+    and the same records in the API's job read model (a record's traceback for admins only)."""
+    log = logging.getLogger("tests.dashboard.run_logs")
+    log.setLevel(logging.INFO)
+
+    @dash_app.job(name="noisy", max_attempts=2, backoff=0)
+    def noisy() -> None:
+        log.info("fetching <script>alert(1)</script> %s", "page")
+        try:
+            raise LookupError("gone")
+        except LookupError:
+            log.exception("lookup failed")
+        raise RuntimeError("no luck")
+
+    handle = noisy.enqueue()
+    drain(dash_app)
+    login(web, ADMIN)
+    detail = web.get(f"/api/jobs/{handle.id}").json()
+    assert [a["attempt"] for a in detail["logs"]] == [1, 2]
+    first = detail["logs"][0]["records"]
+    assert [(r["level"], r["logger"], r["message"]) for r in first] == [
+        ("INFO", log.name, "fetching <script>alert(1)</script> page"), ("ERROR", log.name, "lookup failed")]
+    assert "LookupError: gone" in first[1]["traceback"]
+    page = web.get(f"/jobs/{handle.id}").text
+    assert "Attempt 2 · 2 records" in page and "&lt;script&gt;alert(1)&lt;/script&gt; page" in page
+    assert "<script>alert(1)" not in page and "LookupError: gone" in page
+    web.post("/logout", data={"csrf": web.get("/api/me").json()["csrf"]})
+    login(web, VIEWER)
+    seen = web.get(f"/api/jobs/{handle.id}").json()
+    assert seen["logs"][0]["records"][1]["traceback"] is None and seen["tracebacks_hidden"] is True
+    assert "LookupError: gone" not in web.get(f"/jobs/{handle.id}").text
+    # A row another program wrote (SQLite keeps anything anywhere): the page still shows the job.
+    dash_app.store.db.run(lambda cur: cur.execute(dash_app.store.dialect.q(
+        "INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) VALUES "
+        "({p}, 'x', 7, 'soon', 'many', {p})"), (handle.id, '[[1e999, 2, null, {"a": 1}], "text", 5]')), write=True)
+    page = web.get(f"/jobs/{handle.id}")
+    assert page.status_code == 200 and "Attempt 0" in page.text
+    assert web.get(f"/api/jobs/{handle.id}").json()["logs"][-1]["attempt"] == 0

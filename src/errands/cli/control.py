@@ -89,6 +89,9 @@ def _describe(ctx: Context, job_id: int) -> dict[str, Any]:
     errors, _ = ops.error_history(ctx.app(), job_id)
     if errors:
         info["errors"] = [e.to_json() for e in errors]
+    logs, _ = ops.run_logs(ctx.app(), job_id)
+    if logs:
+        info["logs"] = [a.to_json() for a in logs]
     return info
 
 
@@ -139,9 +142,9 @@ def show(ctx: Context, job_id: int, as_json: bool) -> None:
     for key, value in info.items():
         if value is None or value == "":
             continue
-        if key == "errors":
+        if key in ("errors", "logs"):
             click.echo(f"{key:>18}:")
-            echo_history(value)
+            (echo_history if key == "errors" else echo_logs)(value)
             continue
         if key == "progress" and isinstance(value, (int, float)):
             value = f"{value * 100:.0f}%"
@@ -155,6 +158,22 @@ def echo_history(entries: list[dict[str, Any]]) -> None:
                              f"{e['error_type']}: {str(e['error_message'])[:300]}"))
         if e.get("traceback"):
             click.echo("\n".join("                    " + line for line in str(e["traceback"]).splitlines()))
+
+
+def echo_logs(attempts: list[dict[str, Any]]) -> None:
+    """What each attempt logged: a heading line per attempt, then its records, indented (a record's
+    traceback below it); every line made printable."""
+    pad = " " * 20
+    for a in attempts:
+        dropped = f", {a['dropped']} earlier not kept" if a.get("dropped") else ""
+        click.echo(safe_text(f"{'attempt ' + str(a['attempt']):>18}  {a['logged_at']}  {a.get('worker') or ''}  "
+                             f"({len(a['records'])} records{dropped})"))
+        for r in a["records"]:
+            at = str(r.get("at") or "?")[11:23]
+            lines = f"{at} {r['level']} {r['logger']}: {r['message']}".splitlines() or [""]
+            if r.get("traceback"):
+                lines += ["  " + line for line in str(r["traceback"]).splitlines()]
+            click.echo("\n".join(safe_text(pad + line) for line in lines))
 
 
 @job.command("cancel")

@@ -13,7 +13,7 @@ from ..core.payload import safe_text
 from ..services import operator as ops
 from ..services.models import DeadJob
 from .context import CLI, Context
-from .control import echo_history
+from .control import echo_history, echo_logs
 
 
 @click.group()
@@ -64,6 +64,9 @@ def show_failed(ctx: Context, job_id: int, as_json: bool) -> None:
     click.echo(safe_text(f"{'error':>18}: {info['error_type']}: {info['error_message']}"))
     click.echo(f"{'errors':>18}:")
     echo_history(info["errors"])
+    if info.get("logs"):
+        click.echo(f"{'logs':>18}:")
+        echo_logs(info["logs"])
 
 
 @failed.command("retry")

@@ -30,6 +30,7 @@ from .host import AppHost
 from .payload import ERROR_TEXT_CAP, encode_result, safe_text
 from .retry import JobPolicy, retry_delay
 from .rows import DEADLINE_ERROR, EXPIRED_ERROR, EXPIRED_MESSAGE, FLAG_RESULT, FLAG_WORKFLOW, ClaimedJob, FailedJob
+from .runlogs import RunLog
 
 
 class Result(str, enum.Enum):
@@ -75,6 +76,9 @@ class RunOutcome(NamedTuple):
     deadline_in: float | None = None
     """Seconds left (by the database's clock) before the job's ``deadline`` (None: it has none): no
     attempt may start after it.  Read for jobs flagged ``FLAG_DEADLINE`` only."""
+    logs: RunLog | None = None
+    """The ``logging`` records the run emitted (when the app keeps run logs and it logged):
+    settling writes them with the ending (:mod:`errands.core.runlogs`)."""
 
     @property
     def error_text(self) -> str:

@@ -345,6 +345,9 @@ class JobSpec:
     """Units of ``rate_limit`` one run uses (None: 1; ``using(cost=...)`` per call)."""
     keep_traceback: bool | None = None
     """Keep failed attempts' tracebacks (None: the app's ``keep_traceback``)."""
+    run_logs: bool | None = None
+    """Keep what its runs log (False: never, for a job that logs what nobody should read later; None:
+    the app's ``run_logs``; True cannot turn them on where the app has them off)."""
     unique_key: str | Callable[..., Any] | None = None
     """Every enqueue's unique key: a string, or a function of the job's arguments as for
     ``concurrency_key`` (``using(unique_key=...)`` wins; None: ``unique``'s hash, or no key)."""
@@ -458,6 +461,7 @@ class JobSpecArgs(TypedDict, total=False):
     unique_for: float | None
     cost: int | None
     keep_traceback: bool | None
+    run_logs: bool | None
     unique_key: str | Callable[..., Any] | None
     on_conflict: OnConflict | None
     unique_states: Sequence[UniqueState] | None
@@ -525,6 +529,7 @@ class JobDefaults:
                                  concurrency_key=spec.concurrency_key, rate_limit_key=spec.rate_limit_key,
                                  result_ttl=spec.result_ttl, policy=policy,
                                  unique_for=spec.unique_for, cost=spec.cost, keep_traceback=spec.keep_traceback,
+                                 run_logs=spec.run_logs,
                                  unique_key=spec.unique_key, on_conflict=spec.on_conflict,
                                  unique_states=None if spec.unique_states is None else tuple(spec.unique_states),
                                  debounce=spec.debounce, max_wait=spec.max_wait,
@@ -642,6 +647,8 @@ class JobBehaviour:
     """Units of ``rate_limit`` one run uses unless ``using(cost=...)`` says otherwise."""
     keep_traceback: bool | None = None
     """Keep each failed attempt's traceback in the error history (None: the app's ``keep_traceback``)."""
+    run_logs: bool | None = None
+    """False: its runs' log records are not kept (None: the app's ``run_logs`` decides)."""
     unique_key: str | Callable[..., Any] | None = None
     """Every enqueue's unique key (a string, or a function of the arguments); None: none, or ``unique``'s."""
     on_conflict: OnConflict | None = None

@@ -30,6 +30,7 @@ from .errors import ConfigurationError
 from .jobs import JobDefaults
 from .limits import MAX_DELAY
 from .retry import DEFAULT_MAX_SNOOZES, BackoffSpec, make_backoff
+from .runlogs import RunLogLimits
 
 DAY = 86400.0
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
@@ -96,6 +97,13 @@ class AppOptions:
     unknown_job_grace: float = 600.0
     """Seconds after its enqueue a job whose name a worker does not register is held back (given back
     with its attempt refunded, for a worker that knows it) before the dead letter (0: at once)."""
+    run_logs: bool = True
+    """Keep the ``logging`` records each attempt emits in its own thread or task with the attempt, for the
+    job page, ``errands job show`` and the API (:mod:`errands.core.runlogs`)."""
+    run_log_records: int = 200
+    """The most records kept per attempt (the latest)."""
+    run_log_bytes: int = 64 * 1024
+    """The most bytes of log text kept per attempt (the latest records)."""
     eager: bool = field(default=False, metadata=_CODE_ONLY)
     """Run jobs inline at enqueue (for tests; ``Errands.eager()`` for a block)."""
     keep_traceback: bool = field(default=False, metadata=_CODE_ONLY)
@@ -114,12 +122,18 @@ class AppOptions:
             raise ConfigurationError(f"unknown_job_grace must be 0 to {MAX_DELAY:.0f} seconds, got "
                                      f"{self.unknown_job_grace!r}")
         check_queue_name(self.default_queue)
-        _ = self.job_defaults, self.alert_thresholds  # each checks its own values
+        _ = self.job_defaults, self.alert_thresholds, self.run_log_limits  # each checks its own values
 
     @cached_property
     def job_defaults(self) -> JobDefaults:
         """The defaults of the app's jobs (checked: ``ConfigurationError``)."""
         return JobDefaults(self.default_queue, self.max_attempts, self.backoff, self.timeout, self.max_snoozes)
+
+    @cached_property
+    def run_log_limits(self) -> RunLogLimits | None:
+        """How much of each attempt's logging is kept (checked), None when ``run_logs`` is off."""
+        limits = RunLogLimits(self.run_log_records, self.run_log_bytes)
+        return limits if self.run_logs else None
 
     @cached_property
     def alert_thresholds(self) -> AlertThresholds:
@@ -152,6 +166,9 @@ class AppOptionArgs(TypedDict, total=False):
     alert_no_worker: bool
     alert_every: float
     unknown_job_grace: float
+    run_logs: bool
+    run_log_records: int
+    run_log_bytes: int
     eager: bool
     keep_traceback: bool
 

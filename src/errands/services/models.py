@@ -315,6 +315,31 @@ class ErrorEntry(ReadModel):
 
 
 @dataclass(eq=False)
+class LogEntry(ReadModel):
+    """One ``logging`` record an attempt emitted: its time (the worker host's clock), level, logger
+    and message; ``traceback`` only when the record carried one and the viewer may see tracebacks."""
+
+    at: str | None
+    level: str
+    logger: str
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(eq=False)
+class AttemptLogs(ReadModel):
+    """The log records of one attempt (the latest, within the app's ``run_log_records`` and
+    ``run_log_bytes``; ``dropped`` earlier ones were not kept)."""
+
+    attempt: int
+    worker: str | None
+    logged_at: str | None
+    """When the attempt's ending was written (the database's clock)."""
+    dropped: int
+    records: list[LogEntry] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class LiveJob(JobSummary):
     """A job still in the jobs table, with why it waits."""
 
@@ -347,6 +372,8 @@ class LiveJob(JobSummary):
     tracebacks_hidden: bool = False
     """Tracebacks were kept but are not shown to this viewer (not an admin)."""
     workflow: WorkflowLink | None = None
+    logs: list[AttemptLogs] = field(default_factory=list)
+    """What each attempt logged, oldest attempt first (see AttemptLogs)."""
 
 
 @dataclass(eq=False)
@@ -373,6 +400,7 @@ class DeadJob(ReadModel):
     workflow: WorkflowLink | None = None
     checkpoint: str | None = None
     """The last checkpoint (cut to 500 characters): a retry resumes from it."""
+    logs: list[AttemptLogs] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -394,6 +422,7 @@ class FinishedJob(ReadModel):
     errors: list[ErrorEntry] = field(default_factory=list)
     tracebacks_hidden: bool = False
     workflow: WorkflowLink | None = None
+    logs: list[AttemptLogs] = field(default_factory=list)
 
 
 JobDetail = LiveJob | DeadJob | FinishedJob

@@ -45,6 +45,7 @@ from ..worker.control import describe
 from ..worker.liveness import alive_within
 from .limits import view as limits_view
 from .models import (
+    AttemptLogs,
     AuditEntry,
     DeadEntry,
     DeadJob,
@@ -57,6 +58,7 @@ from .models import (
     JobPage,
     JobSummary,
     LiveJob,
+    LogEntry,
     Overview,
     Parameter,
     QueueRow,
@@ -379,6 +381,25 @@ def error_history(app: Errands, job_id: int, *, tracebacks: bool = True) -> tupl
                        r.traceback if tracebacks else None) for r in rows], hidden
 
 
+def run_logs(app: Errands, job_id: int, *, tracebacks: bool = True) -> tuple[list[AttemptLogs], bool]:
+    """What each attempt of a job logged, oldest attempt first, and whether records' tracebacks were
+    left out (``tracebacks=False``: the viewer may not see them)."""
+    attempts = app.store.jobs.run_logs(job_id)
+    hidden = not tracebacks and any(line.traceback is not None for a in attempts for line in a.lines)
+    return [AttemptLogs(a.attempt, a.worker, _iso(a.logged_at), a.dropped,
+                        [LogEntry(_epoch_iso(line.at), line.level, line.logger, line.message,
+                                  line.traceback if tracebacks else None) for line in a.lines])
+            for a in attempts], hidden
+
+
+def _epoch_iso(seconds: float) -> str | None:
+    """A record's time (epoch seconds of the worker host's clock) as ISO text, None when it is none."""
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDetail:
     """One job wherever it is (jobs, dead letter, results), with why it waits if it does and its
     error history (``tracebacks=False``: without the kept tracebacks, for viewers who may not see them)."""
@@ -389,6 +410,7 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
     if row is not None:
         now = store.now()
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks) if row.attempts else ([], False)
+        logs, logs_hidden = run_logs(app, job_id, tracebacks=tracebacks) if row.attempts else ([], False)
         return LiveJob(**_summary_fields(row, now), where="jobs", owner=row.reserved_by,
                        reserved_at=_iso(row.reserved_at), lease_until=_iso(row.reserved_until),
                        timeout=_finite(row.timeout), unique_key=row.unique_key, expires_at=_iso(row.expires_at),
@@ -398,24 +420,27 @@ def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDeta
                        batch_id=row.batch_id, concurrency_key=row.concurrency_key, rate_key=row.rate_key,
                        progress_message=row.progress_message, cancel_requested=row.cancel_requested_at is not None,
                        checkpoint=display_checkpoint(row.checkpoint), resumptions=row.resumptions,
-                       why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden,
-                       workflow=None if row.batch_id is None else workflow_of(app, row.id, row.batch_id))
+                       why=why_waiting(app, row, now), errors=errors, tracebacks_hidden=hidden or logs_hidden,
+                       workflow=None if row.batch_id is None else workflow_of(app, row.id, row.batch_id), logs=logs)
     dead = store.jobs.get_failed(job_id)
     if dead is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
+        logs, logs_hidden = run_logs(app, job_id, tracebacks=tracebacks)
         state = dead_state(dead.error_type, dead.error_message).value
         return DeadJob(dead.id, dead.name, dead.queue, state, "failed", dead.attempts, dead.max_attempts,
                        dead.priority, _iso(dead.created_at), _iso(dead.failed_at),
                        display_arguments(dead.payload), dead.error_type, dead.error_message, [], dead.label,
-                       errors, hidden, workflow=workflow_of(app, dead.id),
-                       checkpoint=display_checkpoint(dead.checkpoint))
+                       errors, hidden or logs_hidden, workflow=workflow_of(app, dead.id),
+                       checkpoint=display_checkpoint(dead.checkpoint), logs=logs)
     result = store.features.get_result(job_id)
     if result is not None:
         errors, hidden = error_history(app, job_id, tracebacks=tracebacks)
+        logs, logs_hidden = run_logs(app, job_id, tracebacks=tracebacks)
         return FinishedJob(result.id, result.name, result.queue, result.state.value, "results", result.attempts,
                            _iso(result.finished_at), result.result, result.message, result.batch_id, [],
-                           result.label, errors, hidden,
-                           workflow=None if result.batch_id is None else workflow_of(app, result.id, result.batch_id))
+                           result.label, errors, hidden or logs_hidden,
+                           workflow=None if result.batch_id is None else workflow_of(app, result.id, result.batch_id),
+                           logs=logs)
     raise JobNotFound(f"job {job_id} is in no table: it finished without a kept result, or never existed")
 
 

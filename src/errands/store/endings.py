@@ -50,6 +50,7 @@ from ..core.rows import (
     JobState,
     as_int,
 )
+from ..core.runlogs import RunLog
 from .database import Database
 from .driver import Cursor, fetch_row, fetch_rows
 from .steps import ERROR_MESSAGE_CAP, Steps
@@ -84,16 +85,19 @@ class EndingStore:
 
         return self.db.run(delete)
 
-    def apply(self, owner: str | None, settlements: Sequence[Settlement]) -> list[Settlement]:
+    def apply(self, owner: str | None, settlements: Sequence[Settlement],
+              logs: Sequence[RunLog] = ()) -> list[Settlement]:
         """Write settlements in one transaction; returns those that applied, as written (the others'
         runs are no longer ``owner``'s: their lease lapsed and another worker holds them, or they
         ended; a :class:`HeldBack` past its grace is written, and returned, as :class:`Buried`).
-        ``owner=None``: whoever holds the job (tools and tests)."""
+        ``owner=None``: whoever holds the job (tools and tests).  ``logs``: the runs' log records,
+        written (one INSERT) for the settlements that applied."""
         if not settlements:
             return []
-        return self.db.run(lambda cur: self.apply_in(cur, owner, settlements), write=True)
+        return self.db.run(lambda cur: self.apply_in(cur, owner, settlements, logs), write=True)
 
-    def apply_in(self, cur: Cursor, owner: str | None, settlements: Sequence[Settlement]) -> list[Settlement]:
+    def apply_in(self, cur: Cursor, owner: str | None, settlements: Sequence[Settlement],
+                 logs: Sequence[RunLog] = ()) -> list[Settlement]:
         """:meth:`apply` on the caller's transaction."""
         completed = [s for s in settlements if isinstance(s, Completed)]
         done = set(self._complete_in(cur, owner, completed)) if completed else set()
@@ -116,6 +120,9 @@ class EndingStore:
                 written = s if self._cancel(cur, owner, s) else None
             if written is not None:
                 applied.append(written)
+        if logs and applied:
+            ended = {s.job_id for s in applied}
+            self.steps.record_run_logs(cur, owner, [log for log in logs if log.job_id in ended])
         return applied
 
     def bury(self, owner: str | None, job_id: int, error_type: str, error_message: str, *,

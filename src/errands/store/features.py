@@ -648,6 +648,8 @@ class FeatureStore:
             if failed_ttl is not None:
                 cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id IN (SELECT id FROM {failed} "
                                      "WHERE failed_at < {now_plus})"), (-float(failed_ttl),))
+                cur.execute(self.d.q("DELETE FROM {run_logs} WHERE job_id IN (SELECT id FROM {failed} "
+                                     "WHERE failed_at < {now_plus})"), (-float(failed_ttl),))
                 cur.execute(self.d.q("DELETE FROM {failed} WHERE failed_at < {now_plus}"), (-float(failed_ttl),))
                 out["failed"] = int(cur.rowcount)
                 cur.execute(self.d.q("DELETE FROM {batches} WHERE completed_at < {now_plus}"), (-float(failed_ttl),))
@@ -662,6 +664,12 @@ class FeatureStore:
                                  "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = {job_errors}.job_id) "
                                  "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = {job_errors}.job_id)"))
             out["errors"] = int(cur.rowcount)
+            # Run logs go with the error history, by the same rule.
+            cur.execute(self.d.q("DELETE FROM {run_logs} WHERE "
+                                 "NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = {run_logs}.job_id) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {failed} f WHERE f.id = {run_logs}.job_id) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {results} r WHERE r.id = {run_logs}.job_id)"))
+            out["run_logs"] = int(cur.rowcount)
             out["fair_keys"] = fairness.prune(self.d, cur)
             return out
 

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.columns import DEAD, Fill, names
+from ..core.payload import safe_text
 from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, all_plain, as_int
+from ..core.runlogs import AttemptLog, decode_lines
 from .database import Database
 from .dialects.base import FAILED_COLUMNS, JOB_COLUMNS
 from .dialects.inserts import INSERT_CHUNK, PLAIN
@@ -201,6 +203,8 @@ class JobStore:
             # The entries' error history goes with them (a forgotten job is gone for good).
             cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id IN (SELECT id FROM {failed}") + where + ")",
                         params)
+            cur.execute(self.d.q("DELETE FROM {run_logs} WHERE job_id IN (SELECT id FROM {failed}") + where + ")",
+                        params)
             cur.execute(self.d.q("DELETE FROM {failed}") + where, params)
             return int(cur.rowcount)
 
@@ -216,6 +220,20 @@ class JobStore:
             t = self.d.to_datetime
             return [ErrorRow(as_int(r["job_id"]), as_int(r["attempt"]), t(r["failed_at"]), r["error_type"],
                              r["error_message"], r["traceback"]) for r in fetch_rows(cur)]
+
+        return self.db.run(read)
+
+    def run_logs(self, job_id: int) -> list[AttemptLog]:
+        """The log records a job's attempts emitted (kept while its error history is), oldest attempt
+        first: at most ``RUN_LOG_CAP`` attempts (the latest)."""
+
+        def read(cur: Cursor) -> list[AttemptLog]:
+            cur.execute(self.d.q("SELECT job_id, attempt, worker, logged_at, dropped, records "
+                                 "FROM {run_logs} WHERE job_id = {p} ORDER BY id"), (job_id,))
+            t = self.d.to_datetime
+            return [AttemptLog(as_int(r["job_id"]), as_int(r["attempt"]), None if r["worker"] is None
+                               else safe_text(r["worker"], 255), t(r["logged_at"]), as_int(r["dropped"]),
+                               decode_lines(r["records"])) for r in fetch_rows(cur)]
 
         return self.db.run(read)
 

@@ -29,6 +29,7 @@ from ..core.rows import (
     NewJob,
     as_int,
 )
+from ..core.runlogs import RunLog
 from ..core.settings import DEFAULTS
 from . import fairness
 from .dialects.base import Dialect
@@ -45,6 +46,11 @@ HOLD_SECONDS = MAX_DELAY
 transaction that ends it sets every record of the workflow to expire a retention period later."""
 INPUT_MISSING = "errands.WorkflowInputMissing"
 HISTORY_CAP = 100
+RUN_LOG_CAP = 25
+RUN_LOG_CHUNK = 200
+"""Attempts' logs per INSERT statement (six parameters each: far below every driver's limit)."""
+"""Attempts whose run logs a job keeps (the latest): with the default bound of 64 KB an attempt, at
+most 1.6 MB of a job that fails very often."""
 """Most entries of a job's error history kept (the latest): a job that fails 10,000 times keeps 100."""
 TRACEBACK_CAP = 8192
 """Most characters of a traceback kept (its end, where the error is raised)."""
@@ -540,6 +546,32 @@ class Steps:
                 if oldest_kept is not None:
                     cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id = {p} AND id < {p}"),
                                 (f.job_id, oldest_kept))
+
+    def record_run_logs(self, cur: Cursor, worker: str | None, logs: Sequence[RunLog]) -> None:
+        """Add the log records of attempts that ended (one multi-row INSERT, in the ending's own
+        transaction); keep at most ``RUN_LOG_CAP`` attempts' logs per job, trimmed only once a job
+        has run more often than that."""
+        if not logs:
+            return
+        if self.d.run_logs_insert_sql is not None:
+            cur.execute(self.d.q(self.d.run_logs_insert_sql),
+                        (worker, json.dumps([[log.job_id, int(log.attempt), log.dropped, log.encoded()]
+                                             for log in logs], ensure_ascii=False)))
+        row = "({p}, {p}, {p}, {now}, {p}, {p})"
+        for start in range(0 if self.d.run_logs_insert_sql is None else len(logs), len(logs), RUN_LOG_CHUNK):
+            chunk = logs[start:start + RUN_LOG_CHUNK]
+            cur.execute(self.d.q("INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) "
+                                 "VALUES " + ", ".join([row] * len(chunk))),
+                        [v for log in chunk for v in (log.job_id, int(log.attempt), worker, log.dropped,
+                                                      log.encoded())])
+        for log in logs:
+            if log.attempt > RUN_LOG_CAP:
+                cur.execute(self.d.q("SELECT id FROM {run_logs} WHERE job_id = {p} ORDER BY id DESC "
+                                     "LIMIT 1 OFFSET {p}"), (log.job_id, RUN_LOG_CAP - 1))
+                oldest_kept = scalar(cur)
+                if oldest_kept is not None:
+                    cur.execute(self.d.q("DELETE FROM {run_logs} WHERE job_id = {p} AND id < {p}"),
+                                (log.job_id, oldest_kept))
 
     def bury_locked(self, cur: Cursor, where: str, params: Sequence[Any], error_type: str,
                     error_message: str, traceback: str | None = None) -> int:

@@ -27,6 +27,7 @@ from ..core.errors import BadPayload, Interrupted, JobCancelled, JobTimeout, Ret
 from ..core.hooks import around, call_after, chain_of
 from ..core.payload import ERROR_TEXT_CAP, decode_arguments, safe_text, without_headers
 from ..core.rows import ClaimedJob
+from ..core.runlogs import Capture, RunLog, capturing, record_factory
 
 if TYPE_CHECKING:
     from ..core.jobs import JobDefinition
@@ -43,6 +44,19 @@ thread's wake-up on a busy machine); a run its runner reaches later is given bac
 granted a start again (issue 26), so the handlers' own starts keep to the limit within this much."""
 ASYNC_HARD_GRACE = 2.0
 """Seconds the supervisor waits past an async job's soft timeout before killing."""
+
+
+_capture_lock = threading.Lock()
+_capture_installed = [False]
+
+
+def install_capture() -> None:
+    """Wrap ``logging``'s record factory once per process so that the records a run makes join its
+    log (:mod:`errands.core.runlogs`); the first worker with run logs on does it."""
+    with _capture_lock:
+        if not _capture_installed[0]:
+            logging.setLogRecordFactory(record_factory(logging.getLogRecordFactory()))
+            _capture_installed[0] = True
 
 
 def error_name(exc: BaseException) -> str:
@@ -223,8 +237,22 @@ class Runners:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        self._log_limits = app.run_logs
+        """How much of each run's logging to keep (None: off, and runs pay nothing for it)."""
+        self._captures: list[Capture | None] = []
+        """Each runner thread's capture of its runs' records (:mod:`errands.core.runlogs`), by slot."""
+        self._task_logs: dict[int, RunLog] = {}
+        """The records of async runs whose task ended, by job id, until their runner thread takes them."""
+        self._unlogged: frozenset[str] = frozenset()
+        """Names of the jobs whose runs' records are not kept (``@app.job(run_logs=False)``)."""
 
     def start(self, concurrency: int) -> None:
+        limits = self._log_limits
+        if limits is not None:
+            install_capture()
+        self._captures = [None if limits is None else Capture(limits) for _ in range(concurrency)]
+        self._unlogged = frozenset(name for name, definition in self.app.registry.items()
+                                   if definition.behaviour.run_logs is False)
         for n in range(concurrency):
             t = threading.Thread(target=self._runner, args=(n,), name=f"errands-runner-{n}", daemon=True)
             t.start()
@@ -235,6 +263,7 @@ class Runners:
         get, db_ok, stop, stop_now = state.work.get, state.db_ok, state.stop, state.stop_now
         run_one, not_before, starts = self._run_one, state.not_before, state.starts
         clock = time.monotonic
+        capturing.set(self._captures[slot] if slot < len(self._captures) else None)  # this thread's context
         try:
             while True:
                 row = get()
@@ -267,6 +296,11 @@ class Runners:
             self.store.release_thread_connection()  # a handler may have used the app's store
 
     def _run_one(self, slot: int, row: ClaimedJob) -> None:
+        capture = self._captures[slot] if slot < len(self._captures) else None
+        if self._unlogged and row.name in self._unlogged:
+            capture = None
+        if capture is not None:  # this thread's records join the run's log (an async run's: its task's)
+            capture.start(row.id, row.attempts)
         try:
             outcome = self._execute(slot, row)
         except BaseException as exc:  # noqa: B036 - a handler's SystemExit, or a fault of errands' own:
@@ -275,7 +309,10 @@ class Runners:
             outcome = failure(row, exc, 0.0)
             log.error("job %s: its run failed outside the handler's own error handling: %s", row.id,
                       outcome.error_text, exc_info=exc)
-
+        finally:
+            logs = None if capture is None else capture.finish() or self._task_logs.pop(row.id, None)
+        if logs:
+            outcome = outcome._replace(logs=logs)
         self._record(row, outcome)
 
     def _execute(self, slot: int, row: ClaimedJob) -> RunOutcome:
@@ -323,12 +360,20 @@ class Runners:
         task = asyncio.current_task()
         assert task is not None
         self._tasks[row.id] = task
+        capture = None
+        if self._log_limits is not None and row.name not in self._unlogged:  # in the task's own context
+            capture = Capture(self._log_limits)
+            capture.start(row.id, row.attempts)
+            capturing.set(capture)
         if row.id in self._cancel_requested:  # requested before the task first ran
             task.cancel()
         try:
             return await run_async(self.app, row, self.state.stopping)
         finally:
             self._tasks.pop(row.id, None)
+            logs = None if capture is None else capture.finish()
+            if logs:  # (kept for the runner thread: a cancelled task's outcome is made there)
+                self._task_logs[row.id] = logs
 
     def _cancel_task(self, job_id: int) -> None:
         """In the event loop: cancel the task of a running async job (if it started; else it cancels itself)."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..core.hooks import Hooks
     from ..core.jobs import JobDefinition
     from ..core.rows import NewJob
+    from ..core.runlogs import RunLogLimits
     from ..core.schedules import CatchUp
     from .ports import StorePort
 
@@ -71,6 +72,10 @@ class RunHost(AppHost, Protocol):
     @property
     def keep_traceback(self) -> bool:
         """Keep failed attempts' tracebacks in the error history (a job's ``keep_traceback`` wins)."""
+
+    @property
+    def run_logs(self) -> RunLogLimits | None:
+        """How much of each attempt's logging to keep with it (None: run logs are off)."""
 
     @property
     def failed_ttl(self) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from ..core.endings import Ended, PolicyLookup, RecoveryReport, RunOutcome, Settlement
 from ..core.host import CoreFeatures, CoreJobs, CoreStore
 from ..core.rows import Admitted, AlertState, ClaimedJob, Limit, NewJob, QueueLimits
+from ..core.runlogs import RunLog
 from ..core.schedules import ScheduleRow
 
 
@@ -37,7 +38,8 @@ class EndingPort(Protocol):
 
     def complete(self, owner: str, ids: Sequence[int]) -> int: ...
 
-    def apply(self, owner: str | None, settlements: Sequence[Settlement]) -> list[Settlement]: ...
+    def apply(self, owner: str | None, settlements: Sequence[Settlement],
+              logs: Sequence[RunLog] = ...) -> list[Settlement]: ...
 
     def end_held(self, owner: str, ids: Sequence[int], outcome_of: Callable[[ClaimedJob], RunOutcome],
                  policies: PolicyLookup) -> list[Ended]: ...

@@ -6,7 +6,9 @@ deque, no statement); the main thread later writes many at once.  Each outcome i
 cancelled) and applied by ``store.endings``: all plain successes in one DELETE, successes that keep
 a result or count in a batch in one transaction, each other ending in its own; then the
 ``on_retry`` / ``on_dead`` hooks hear of the endings that committed
-(:func:`errands.core.endings.announce`).  A lost database pauses the worker and the same outcomes
+(:func:`errands.core.endings.announce`).  A run's log records (``RunOutcome.logs``) are written
+with its ending, in its transaction; a plain success's are dropped (its job keeps no record to
+show them with).  A lost database pauses the worker and the same outcomes
 are written when it is back; a write the database refuses costs only the runs concerned.
 """
 
@@ -34,6 +36,7 @@ from ..core.endings import (
 from ..core.errors import StoreUnavailable
 from ..core.payload import safe_text
 from ..core.rows import FLAG_DEADLINE, FLAG_DEPENDENTS, ClaimedJob
+from ..core.runlogs import RunLog
 from .execution import describe_arguments
 
 if TYPE_CHECKING:
@@ -188,7 +191,7 @@ class Settling:
         self.unsettled = [o for o, _ in decided]
         while decided:
             outcome, settlement = decided[0]
-            self._write_one(outcome.row, "outcome", settlement)
+            self._write_one(outcome.row, "outcome", settlement, outcome.logs)
             decided.pop(0)
             self.unsettled.pop(0)
             state.forget([outcome.row.id])
@@ -241,14 +244,14 @@ class Settling:
         """The successes that keep a result, count in a batch or release dependants: one transaction."""
         state, owner = self.state, self.owner
         try:
-            self.store.endings.apply(owner, [s for _, s in done])
+            self.store.endings.apply(owner, [s for _, s in done], [o.logs for o, _ in done if o.logs])
         except StoreUnavailable:
             raise
         except Exception as exc:
             log.error("could not record %d finished run(s) at once (%s); recording them one by one",
                       len(done), safe_text(exc, 300))
             for outcome, settlement in done:
-                self._write_one(outcome.row, "success", settlement)
+                self._write_one(outcome.row, "success", settlement, outcome.logs)
                 self.unsettled.remove(outcome)  # one at a time: a lost database stops here, the rest wait
                 state.forget([outcome.row.id])
                 state.jobs_done += 1
@@ -262,9 +265,11 @@ class Settling:
         finished = {o.row.id for o, _ in done}
         self.unsettled = [o for o in self.unsettled if o.row.id not in finished]
 
-    def _write_one(self, run: ClaimedJob | int, what: str, settlement: Settlement | None) -> None:
-        """Apply the ending of one run (``None``: a plain success); if the database refuses it for a
-        reason of that row, move the job to the dead letter with the reason (errands.SettleError).
+    def _write_one(self, run: ClaimedJob | int, what: str, settlement: Settlement | None,
+                   logs: RunLog | None = None) -> None:
+        """Apply the ending of one run (``None``: a plain success), with its log records; if the
+        database refuses it for a reason of that row, move the job to the dead letter with the reason
+        (errands.SettleError), without them.
         If even that is refused, its lease lapses: recovery counts the attempt taken at claim, so it
         cannot loop."""
         job_id = run if isinstance(run, int) else run.id
@@ -272,7 +277,7 @@ class Settling:
             if settlement is None:
                 self.store.endings.complete(self.owner, [job_id])
             else:
-                for written in self.store.endings.apply(self.owner, [settlement]):  # as written (see apply)
+                for written in self.store.endings.apply(self.owner, [settlement], (logs,) if logs else ()):
                     if not isinstance(run, int):
                         self._settled(run, written)
             return

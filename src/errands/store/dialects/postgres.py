@@ -312,6 +312,9 @@ class PostgresDialect(Dialect):
     age_waiting_template = ("WITH picked AS MATERIALIZED (SELECT id FROM {jobs} WHERE {due} LIMIT {p} FOR UPDATE "
                             "SKIP LOCKED) UPDATE {jobs} {step} FROM picked WHERE {jobs}.id = picked.id AND {due}")
     minute_sql = "date_trunc('minute', now())"
+    run_logs_insert_sql = ("INSERT INTO {run_logs} (job_id, attempt, worker, logged_at, dropped, records) "
+                           "SELECT (e->>0)::bigint, (e->>1)::int, {p}, {now}, (e->>2)::int, e->>3 "
+                           "FROM json_array_elements({p}::json) AS e")
     backlog_age_sql = ("SELECT CAST(COALESCE(FLOOR(EXTRACT(EPOCH FROM {now} - MIN(available_at))), 0) AS BIGINT) "
                        f"FROM (SELECT available_at {CLAIMABLE} ORDER BY priority DESC, fair_turn, id "
                        f"LIMIT {BACKLOG_AGE_SAMPLE}) backlog")

@@ -239,8 +239,14 @@ def _checkpoints(d: Dialect) -> list[str | Step]:
 
 
 def _run_logs(d: Dialect) -> list[str | Step]:
-    """The log records each attempt emitted (part 4)."""
-    return []
+    """The log records each attempt emitted (part 4): one row per attempt that logged and whose job
+    keeps a record (waiting, dead, or with a kept result), its records as one JSON array."""
+    return [d.q(s) for s in (
+        "CREATE TABLE IF NOT EXISTS {run_logs} (id BIGSERIAL PRIMARY KEY, job_id BIGINT NOT NULL,"
+        " attempt INTEGER NOT NULL, worker VARCHAR(255), logged_at TIMESTAMPTZ NOT NULL,"
+        " dropped INTEGER NOT NULL, records TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS {run_logs}_job ON {run_logs} (job_id, id)",
+    )]
 
 
 def _enqueue_checks(name: str) -> tuple[str, ...]:

@@ -232,8 +232,14 @@ def _checkpoints(d: Dialect) -> list[str | Step]:
 
 
 def _run_logs(d: Dialect) -> list[str | Step]:
-    """The log records each attempt emitted (part 4)."""
-    return []
+    """The log records each attempt emitted (part 4): one row per attempt that logged and whose job
+    keeps a record (waiting, dead, or with a kept result), its records as one JSON array."""
+    return [d.q(s) for s in (
+        "CREATE TABLE {run_logs} (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL,"
+        " attempt INTEGER NOT NULL, worker TEXT, logged_at REAL NOT NULL, dropped INTEGER NOT NULL,"
+        " records TEXT NOT NULL)",
+        "CREATE INDEX {run_logs}_job ON {run_logs} (job_id, id)",
+    )]
 
 
 _WALL_CLOCK = "((julianday('now') - 2440587.5) * 86400.0)"
