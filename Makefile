@@ -117,6 +117,7 @@ bench: venv
 	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
 	$(VENV_PYTHON) bench/fairness.py $(if $(filter-out 0,$(QUICK)),--quick)
+	$(VENV_PYTHON) bench/run_logs.py $(if $(filter-out 0,$(QUICK)),--quick)
 
 # make bench-fairness [BENCH_ARGS="--backends postgres --rounds 5 --src base=/tmp/base/src"]: one tenant's 10,000
 # waiting jobs and ten tenants' 10 under `errands worker -c 8` (at which of the big tenant's starts the small tenants'
