@@ -4,7 +4,9 @@ in the test's process."""
 
 from __future__ import annotations
 
-from errands import Errands
+import logging
+
+from errands import Errands, current_job
 
 app = Errands(payload_limit=256 * 1024)  # room for the 100 KB argument the layout tests show
 
@@ -37,3 +39,18 @@ def build_report(kind: str) -> None:
 @app.periodic("*/15 * * * *", timezone="Europe/Paris", queue="default", name="refresh_rates")
 def refresh_rates() -> None:
     """Exchange rates, every quarter of an hour."""
+
+
+@app.job(queue="imports", max_attempts=5, backoff=lambda attempt: 3600.0, name="import_rows")
+def import_rows(table: str) -> None:
+    """Copy a table in chunks: its first attempt logs, stores a checkpoint, and fails (drained once by
+    the layout tests, so the job page shows an attempt's log lines and a checkpoint)."""
+    log = logging.getLogger("shop.imports")
+    log.setLevel(logging.INFO)  # as an app's logging configuration would (no worker configures it here)
+    job = current_job()
+    log.info("importing %s from row %s", table, (job.checkpoint_value or {}).get("after_id", 0))
+    for after_id in (1000, 2000, 3000):
+        job.checkpoint({"after_id": after_id, "table": table})
+        log.info("copied rows up to %d", after_id)
+    log.warning("row %d has a price that is no number: %s", 3001, "x" * 300)
+    raise ValueError(f"row 3001 of {table}: price is no number")

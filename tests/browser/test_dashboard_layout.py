@@ -60,6 +60,9 @@ class Showcase(Site):
         wf.add(r["pipeline_step"].prepare("publish"), after=[mid])
         self.ids["workflow"] = wf.enqueue().id
         drain(app, queues=("pipelines",))
+        # A job whose first attempt logged, checkpointed and failed: waiting for its retry.
+        self.ids["imports"] = r["import_rows"].enqueue("orders").id
+        drain(app, queues=("imports",))
         invoices = app.enqueue_many([r["send_invoice"].prepare(1000 + n, f"INV-2024-{n:04d}") for n in range(24)])
         app.enqueue_many([r["resize_image"].prepare(f"/uploads/{n}.jpg", [64, 256, 1024]) for n in range(8)])
         r["sync_customer"].using(delay=3600).enqueue(77, {"plan": "pro"})
@@ -183,6 +186,20 @@ DESTINATIONS = ["/", "/jobs", "/dead", "/stale", "/workers", "/queues", "/workfl
                 "/audit", "/users"]
 
 
+def test_an_attempts_log_lines_and_its_checkpoint_fit_both_widths(showcase, signed_in):
+    """Issue 27, points 3 and 4: the job page shows what the failed attempt logged (one line a
+    300-character word) and the checkpoint it stored, at 1,366 px and at 360 px."""
+    page = signed_in.new_page()
+    page.goto(showcase.url + f"/jobs/{showcase.ids['imports']}")
+    text = page.locator("body").text_content() or ""
+    assert "copied rows up to 3000" in text and "price that is no number" in text, text
+    assert '"after_id": 3000' in text or '"after_id":3000' in text, text
+    for width, height in (WIDE, NARROW):
+        page.set_viewport_size({"width": width, "height": height})
+        assert _size(page)[0] <= width, width
+    page.close()
+
+
 def test_navigation_is_one_line_wide_and_every_destination_reachable_on_a_phone(showcase, signed_in):
     """Issue 15, point 11: at 1,366 px the admin's navigation wrapped onto two lines; at 360 px the
     bottom bar held 10 items in 580 px, four of them off-screen with no hint."""
@@ -238,7 +255,7 @@ def _reach(page: Any, site: Showcase, href: str, width: int, height: int) -> Non
 PAGES = {"login": "/login", "overview": "/", "jobs": "/jobs", "job": "/jobs/{invoice}", "dead-letter": "/dead",
          "dead-job": "/jobs/{dead}", "stale": "/stale", "workers": "/workers", "queues": "/queues",
          "periodic": "/periodic", "enqueue": "/enqueue", "audit": "/audit", "users": "/users",
-         "workflows": "/workflows", "workflow": "/workflows/{workflow}"}
+         "workflows": "/workflows", "workflow": "/workflows/{workflow}", "job-logs": "/jobs/{imports}"}
 
 
 def test_screenshots_of_every_page_at_both_widths_in_both_themes(showcase, chromium):

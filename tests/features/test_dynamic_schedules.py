@@ -162,9 +162,11 @@ def test_catch_up_none_latest_and_all_and_an_edit_picked_up_at_the_next_tick(clo
 DST_DAYS = [
     # zone, 2026 transition day, runs of the 01:30 and 02:30 schedules, slots of an hourly one ("30 * * * *")
     ("America/New_York", date(2026, 3, 8), 1, 0, 23),   # 02:00 EST -> 03:00 EDT: 02:30 does not exist
-    ("America/New_York", date(2026, 11, 1), 1, 1, 24),  # 02:00 EDT -> 01:00 EST: 01:30 happens twice, runs once
+    # 02:00 EDT -> 01:00 EST: 01:30 happens twice, runs once; the hourly one runs at both (25 real hours)
+    ("America/New_York", date(2026, 11, 1), 1, 1, 25),
     ("Europe/Berlin", date(2026, 3, 29), 1, 0, 23),     # 02:00 CET -> 03:00 CEST: 02:30 does not exist
-    ("Europe/Berlin", date(2026, 10, 25), 1, 1, 24),    # 03:00 CEST -> 02:00 CET: 02:30 happens twice, runs once
+    # 03:00 CEST -> 02:00 CET: 02:30 happens twice, runs once; the hourly one runs at both
+    ("Europe/Berlin", date(2026, 10, 25), 1, 1, 25),
     ("Europe/Istanbul", date(2026, 10, 25), 1, 1, 24),  # no daylight saving since 2016: an ordinary day
 ]
 

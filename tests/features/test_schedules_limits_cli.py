@@ -112,6 +112,11 @@ def test_cron_fields_time_zones_and_daylight_saving():
     # 02:30 happens twice on 25 October 2026: it runs once, at the first.
     assert berlin.next_after(datetime(2026, 10, 24, 12, tzinfo=utc)) == datetime(2026, 10, 25, 0, 30, tzinfo=utc)
     assert berlin.next_after(datetime(2026, 10, 25, 0, 30, tzinfo=utc)) == datetime(2026, 10, 26, 1, 30, tzinfo=utc)
+    # An hour field of "*" runs at both: 00:30 UTC (02:30 CEST), 01:30 UTC (02:30 CET), in UTC order.
+    hourly = Cron("30 * * * *", "Europe/Berlin")
+    assert hourly.next_after(datetime(2026, 10, 25, 0, 30, tzinfo=utc)) == datetime(2026, 10, 25, 1, 30, tzinfo=utc)
+    assert hourly.last_at_or_before(datetime(2026, 10, 25, 1, 29, tzinfo=utc)) == \
+        datetime(2026, 10, 25, 0, 30, tzinfo=utc)
     assert Cron("@hourly").last_at_or_before(datetime(2026, 12, 2, 17, 3, tzinfo=utc)) == \
         datetime(2026, 12, 2, 17, 0, tzinfo=utc)
     assert Cron("*/10 * * * * *").next_after(datetime(2026, 12, 2, 17, 3, 21, tzinfo=utc)) == \

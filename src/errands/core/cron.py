@@ -7,13 +7,18 @@ numbers, ``a-b`` ranges, ``/n`` steps, ``,`` lists, month and weekday names, and
 when both day fields are restricted a day matches if either does.
 
 Slots are computed on the wall clock of the schedule's time zone and returned in UTC.
-On a daylight-saving change, a wall time that does not exist that day is skipped and
-one that exists twice runs once (its first occurrence).
+On a daylight-saving change, a wall time that does not exist that day is skipped.  A wall
+time that exists twice (clocks set back) runs once, at its first occurrence, when the hour
+field names hours ("30 1 * * *": once that day, as a person means it); when the hour field
+is ``*`` or a step of it ("*/15 * * * *", "@hourly"), at both, as Vixie cron does: such a
+schedule means "every so often", and skipping the repeated hour would leave an hour of real
+time without a run.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -77,6 +82,8 @@ class Cron:
         self.months = _field(fields[4], 1, 12, _MONTHS, "month")
         weekdays = _field(fields[5], 0, 7, _DAYS, "day of week")
         self.weekdays = frozenset(7 if d == 0 else d for d in weekdays)  # ISO: Monday 1 .. Sunday 7
+        self._every_hour = fields[2].startswith("*")
+        """The hour field is ``*`` or ``*/n``: a repeated wall time runs at both occurrences."""
         self._any_day = fields[3] == "*"
         self._any_weekday = fields[5] == "*"
         try:
@@ -84,6 +91,8 @@ class Cron:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ConfigurationError(f"unknown time zone {tz!r}") from exc
         self._times = sorted(time(h, m, s) for h in self.hours for m in self.minutes for s in self.seconds)
+        self._repeated_days: OrderedDict[date, list[datetime]] = OrderedDict()
+        """The sorted slots of the last few days whose clocks were set back (see :meth:`_folded`)."""
 
     def __repr__(self) -> str:
         return f"Cron({self.expression!r}, {getattr(self.tz, 'key', 'UTC')!r})"
@@ -106,6 +115,33 @@ class Cron:
             return None  # skipped by a daylight-saving change
         return instant
 
+    def _sets_back(self, d: date) -> bool:
+        """Whether ``d``'s clocks are set back (some wall times exist twice) and this schedule runs
+        at both occurrences (its hour field is ``*`` or ``*/n``)."""
+        if not self._every_hour or self.tz is timezone.utc:
+            return False
+        start = datetime.combine(d, time(0), tzinfo=self.tz).utcoffset()
+        end = datetime.combine(d + timedelta(days=1), time(0), tzinfo=self.tz).utcoffset()
+        return start is not None and end is not None and start > end
+
+    def _folded(self, d: date) -> list[datetime]:
+        """Every slot of a day whose clocks are set back, both occurrences of a repeated wall time
+        included, in UTC order (which is not the wall clock's order that day).  Kept for a few days:
+        a scheduler asks at every tick, and a per-second schedule has 86,400 wall times."""
+        slots = self._repeated_days.get(d)
+        if slots is None:
+            slots = []
+            for t in self._times:
+                first = self._utc(d, t)
+                if first is not None:
+                    second = datetime.combine(d, t, tzinfo=self.tz).replace(fold=1).astimezone(timezone.utc)
+                    slots += [first] if second == first else [first, second]
+            slots.sort()
+            self._repeated_days[d] = slots
+            if len(self._repeated_days) > 4:
+                self._repeated_days.popitem(last=False)
+        return slots
+
     def _days(self, start: date, step: int) -> Iterator[date]:
         d = start
         for _ in range(_SEARCH_DAYS):
@@ -118,6 +154,12 @@ class Cron:
         local = moment.astimezone(self.tz)
         today = local.date()
         for d in self._days(today, 1):
+            if self._sets_back(d):
+                folded = self._folded(d)
+                at = bisect.bisect_right(folded, moment)
+                if at < len(folded):
+                    return folded[at]
+                continue
             # On the first day, start near the moment (a time zone change can shift it by hours).
             start = max(0, bisect.bisect_left(self._times, local.time().replace(microsecond=0)) - 1) \
                 if d == today else 0
@@ -132,6 +174,12 @@ class Cron:
         local = moment.astimezone(self.tz)
         today = local.date()
         for d in self._days(today, -1):
+            if self._sets_back(d):
+                folded = self._folded(d)
+                at = bisect.bisect_right(folded, moment)
+                if at > 0:
+                    return folded[at - 1]
+                continue
             end = min(len(self._times), bisect.bisect_right(self._times, local.time()) + 1) \
                 if d == today else len(self._times)
             for t in reversed(self._times[:end]):
