@@ -56,6 +56,7 @@ def peak_overlap(intervals: list[tuple[float, float]]) -> int:
     return peak
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # ?claim=update: the claim only
 def test_eight_processes_enqueueing_one_unique_key_make_one_job(db_url, tmp_path):
     migrator = Errands(db_url)
     migrator.migrate()
@@ -210,6 +211,7 @@ def test_a_group_of_one_never_runs_twice_at_once_while_its_slot_changes_hands(fa
     assert peak_overlap(spans) == 1, spans
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)  # ?claim=update: the claim only
 def test_three_schedulers_enqueue_each_slot_once_and_pick_up_an_in_place_edit(db_url, spawn):
     import periodic_jobs
 
