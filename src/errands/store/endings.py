@@ -246,20 +246,20 @@ class EndingStore:
 
     def _snooze(self, cur: Cursor, owner: str | None, s: Snoozed) -> bool:
         """Back in line with its attempt given back (attempts count at claim) and one more snooze."""
-        mine, param = self._owned(owner)
-        cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
-                             "available_at = {now_plus}, snoozes = snoozes + 1, "
-                             "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}") + mine,
-                    [clamp_delay(s.delay), s.job_id, *param])
-        return cur.rowcount == 1
+        return self._give_back(cur, owner, s.job_id, s.delay, "snoozes")
 
     def _resume(self, cur: Cursor, owner: str | None, s: Resumed) -> bool:
         """Back in line at once with its attempt given back and one more resumption; its checkpoint stays."""
+        return self._give_back(cur, owner, s.job_id, s.delay, "resumptions")
+
+    def _give_back(self, cur: Cursor, owner: str | None, job_id: int, delay: float, counter: str) -> bool:
+        """Unreserve a run with its attempt given back, due after ``delay``, counting it in ``counter``
+        (``snoozes`` or ``resumptions``: a column name of this module's, never a caller's text)."""
         mine, param = self._owned(owner)
         cur.execute(self.d.q("UPDATE {jobs} SET reserved_by = NULL, reserved_at = NULL, reserved_until = NULL, "
-                             "available_at = {now_plus}, resumptions = resumptions + 1, "
+                             f"available_at = {{now_plus}}, {counter} = {counter} + 1, "
                              "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = {p}") + mine,
-                    [clamp_delay(s.delay), s.job_id, *param])
+                    [clamp_delay(delay), job_id, *param])
         return cur.rowcount == 1
 
     def _hold_back(self, cur: Cursor, owner: str | None, s: HeldBack) -> Settlement | None:

@@ -540,12 +540,7 @@ class Steps:
                                                    None if f.traceback is None else trim_traceback(f.traceback))])
         for f in failures:
             if f.attempt > HISTORY_CAP or f.trim:
-                cur.execute(self.d.q("SELECT id FROM {job_errors} WHERE job_id = {p} ORDER BY id DESC "
-                                     "LIMIT 1 OFFSET {p}"), (f.job_id, HISTORY_CAP - 1))
-                oldest_kept = scalar(cur)
-                if oldest_kept is not None:
-                    cur.execute(self.d.q("DELETE FROM {job_errors} WHERE job_id = {p} AND id < {p}"),
-                                (f.job_id, oldest_kept))
+                self._keep_latest(cur, "{job_errors}", f.job_id, HISTORY_CAP)
 
     def record_run_logs(self, cur: Cursor, worker: str | None, logs: Sequence[RunLog]) -> None:
         """Add the log records of attempts that ended (one multi-row INSERT, in the ending's own
@@ -566,12 +561,16 @@ class Steps:
                                                       log.encoded())])
         for log in logs:
             if log.attempt > RUN_LOG_CAP:
-                cur.execute(self.d.q("SELECT id FROM {run_logs} WHERE job_id = {p} ORDER BY id DESC "
-                                     "LIMIT 1 OFFSET {p}"), (log.job_id, RUN_LOG_CAP - 1))
-                oldest_kept = scalar(cur)
-                if oldest_kept is not None:
-                    cur.execute(self.d.q("DELETE FROM {run_logs} WHERE job_id = {p} AND id < {p}"),
-                                (log.job_id, oldest_kept))
+                self._keep_latest(cur, "{run_logs}", log.job_id, RUN_LOG_CAP)
+
+    def _keep_latest(self, cur: Cursor, table: str, job_id: int, keep: int) -> None:
+        """Delete a job's rows of ``table`` (the error history or the run logs: a template name of
+        this module's) but its latest ``keep``, by id."""
+        cur.execute(self.d.q("SELECT id FROM " + table + " WHERE job_id = {p} ORDER BY id DESC LIMIT 1 OFFSET {p}"),
+                    (job_id, keep - 1))
+        oldest_kept = scalar(cur)
+        if oldest_kept is not None:
+            cur.execute(self.d.q("DELETE FROM " + table + " WHERE job_id = {p} AND id < {p}"), (job_id, oldest_kept))
 
     def bury_locked(self, cur: Cursor, where: str, params: Sequence[Any], error_type: str,
                     error_message: str, traceback: str | None = None) -> int:
