@@ -22,6 +22,7 @@ from .core.schedules import DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_LIMIT, CatchUp
 from .core.settings import AppOptions, AppSettings
 from .core.workflows import Chain, Group, Node, Workflow, chain
 from .store import FailedJobRow, JobState, NewJob, QueueCounts, Store, open_store
+from .store.replicas import ReadRouter, configured_read_url
 from .worker.eager import run_inline
 from .worker.runner import Worker
 from .worker.settings import WorkerSettings
@@ -234,8 +235,13 @@ class Errands:
         """Seconds a job of a name no worker registers is held back before the dead letter."""
         self.run_logs = given.run_log_limits
         """How much of each attempt's logging workers keep with it (None: run logs are off)."""
+        self.read_url = given.read_url or None
+        """The read replica given as an option (``?read_url=`` in the database URL wins over it)."""
+        configured_read_url(self.database_url, self.read_url)  # a bad one fails here, before anything connects
+        self.read_max_lag = float(given.read_max_lag)
         self.registry: dict[str, JobDefinition[Any, Any]] = {}
         self._store: Store | None = None
+        self._router: ReadRouter | None = None
         self._store_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -250,15 +256,37 @@ class Errands:
                     self._store = open_store(self.database_url, prefix=self.table_prefix)
         return self._store
 
+    @property
+    def reads(self) -> Store:
+        """The store for reads that may be a few seconds old (the dashboard's lists and figures, ``errands
+        status``, ``/metrics``, the backlog): the read replica while it answers within ``read_max_lag``,
+        else the primary (:mod:`errands.store.replicas`).  Never for a write, nor a read that must see one."""
+        return self.read_router.store()
+
+    @property
+    def read_router(self) -> ReadRouter:
+        """The one place that decides where :attr:`reads` go, and says why (``read_router.source()``)."""
+        if self._router is None:
+            store = self.store
+            with self._store_lock:
+                if self._router is None:
+                    replica = configured_read_url(self.database_url, self.read_url)
+                    self._router = ReadRouter(store, replica, self.read_max_lag)
+        return self._router
+
     def use_database(self, url: str, *, store: Store | None = None) -> None:
         """Point this app at another database (the CLI's ``--database-url``).  ``store``: one already
         open on ``url`` to use instead of opening one (``errands.testing``: SQLite with its own clock)."""
+        configured_read_url(url, self.read_url)
         self.database_url = url
         self._store = store
+        self._router = None
 
     def close(self) -> None:
         """Close every database connection this app opened in this process (in any thread)."""
-        store = self._store
+        store, router = self._store, self._router
+        if router is not None:
+            router.close()
         if store is not None:
             store.close()
 

@@ -104,6 +104,15 @@ class AppOptions:
     """The most records kept per attempt (the latest)."""
     run_log_bytes: int = 64 * 1024
     """The most bytes of log text kept per attempt (the latest records)."""
+    read_url: str | None = None
+    """A read replica of the database (same kind; not SQLite) for the reads that may be a little old: the
+    dashboard's lists and figures, ``errands status``, ``/metrics`` and the backlog (docs/read-replicas.md).
+    ``?read_url=`` in the database URL wins over it.  Never used for a claim, a write or a read that must
+    see its own writes."""
+    read_max_lag: float = 10.0
+    """Seconds the replica may lag behind before reads go back to the primary (more than 0).  Keep it well
+    under the lease: a replica that many seconds behind shows heartbeats and leases that much older, so
+    near the lease, running jobs and live workers would read as stale."""
     eager: bool = field(default=False, metadata=_CODE_ONLY)
     """Run jobs inline at enqueue (for tests; ``Errands.eager()`` for a block)."""
     keep_traceback: bool = field(default=False, metadata=_CODE_ONLY)
@@ -122,6 +131,12 @@ class AppOptions:
             raise ConfigurationError(f"unknown_job_grace must be 0 to {MAX_DELAY:.0f} seconds, got "
                                      f"{self.unknown_job_grace!r}")
         check_queue_name(self.default_queue)
+        if isinstance(self.read_max_lag, bool) or not isinstance(self.read_max_lag, (int, float)) \
+                or not 0 < self.read_max_lag <= MAX_DELAY:
+            raise ConfigurationError(f"read_max_lag must be more than 0 and at most {MAX_DELAY:.0f} seconds, got "
+                                     f"{self.read_max_lag!r}")
+        if self.read_url is not None and not isinstance(self.read_url, str):
+            raise ConfigurationError(f"read_url must be a database URL, got {self.read_url!r}")
         _ = self.job_defaults, self.alert_thresholds, self.run_log_limits  # each checks its own values
 
     @cached_property
@@ -169,6 +184,8 @@ class AppOptionArgs(TypedDict, total=False):
     run_logs: bool
     run_log_records: int
     run_log_bytes: int
+    read_url: str | None
+    read_max_lag: float
     eager: bool
     keep_traceback: bool
 

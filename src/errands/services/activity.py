@@ -19,11 +19,12 @@ def queue_throughput(app: Errands, window: str, queue: str | None = None,
                      now: datetime | None = None) -> dict[str, Throughput]:
     """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), per queue that ran any
     (or for ``queue`` alone, even when it ran none)."""
-    start, step, buckets = bucket_window(window, now or app.store.now())
+    store = app.reads
+    start, step, buckets = bucket_window(window, now or store.now())
     series: dict[str, tuple[list[int], list[int]]] = {}
     if queue is not None:
         series[queue] = ([0] * buckets, [0] * buckets)
-    for name, index, ok, bad in app.store.insights.queue_throughput_buckets(start, step, queue):
+    for name, index, ok, bad in store.insights.queue_throughput_buckets(start, step, queue):
         ok_list, bad_list = series.setdefault(name, ([0] * buckets, [0] * buckets))
         if 0 <= index < buckets:
             ok_list[index] += ok
@@ -46,8 +47,9 @@ def _iso(value: datetime | None) -> str | None:
 
 def worker_activity(app: Errands, now: datetime | None = None) -> WorkerActivity:
     """What each worker runs now (job, name, since), and the newest failed attempts and kept
-    outcomes: four bounded reads (the registry, the leases, the error history, the results)."""
-    store = app.store
+    outcomes: four bounded reads (the registry, the leases, the error history, the results), from
+    ``app.reads`` (the read replica when there is one and it is close enough)."""
+    store = app.reads
     now = now or store.now()
     held: dict[str, list[RunningNow]] = {}
     for owner, job_id, name, queue, since, until, progress in store.insights.running_now(HELD_READ):

@@ -154,6 +154,27 @@ class QueueView(QueueRow):
 
 
 @dataclass(eq=False)
+class ReadsView(ReadModel):
+    """Where the dashboard's lists and figures are read from: the read replica, or the primary and why."""
+
+    source: str
+    """``replica`` or ``primary``."""
+    state: str
+    """``replica``, or why the primary: ``lagging``, ``unknown lag``, ``down``, ``not checked``,
+    ``none`` (no replica configured), ``after a change`` (this session changed something moments ago)."""
+    lag_seconds: float | None
+    """The replica's lag when last looked at (None: unknown)."""
+    max_lag_seconds: float | None
+    """``read_max_lag``: beyond it, the reads go to the primary."""
+    replica: str | None
+    """The replica's URL, its password masked."""
+    detail: str
+    """Why the replica is down, as the database said it."""
+    line: str
+    """The same as one line: ``reads: replica, lag 0.2 s``."""
+
+
+@dataclass(eq=False)
 class Overview(ReadModel):
     """Counters per state and queue, throughput, workers."""
 
@@ -166,6 +187,8 @@ class Overview(ReadModel):
     workers_stale: int
     no_worker: bool
     throughput: Throughput
+    reads: ReadsView | None = None
+    """Where these figures were read from (None: no read replica is configured)."""
 
 
 @dataclass(eq=False)

@@ -63,6 +63,7 @@ from .models import (
     Parameter,
     QueueRow,
     QueueView,
+    ReadsView,
     ReadModel,
     Recovered,
     RegisteredWorker,
@@ -113,8 +114,11 @@ def _storable(text: Any) -> bool:
 # ---------------------------------------------------------------------------------- overview
 def overview(app: Errands, window: str = "1h") -> Overview:
     """The overview page and ``/api/overview`` (and each ``/metrics`` scrape): totals per state over
-    every queue, the queues, the workers alive and stale, and the throughput over ``window``."""
-    now = app.store.now()
+    every queue, the queues, the workers alive and stale, and the throughput over ``window``.  Read from
+    ``app.reads`` (the read replica when there is one and it is close enough), as every list and figure
+    a person or a scraper looks at; what an action needs, and the job page, read the primary."""
+    reads = reads_view(app)
+    now = app.reads.now()
     workers = worker_registry(app, now)
     queues = queue_rows(app, now, workers)
     totals = dict.fromkeys(COUNTED, 0)
@@ -124,13 +128,21 @@ def overview(app: Errands, window: str = "1h") -> Overview:
     capped = {k: any(q.capped[k] for q in queues) for k in totals}
     alive = sum(1 for w in workers if w.alive)
     return Overview(now.isoformat(), totals, capped, COUNT_CAP, queues, alive, len(workers) - alive, not alive,
-                    throughput(app, window, now))
+                    throughput(app, window, now), reads)
+
+
+def reads_view(app: Errands) -> ReadsView | None:
+    """Where the lists and figures are read from now (None: no read replica configured)."""
+    source = app.read_router.source()
+    if source.replica_url is None:
+        return None
+    return ReadsView(**source.to_json())
 
 
 def backlog(app: Errands, queues: Iterable[str]) -> dict[str, Backlog]:
     """The autoscaling figures of ``queues`` (``/metrics``' ``errands_backlog_*`` gauges): per queue,
     the jobs a new worker could claim now and how long the oldest has waited (docs/autoscaling.md)."""
-    return app.store.insights.backlog([name for name in queues if _storable(name)])
+    return app.reads.insights.backlog([name for name in queues if _storable(name)])
 
 
 COUNTED = ("ready", "delayed", "blocked", "running", "stale", "failed")
@@ -140,7 +152,7 @@ COUNTED = ("ready", "delayed", "blocked", "running", "stale", "failed")
 def queue_rows(app: Errands, now: datetime, workers: list[RegisteredWorker]) -> list[QueueRow]:
     """Every queue that matters (registered, paused, holding jobs, recently busy, served by a worker),
     with its counts per state, which of them are lower bounds, and its oldest ready job's age."""
-    store = app.store
+    store = app.reads
     paused = set(store.features.paused_queues())
     names = sorted(set(app.default_queues()) | paused | set(store.insights.active_queues())
                    | {q for w in workers for q in w.queues})
@@ -175,9 +187,10 @@ def bucket_window(window: str, now: datetime) -> tuple[datetime, int, int]:
 
 def throughput(app: Errands, window: str, now: datetime | None = None) -> Throughput:
     """Jobs succeeded and failed per bucket over ``window`` (one of WINDOWS), oldest bucket first."""
-    start, step, buckets = bucket_window(window, now or app.store.now())
+    store = app.reads
+    start, step, buckets = bucket_window(window, now or store.now())
     succeeded, failed = [0] * buckets, [0] * buckets
-    for index, ok, bad in app.store.insights.throughput_buckets(start, step):
+    for index, ok, bad in store.insights.throughput_buckets(start, step):
         if 0 <= index < buckets:
             succeeded[index] += ok
             failed[index] += bad
@@ -187,7 +200,7 @@ def throughput(app: Errands, window: str, now: datetime | None = None) -> Throug
 def worker_registry(app: Errands, now: datetime | None = None) -> list[RegisteredWorker]:
     """The workers table as the pages show it, and whether each one is alive (one small read): by its
     own lease, recorded when it registered, never by this app's (``errands.worker.liveness``)."""
-    store = app.store
+    store = app.reads
     now = now or store.now()
     out = []
     for w in store.workers.list_workers():
@@ -209,7 +222,8 @@ def connection_bound(app: Errands) -> int:
 
 def worker_connections(app: Errands) -> dict[str, int]:
     """Connections the server counts per client name: per errands process (``connection_label``)
-    where the server tells names apart (PostgreSQL's ``application_name``); empty for SQLite."""
+    where the server tells names apart (PostgreSQL's ``application_name``); empty for SQLite.  Always
+    the primary's: a server counts its own sessions, and the workers' are on the primary."""
     counts = app.store.insights.connections()
     return dict(counts.by_name) if counts else {}
 
@@ -217,7 +231,7 @@ def worker_connections(app: Errands) -> dict[str, int]:
 def workers_view(app: Errands, now: datetime | None = None) -> list[WorkerView]:
     """The registry with the jobs each worker holds: a read of up to 10,000 leases, so only the pages
     that list those jobs (workers, doctor) pay for it, not every overview refresh."""
-    held = app.store.insights.held_jobs()
+    held = app.reads.insights.held_jobs()
     connections, bound = worker_connections(app), connection_bound(app)
     return [WorkerView(**vars(w), current_jobs=held.get(w.id, []), connection_bound=bound,
                        connections=connections.get(connection_label(w.pid, w.hostname)))
@@ -226,7 +240,8 @@ def workers_view(app: Errands, now: datetime | None = None) -> list[WorkerView]:
 
 def queues_view(app: Errands) -> list[QueueView]:
     """Every queue (as the overview lists them) with the limits in force and the jobs it serves."""
-    now = app.store.now()
+    store = app.reads
+    now = store.now()
     base = {q.name: q for q in queue_rows(app, now, worker_registry(app, now))}
     limits: dict[str, list[str]] = {}
     for d in app.registry.values():
@@ -238,7 +253,7 @@ def queues_view(app: Errands) -> list[QueueView]:
             text.append(f"{d.name}: at most {b.concurrency_limit} running per group")
         if text:
             limits.setdefault(d.options.queue, []).extend(text)
-    stored = app.store.features.queue_limits()
+    stored = store.features.queue_limits()
     return [QueueView(**vars(q), limits=limits.get(q.name, []),
                       jobs=sorted(d.name for d in app.registry.values() if d.options.queue == q.name),
                       stored_limits=limits_view(q.name, stored[q.name]) if q.name in stored else None)
@@ -341,7 +356,7 @@ def list_jobs(app: Errands, flt: JobFilter, before_id: int | None = None, limit:
     flt.check()
     if sort not in SORTS:
         raise InvalidOption(f"sort must be one of {', '.join(SORTS)}")
-    store = app.store
+    store = app.reads
     now = store.now()
     oldest = sort == "oldest"
     before, after = (None, after_id) if oldest else (before_id, None)
@@ -402,7 +417,9 @@ def _epoch_iso(seconds: float) -> str | None:
 
 def job_detail(app: Errands, job_id: int, *, tracebacks: bool = True) -> JobDetail:
     """One job wherever it is (jobs, dead letter, results), with why it waits if it does and its
-    error history (``tracebacks=False``: without the kept tracebacks, for viewers who may not see them)."""
+    error history (``tracebacks=False``: without the kept tracebacks, for viewers who may not see them).
+    Always read from the primary, never the read replica: this is the page an operator acts on (cancel,
+    retry, forget) and comes back to, and a job a replica has not replayed yet would read as missing."""
     if not _is_job_id(job_id):
         raise JobNotFound(f"no job has the id {job_id!r}: job ids are integers from 1 to {ID_MAX}")
     store = app.store
@@ -539,7 +556,7 @@ def _limit_reasons(app: Errands, row: Any) -> list[str]:
 # ---------------------------------------------------------------------------------- dead letter
 def dead_letter(app: Errands, flt: JobFilter, before_id: int | None = None, limit: int = 50) -> DeadLetterPage:
     """One keyset page of the dead letter (newest first) and its entries grouped by job and error."""
-    store = app.store
+    store = app.reads
     args: dict[str, Any] = {"queue": flt.queue or None, "name": flt.name or None, "text": flt.text or None}
     # A text or name search looks at DEAD_SEARCH_WINDOW entries from the page's start (see list_jobs);
     # its groups at as many from the newest.

@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 
 def status_report(app: Errands) -> dict[str, Any]:
     """Counts per queue and state, the workers and whether each is alive, the paused queues (JSON-ready).
-    Liveness is the dashboard's (:func:`~errands.services.operator.worker_registry`): each worker by its own lease."""
-    store = app.store
+    Liveness is the dashboard's (:func:`~errands.services.operator.worker_registry`): each worker by its own lease.
+    Read from ``app.reads`` (the read replica when there is one and it is close enough); ``reads`` says
+    where from (:class:`~errands.store.replicas.ReadSource`)."""
+    source = app.read_router.source()
+    store = app.reads
     counts = store.jobs.counts()
     now = store.now()
     held, bound = worker_connections(app), connection_bound(app)
@@ -25,4 +28,4 @@ def status_report(app: Errands) -> dict[str, Any]:
         row["connection_bound"] = bound
         workers.append(row)
     return {"queues": {name: c.as_dict() for name, c in counts.items()}, "workers": workers,
-            "paused": store.features.paused_queues()}
+            "paused": store.features.paused_queues(), "reads": source.to_json()}

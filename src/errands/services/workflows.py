@@ -119,7 +119,7 @@ def recent_workflows(app: Errands, before_id: int | None = None, limit: int = LI
     with failures cost more reads (which steps are dead, cancelled, or hold the rest)."""
     if before_id is not None:
         _checked(before_id)
-    store = app.store.workflows
+    store = app.reads.workflows  # a list to look at: the read replica's when there is one
     rows = store.recent(limit, before_id)
     failing = [b for b in rows if b.failed]
     with_dead = store.with_dead_steps([b.id for b in failing if b.finished])

@@ -15,13 +15,14 @@ __all__ = ["Store", "open_store", "ClaimedJob", "FailedJobRow", "JobRow", "JobSt
            "RecoveryReport", "WorkerRow"]
 
 
-def open_store(url: str, *, prefix: str = "errands_", **options: Any) -> Store:
+def open_store(url: str, *, prefix: str = "errands_", read_only: bool = False, **options: Any) -> Store:
     """Pick the dialect from the URL scheme; drivers are imported only when used.
 
-    ``options`` go to the dialect (MySQL: ``claim=``)."""
+    ``read_only``: a read replica's store (:mod:`errands.store.replicas`).  ``options`` go to the
+    dialect (MySQL: ``claim=``)."""
     scheme = urlsplit(url).scheme.lower()
     backend = by_scheme(scheme)
     if backend is None:
         raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {url!r}; use sqlite:///file.db, "
                                  "postgresql://host/db or mysql://user@host/db")
-    return Store(dialect_class(backend)(url, prefix=prefix, **options))
+    return Store(dialect_class(backend)(url, prefix=prefix, **options), read_only=read_only)

@@ -34,9 +34,11 @@ from .workflows import WorkflowStore
 class Store:
     """errands' tables in one database, as the app, workers and dashboard use them."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, read_only: bool = False) -> None:
+        """``read_only``: a read replica's store (sessions set read-only, no write, no migration)."""
         self.dialect = dialect
-        self.db = Database(dialect)
+        dialect.read_only = read_only
+        self.db = Database(dialect, read_only=read_only)
         self.url = dialect.url
         self.prefix = dialect.prefix
         steps = Steps(dialect)

@@ -54,8 +54,12 @@ if hasattr(os, "register_at_fork"):
 class Database:
     """Connections to one database and the one way statements reach it."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, read_only: bool = False) -> None:
         self.dialect = dialect
+        self.read_only = read_only
+        """A read replica's database: no write, no migration, no repair, sessions set read-only."""
+        self.on_unavailable: Callable[[], None] | None = None
+        """Called when a statement finds the database unreachable (the read router then stops using it)."""
         self._local = threading.local()
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
         self._open_lock = threading.Lock()
@@ -234,10 +238,17 @@ class Database:
 
     def run_unchecked(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
         """:meth:`run` without the schema check (``errands doctor`` must not migrate what it looks at)."""
+        if write and self.read_only:
+            raise StoreError(f"{self.safe_url} is a read replica: errands never writes there")
         local = self._local
-        if getattr(local, "dedicated", False) or getattr(local, "lending", False):
-            return self._guarded(fn, write=write, attempts=attempts)
-        return self._lent(fn, write, attempts)
+        try:
+            if getattr(local, "dedicated", False) or getattr(local, "lending", False):
+                return self._guarded(fn, write=write, attempts=attempts)
+            return self._lent(fn, write, attempts)
+        except StoreUnavailable:
+            if self.on_unavailable is not None:
+                self.on_unavailable()
+            raise
 
     def _attempts(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
         for attempt in range(1, attempts + 1):
@@ -395,6 +406,8 @@ class Database:
         it with one built in one go.  Versions already recorded are never run again.  With
         ``cursor`` the DDL runs on the caller's connection, inside its transaction (Django's
         ``migrate``); the caller commits."""
+        if self.read_only:
+            raise SchemaError(f"{self.safe_url} is a read replica: migrate the primary, the replica follows")
         target = self._target(to)
         if cursor is not None:
             return self._apply_migrations(cursor, target, progress)
@@ -412,7 +425,9 @@ class Database:
                 return
             version = self._read_version(cursor) if cursor is not None else self.current_version()
             self._upgrade_if_needed(version, cursor)
-            if cursor is not None:
+            if self.read_only:  # the repairs write: they are the primary's to make
+                pass
+            elif cursor is not None:
                 self.dialect.after_schema_check(cursor)
             else:
                 self.run_unchecked(self.dialect.after_schema_check)
@@ -424,6 +439,10 @@ class Database:
             raise SchemaError(f"errands schema is at version {version}, newer than this code "
                               f"({code}); upgrade errands")
         if version is None or version < code:
+            if self.read_only:
+                raise SchemaError(f"the read replica {self.safe_url} has "
+                                  + ("no errands tables" if version is None else f"errands schema {version}")
+                                  + f", this code needs {code}: migrate the primary and let the replica catch up")
             if not self.dialect.auto_migrate:
                 raise SchemaError(f"errands tables do not exist in {self.safe_url}; run `errands migrate` first"
                                   if version is None else f"errands schema is at version {version}, this "

@@ -16,9 +16,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from operator import itemgetter
 from typing import Any, NamedTuple, Protocol, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Fill, Kind, claimed_index, names
-from ..driver import Connection, Cursor, fetch_rows, last_row_id
+from ...core.errors import ConfigurationError
+from ..driver import Connection, Cursor, fetch_row, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
 from .inserts import INSERT_CHUNK, JobInserts
 
@@ -52,6 +54,25 @@ The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exa
 would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused).  Both
 leave out STARTABLE: a job past its expiry or deadline counts until the maintenance pass moves it to
 the dead letter (within a minute), which keeps the statements KEDA runs (docs/autoscaling.md) short."""
+
+
+
+class ReplicaState(NamedTuple):
+    """What a read replica says of itself (:meth:`Dialect.replica_state`)."""
+
+    replicating: bool
+    """Whether the server replays another's changes (PostgreSQL: in recovery; MySQL: a replication
+    source is configured).  False: a server that takes writes of its own (a primary, or a promoted one)."""
+    lag: float | None
+    """Seconds its data is behind its source (0 when caught up, or when not replicating); None when the
+    server cannot tell (MySQL's replication threads stopped), which counts as too far behind."""
+
+
+def url_option(url: str, name: str) -> str | None:
+    """The first ``?name=`` of a URL's query, percent-decoded (None: absent)."""
+    values = [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == name]
+    return values[0] if values else None
+
 
 # Outcome of classifying a driver exception.
 RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
@@ -236,6 +257,14 @@ class Dialect(ABC):
     #: Count jobs in a waiting state (ready, delayed, blocked) over every queue one queue at a time: for
     #: an index that leads with the queue and a server with no skip scan (MySQL's claim index).
     count_waiting_per_queue = False
+    #: Whether a read replica of this database can take the stale-tolerant reads (``read_url``; SQLite: no).
+    has_replicas = True
+    #: The statement that makes a session read-only: every connection to a read replica runs it, so a
+    #: write that slipped through to one fails there instead of landing on the wrong server.
+    read_only_sql: str | None = None
+    #: One row, ``replicating`` and ``lag`` (seconds, NULL: unknown), read on a replica; None: the
+    #: dialect overrides :meth:`replica_state` instead.
+    replica_state_sql: str | None = None
     #: Rows (``name``: the client's, ``n``: its connections) of the server's sessions on this database;
     #: None: not countable.
     connections_sql: str | None = None
@@ -333,6 +362,13 @@ class Dialect(ABC):
         self.claim_index_name = self.q("{jobs}_claim")
         #: The shared pool's bound and wait (``?pool_size=``, ``?pool_timeout=``, ERRANDS_POOL_*).
         self.pool_size, self.pool_timeout = pool_setting(url)
+        #: ``?read_url=`` (percent-encoded): the read replica's URL given in the database URL, or None.
+        self.read_url = url_option(url, "read_url") or None
+        if self.read_url and not self.has_replicas:
+            raise ConfigurationError(f"read_url: {self.name} has no read replicas (one file, one process "
+                                     "writing); remove ?read_url= from the database URL")
+        #: Whether this dialect opens read-only sessions (a read replica's store: :func:`open_store`).
+        self.read_only = False
         #: The one insert path of job rows (:mod:`.inserts`), made from the job shape.
         self.inserts = self.inserts_class(self)
 
@@ -386,6 +422,17 @@ class Dialect(ABC):
     def pool(self) -> Pool:
         """The small pool that threads without a connection of their own borrow from."""
         return BoundedPool(self.connect, self.pool_size, self.pool_timeout)
+
+    def replica_state(self, cur: Cursor) -> ReplicaState:
+        """Whether the server ``cur`` is on replays a primary's changes, and how far behind it is."""
+        if self.replica_state_sql is None:
+            raise ConfigurationError(f"{self.name} has no read replicas")
+        cur.execute(self.replica_state_sql)
+        row = fetch_row(cur)
+        if row is None:  # pragma: no cover - the statement always returns one row
+            return ReplicaState(False, None)
+        lag = row["lag"]
+        return ReplicaState(bool(row["replicating"]), None if lag is None else max(0.0, float(lag)))
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:

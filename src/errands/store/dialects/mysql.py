@@ -46,6 +46,7 @@ from .base import (
     Dialect,
     Listener,
     PollingListener,
+    ReplicaState,
     Step,
     int_or_none,
 )
@@ -204,6 +205,7 @@ class MySQLDialect(Dialect):
     # MySQL tells no client name: every session on this database counts under one empty name.
     connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
+    read_only_sql = "SET SESSION TRANSACTION READ ONLY"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     script_delimiter = "//"
     # ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR
@@ -219,6 +221,7 @@ class MySQLDialect(Dialect):
         parts = urlsplit(url)
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         from_url = options.pop("claim", None)
+        options.pop("read_url", None)  # known: the read replica's URL, read by Dialect.__init__ (read_url)
         mode = claim or from_url or "auto"
         if mode not in CLAIM_MODES:
             raise ConfigurationError(f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {mode!r}")
@@ -253,6 +256,8 @@ class MySQLDialect(Dialect):
         with conn.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cur.execute("SET SESSION time_zone = '+00:00'")
+            if self.read_only:
+                cur.execute(self.read_only_sql)
         return conn
 
     def begin(self, conn: Connection) -> None:
@@ -298,6 +303,26 @@ class MySQLDialect(Dialect):
         finally:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT RELEASE_LOCK({name})", (self.t_schema,))
+
+    def replica_state(self, cur: Cursor) -> ReplicaState:
+        """``SHOW REPLICA STATUS`` (MySQL 8.0.22+, MariaDB 10.5.1+; else ``SHOW SLAVE STATUS``): no row is a
+        server that replicates nothing; ``Seconds_Behind_Source`` (``_Master``) NULL is replication
+        stopped, an unknown lag.  With several sources (multi-source replication), the furthest behind."""
+        for statement in ("SHOW REPLICA STATUS", "SHOW SLAVE STATUS"):
+            try:
+                cur.execute(statement)
+            except ProgrammingError as exc:  # 1064: a server that predates the first spelling
+                if exc.args and exc.args[0] == _SYNTAX_ERROR and statement.startswith("SHOW REPLICA"):
+                    continue
+                raise
+            rows = fetch_rows(cur)
+            if not rows:
+                return ReplicaState(False, 0.0)
+            lags = [row.get("Seconds_Behind_Source", row.get("Seconds_Behind_Master")) for row in rows]
+            if any(lag is None for lag in lags):
+                return ReplicaState(True, None)
+            return ReplicaState(True, max(float(lag) for lag in lags))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ time
     def added_column(self, table: str, ddl: str) -> str | Step:

@@ -70,7 +70,7 @@ prepared on one server connection would be missing, or another client's, on the 
 LISTENs through it (a notification arrives on a server connection the listener no longer holds).
 ``session``: a pooler that keeps one server connection per client connection, which behaves like
 a direct connection.  Unset: a direct connection, as before."""
-URL_OPTIONS = ("pooler", "listen_url", *POOL_OPTIONS)
+URL_OPTIONS = ("pooler", "listen_url", "read_url", *POOL_OPTIONS)
 """errands' own query options, removed before the URL reaches libpq (which refuses unknown ones)."""
 
 
@@ -322,6 +322,12 @@ class PostgresDialect(Dialect):
     connections_sql = ("SELECT application_name AS name, count(*) AS n FROM pg_stat_activity "
                        "WHERE datname = current_database() GROUP BY application_name")
     max_connections_sql = "SELECT current_setting('max_connections')::int"
+    read_only_sql = "SET default_transaction_read_only = on"
+    # On a hot standby: caught up (0) when everything received is replayed, else the age of the last
+    # transaction replayed.  A server out of recovery takes writes itself: no lag to speak of.
+    replica_state_sql = ("SELECT pg_is_in_recovery() AS replicating, CASE WHEN NOT pg_is_in_recovery() THEN 0 "
+                         "WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0 "
+                         "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END AS lag")
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
 
     def __init__(self, url: str, *, prefix: str = "errands_") -> None:
@@ -374,6 +380,8 @@ class PostgresDialect(Dialect):
         if not self.prepares and not listen:
             conn.prepare_threshold = None
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
+        if self.read_only and self.pooler != "transaction":  # (through such a pooler a SET would not last)
+            conn.execute(self.read_only_sql)
         return conn
 
     def begin(self, conn: Connection) -> None:

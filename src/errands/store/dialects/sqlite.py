@@ -146,6 +146,7 @@ class SQLiteDialect(Dialect):
     lock_rows = ""  # BEGIN IMMEDIATE already holds the only write lock
     lock_rows_skip = ""
     auto_migrate = True
+    has_replicas = False  # one file: nothing replicates it for errands to read from
     explain_prefix = "EXPLAIN QUERY PLAN "
     now_sql: str = NOW
     plus_seconds_sql: str = f"({NOW} + ?)"
