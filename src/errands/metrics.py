@@ -85,6 +85,15 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
     backlog_age = GaugeMetricFamily(
         "errands_backlog_age_seconds", "Whole seconds the oldest of the next jobs to run has been due (0: none).",
         labels=["queue"])
+    replica = GaugeMetricFamily("errands_reads_from_replica", "1 when these figures were read from the read "
+                                "replica, 0 from the primary (only with read_url: docs/read-replicas.md).")
+    replica_lag = GaugeMetricFamily("errands_read_replica_lag_seconds", "The read replica's lag when last looked "
+                                    "at (only with read_url, while it answers and can tell).")
+    reads = None if data is None else data.get("reads")
+    if reads:
+        replica.add_metric([], 1.0 if reads["source"] == "replica" else 0.0)
+        if reads["lag_seconds"] is not None:
+            replica_lag.add_metric([], reads["lag_seconds"])
     if data is not None:
         for q in data["queues"]:
             for state in STATES:
@@ -99,6 +108,8 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
             backlog_jobs.add_metric([name], figures.jobs)
             backlog_age.add_metric([name], figures.age_seconds)
     yield from (jobs, oldest, paused, succeeded, failed, workers, backlog_jobs, backlog_age)
+    if reads:  # only where a read replica is configured (so not among the families ``describe`` names)
+        yield from (replica, replica_lag)
     yield _up(None if data is None else 1.0)
 
 

@@ -69,6 +69,9 @@ def status(ctx: Context, as_json: bool) -> None:
             paused = "  (paused)" if name in report.get("paused", []) else ""
             click.echo(f"{name:<24}{c['ready']:>8}{c['delayed']:>9}{c['blocked']:>9}{c['running']:>9}{stale}"
                        f"{c['failed']:>8}{paused}")
+    reads = report["reads"]
+    if reads["state"] != "none":  # a read replica is configured: say where these figures come from
+        click.echo(reads["line"])
     workers = report["workers"]
     alive = [w for w in workers if w["alive"]]
     if not alive:

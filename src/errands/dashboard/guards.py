@@ -6,6 +6,7 @@ an error page for people."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -101,7 +102,7 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
                 return refused
         if not api and request.method in READS:  # a page: its banners show the alerts crossed now
             request.state.alerts = await run_in_threadpool(d.alerts_for_page)
-        response = await handler(d, request, principal)
+        response = await _handled(d, handler, request, principal, api=api)
         if cookies:
             d.auth.set_cookies(response, cookies)
         if minted:
@@ -109,6 +110,35 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
         return response
 
     return endpoint
+
+
+WROTE_COOKIE = "errands_wrote"
+"""Set by a change made through the dashboard while a read replica is configured, for ``read_max_lag``
+seconds: the same browser's pages then read the primary, so a page shown after an action shows it."""
+
+
+async def _handled(d: Dashboard, handler: Handler, request: Request, principal: Principal, *, api: bool
+                   ) -> Response:
+    """``handler``'s answer; with a read replica, a change marks the browser for ``read_max_lag``
+    seconds, and that browser's reads meanwhile go to the primary (a replica whose lag is within the
+    bound has replayed every change older than the bound, so afterwards it shows the change too)."""
+    router = d.app.read_router
+    if router.replica_url is None:
+        return await handler(d, request, principal)
+    if request.method not in READS:
+        response = await handler(d, request, principal)
+        if response.status_code < 400:
+            response.set_cookie(WROTE_COOKIE, "1", max_age=max(1, math.ceil(router.max_lag)), httponly=True,
+                                samesite="lax", path=request.scope.get("root_path", "") or "/")
+        return response
+    if request.cookies.get(WROTE_COOKIE):
+        with router.own_writes():
+            if not api:
+                request.state.reads = await run_in_threadpool(d.reads_for_page)
+            return await handler(d, request, principal)
+    if not api:
+        request.state.reads = await run_in_threadpool(d.reads_for_page)
+    return await handler(d, request, principal)
 
 
 def unguarded(d: Dashboard, handler: Open) -> Endpoint:

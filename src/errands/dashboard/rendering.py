@@ -23,8 +23,8 @@ from ..core.errors import InvalidQueueName, StoreError
 from ..core.limits import MAX_DELAY
 from ..core.payload import safe_text
 from ..services.alerts import AlertClock, crossed_alerts, evaluate_in_background
-from ..services.models import AlertView
-from ..services.operator import displayable
+from ..services.models import AlertView, ReadsView
+from ..services.operator import displayable, reads_view
 from .auth import Authenticator, Principal
 from .charts import throughput_chart
 from .limits import ApiLimits, RequestLimiter
@@ -171,6 +171,11 @@ class Dashboard:
         except StoreError:
             return []
 
+    def reads_for_page(self) -> ReadsView | None:
+        """Where the page's lists and figures are read from, for its closing line (None: no read replica;
+        blocking, as it may look at the replica: call it in a worker thread)."""
+        return reads_view(self.app)
+
     def shows_tracebacks(self, principal: Principal | None) -> bool:
         return self.tracebacks_for == "everyone" or (principal is not None and principal.is_admin)
 
@@ -181,7 +186,8 @@ class Dashboard:
         html = self.env.get_template(template).render(
             request=request, user=principal, root=root, path=request.url.path[len(root):] or "/",
             csrf=principal.csrf if principal else "", query=dict(request.query_params),
-            alerts=getattr(request.state, "alerts", ()) if principal else (), **context)
+            alerts=getattr(request.state, "alerts", ()) if principal else (),
+            reads=getattr(request.state, "reads", None) if principal else None, **context)
         response = HTMLResponse(html, status_code=status)
         if cookies:
             self.auth.set_cookies(response, cookies)
