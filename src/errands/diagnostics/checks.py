@@ -24,6 +24,7 @@ from .commands import command, same_options
 from .connections import connections
 from .context import DoctorContext
 from .model import Check, Report, Status
+from .replica import read_replica
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
 from .unreachable import Cause, Explained, explain
 
@@ -117,6 +118,8 @@ def _steps(ctx: DoctorContext, facts: DialectFacts) -> Iterable[tuple[str, Calla
         yield "connections", lambda: connections(ctx)
     else:
         yield "workers", lambda: _not_checked("workers", "the schema is not at the version this code needs")
+    if ctx.app.read_router.replica_url is not None:
+        yield "read_replica", lambda: read_replica(ctx)
 
 
 def sql_enqueue(ctx: DoctorContext, facts: DialectFacts) -> Check:

@@ -319,9 +319,8 @@ class MySQLDialect(Dialect):
             if not rows:
                 return ReplicaState(False, 0.0)
             lags = [row.get("Seconds_Behind_Source", row.get("Seconds_Behind_Master")) for row in rows]
-            if any(lag is None for lag in lags):
-                return ReplicaState(True, None)
-            return ReplicaState(True, max(float(lag) for lag in lags))
+            known = [float(lag) for lag in lags if lag is not None]
+            return ReplicaState(True, max(known) if len(known) == len(lags) else None)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ time
