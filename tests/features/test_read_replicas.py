@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-
 from helpers import invoke_cli
 from starlette.testclient import TestClient
 
@@ -134,7 +133,8 @@ def test_the_read_url_option_from_every_source(monkeypatch: pytest.MonkeyPatch, 
     from_file = AppSettings.load(environ={}, pyproject=toml)
     assert from_file.read_url == replica and from_file.read_max_lag == 3
     # ?read_url= (percent-encoded) wins over the option and never reaches libpq.
-    primary = "postgresql://u@primary.example/shop?sslmode=disable&read_url=" + quote("postgresql://r@other/shop", safe="")
+    other = quote("postgresql://r@other/shop", safe="")
+    primary = f"postgresql://u@primary.example/shop?sslmode=disable&read_url={other}"
     app = Errands(primary, read_url=replica)
     assert app.read_router.replica_url == "postgresql://r@other/shop"
     assert "read_url" not in driver_url(primary) and "sslmode=disable" in driver_url(primary)

@@ -60,6 +60,9 @@ class Database:
         """A read replica's database: no write, no migration, no repair, sessions set read-only."""
         self.on_unavailable: Callable[[], None] | None = None
         """Called when a statement finds the database unreachable (the read router then stops using it)."""
+        self.fallback: Database | None = None
+        """A read replica's primary: a :meth:`run` that finds the replica unreachable runs there instead,
+        so a replica lost in the middle of a page costs that page one statement more, not an error."""
         self._local = threading.local()
         self._open: list[tuple[int, Any]] = []  # every (pid, connection) opened, so close() reaches all threads
         self._open_lock = threading.Lock()
@@ -233,8 +236,13 @@ class Database:
         a lost connection is dropped (the next call reconnects) and surfaces as
         :class:`StoreUnavailable` so the caller decides how long to wait.
         """
-        self.ensure_schema()
-        return self.run_unchecked(fn, write=write, attempts=attempts)
+        try:
+            self.ensure_schema()
+            return self.run_unchecked(fn, write=write, attempts=attempts)
+        except StoreUnavailable:
+            if self.fallback is None:
+                raise
+            return self.fallback.run(fn, write=write, attempts=attempts)
 
     def run_unchecked(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
         """:meth:`run` without the schema check (``errands doctor`` must not migrate what it looks at)."""

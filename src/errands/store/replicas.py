@@ -13,6 +13,8 @@ dialect's :meth:`~errands.store.dialects.base.Dialect.replica_state`) and keeps 
 found down (or lost in the middle of a read) is not tried again before a back-off that doubles from
 :data:`DOWN_BACKOFF_FIRST` to :data:`DOWN_BACKOFF_MOST` seconds, so no request pays a connection
 attempt to a replica known to be down.  Only one thread looks at a time; the others use the last answer.
+A statement that finds the replica gone between two looks runs again on the primary
+(``Database.fallback``): the page that was being read still answers.
 """
 
 from __future__ import annotations
@@ -178,13 +180,15 @@ class ReadRouter:
         if self._replica is None:
             self._replica = self._open(self.replica_url)
             self._replica.db.on_unavailable = self._lost
+            self._replica.db.fallback = self.primary.db
         return self._replica
 
     def _look(self) -> None:
         replica = self.replica_store()
         assert replica is not None
-        try:
-            state = replica.db.run(replica.dialect.replica_state)
+        try:  # on the replica itself, never its fallback: the schema it holds, then its state
+            replica.db.ensure_schema()
+            state = replica.db.run_unchecked(replica.dialect.replica_state)
         except StoreError as exc:
             self._down(safe_text(exc, 300))
             return
