@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 from errands import Errands
 from errands.core.rows import NewJob
 from errands.dashboard import AuthSettings, create_dashboard
+from errands.diagnostics.checks import diagnose
 from errands.metrics import render
 from errands.services import operator as ops
 from errands.services.passwords import hash_password
@@ -111,6 +112,9 @@ def test_what_the_primary_writes_shows_once_the_standby_replayed_it(pair: Replic
     assert "errands_reads_from_replica 1.0" in metrics
     page = web.get("/")
     assert page.status_code == 200 and 'data-reads="replica"' in page.text and "e2e_seen" in page.text
+    [check] = [c for c in diagnose(strict).checks if c.name == "read_replica"]
+    assert check.status.value == "ok" and "replays the primary" in check.detail, check
+    assert check.data["replicating"] is True and check.data["lag_seconds"] <= SMALL_BOUND
     # The standby served those reads: the app's sessions are there.
     assert pair.standby.scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = 'errands_e2e' "
                                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()") >= 1

@@ -86,6 +86,9 @@ def test_the_figures_and_lists_read_the_replica_and_everything_else_the_primary(
     assert ops.job_detail(app, mine).id == mine
     claimed = app.store.jobs.claim("w1", ["default", "replica_only"], 10, 30)
     assert [c.id for c in claimed] == [mine]
+    # Doctor: the stand-in answers but replays nothing, which it says.
+    [check] = [c for c in diagnose(app).checks if c.name == "read_replica"]
+    assert check.status.value == "warn" and "replays no primary" in check.detail, check
     # Whatever routes the reads, the writes go to the primary.
     assert app.read_router.replica_store() is not app.store
     assert app.reads is app.read_router.replica_store()
