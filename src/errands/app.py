@@ -281,7 +281,9 @@ class Errands:
         configured_read_url(url, self.read_url)
         self.database_url = url
         self._store = store
-        self._router = None
+        router, self._router = self._router, None
+        if router is not None:
+            router.close()  # its replica belonged to the other database
 
     def close(self) -> None:
         """Close every database connection this app opened in this process (in any thread)."""
