@@ -132,6 +132,7 @@ class ReadRouter:
         self._next_check = 0.0
         self._backoff = DOWN_BACKOFF_FIRST
         self._checking = threading.Lock()
+        self._opening = threading.Lock()
         if replica_url is not None:
             check_replica_url(primary.url, replica_url)
 
@@ -177,10 +178,12 @@ class ReadRouter:
         """The replica's store (opened on first use, no connection yet); None without a replica."""
         if self.replica_url is None:
             return None
-        if self._replica is None:
-            self._replica = self._open(self.replica_url)
-            self._replica.db.on_unavailable = self._lost
-            self._replica.db.fallback = self.primary.db
+        with self._opening:
+            if self._replica is None:
+                replica = self._open(self.replica_url)
+                replica.db.on_unavailable = self._lost
+                replica.db.fallback = self.primary.db
+                self._replica = replica
         return self._replica
 
     def _look(self) -> None:
