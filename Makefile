@@ -65,8 +65,15 @@ $(PGBOUNCER):
 		(apt-get update -q >/dev/null && apt-get install -y -q pgbouncer >/dev/null)) || \
 		echo "could not install pgbouncer: the connection-pooler tests will be skipped"
 
+# The Galera tests run a private three-node MariaDB Galera Cluster (Debian's galera-4; rsync for its state transfers).
+GALERA = /usr/lib/galera/libgalera_smm.so
+$(GALERA):
+	command -v apt-get >/dev/null && (apt-get install -y -q galera-4 rsync >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q galera-4 rsync >/dev/null)) || \
+		echo "could not install galera-4: the Galera cluster tests will be skipped"
+
 # The main suite, then the Django 6 suite (below) even if the first failed; either failing fails `make test`.
-test: venv $(CHROMIUM) $(PGBOUNCER)
+test: venv $(CHROMIUM) $(PGBOUNCER) $(GALERA)
 	@status=0; $(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 		$(MAKE) --no-print-directory test-django6 || status=1; exit $$status
 
