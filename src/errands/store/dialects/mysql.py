@@ -94,6 +94,13 @@ def _rest_getter(shape: InsertShape) -> Callable[[NewJob], tuple[Any, ...]]:
 CLAIM_MODES = ("auto", "skip_locked", "update")
 
 
+def _said(exc: BaseException) -> str:
+    """A driver error as "code message", without the quoting of its args tuple (the doctor's patterns
+    look for the server's own words in it)."""
+    args = exc.args
+    return f"({args[0]}) {args[1]}" if len(args) == 2 else str(exc)
+
+
 class _NewRowsListener(PollingListener):
     """Polls the highest job id on its own connection: one indexed single-row read, no locks.
 
@@ -291,7 +298,7 @@ class MySQLDialect(Dialect):
                 if len(self.hosts) == 1:
                     raise
                 failures.append((node, exc))
-        said = "; ".join(f"{node}: {exc}" for node, exc in failures)
+        said = "; ".join(f"{node}: {_said(exc)}" for node, exc in failures)
         code = failures[-1][1].args[0] if failures[-1][1].args else None
         raise OperationalError(code, f"no node of {', '.join(map(str, self.hosts))} answered ready: {said}")
 
