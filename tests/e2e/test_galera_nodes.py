@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -77,13 +78,18 @@ def test_a_multi_host_url_leaves_a_killed_node_and_a_node_cut_off(cluster, prefi
     try:
         assert _port(app) == node1.port
         node1.kill()
+        began = time.monotonic()
         wait_for(lambda: _reached(app) == node2.port, timeout=60, message="the store on node 2 after node 1 died")
+        moved = time.monotonic() - began
         node1.start()
         app.store.close()  # the next connection walks the list from the first node again
         assert _port(app) == node1.port
         node1.isolate()
         app.store.close()
+        began = time.monotonic()
         assert _port(app) == node2.port, "connected to a node cut off from the cluster"
+        print(f"\ngalera: on node 2 {moved * 1000:.0f} ms after node 1 was killed; a connection past the cut-off "
+              f"node 1 took {(time.monotonic() - began) * 1000:.0f} ms")
     finally:
         app.close()
         cluster.heal()
