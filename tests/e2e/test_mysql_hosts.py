@@ -15,6 +15,8 @@ from helpers import free_port, scaled, wait_for
 from tcp_proxy import PartitionProxy
 
 from errands import ConfigurationError, Errands, StoreUnavailable
+from errands.diagnostics.checks import diagnose
+from errands.diagnostics.model import Status
 from errands.store.driver import scalar
 
 pytestmark = pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
@@ -125,6 +127,9 @@ def test_wsrep_sync_wait_on_a_server_without_wsrep_is_a_configuration_error(db_u
         with pytest.raises(ConfigurationError, match=r"wsrep_sync_wait= .* needs MariaDB Galera Cluster.*"
                                                      r"has no wsrep_sync_wait variable"):
             app.store.db.current_version()
+        connectivity = diagnose(app).checks[0]  # errands doctor: a failed check, not a traceback
+        assert connectivity.name == "connectivity" and connectivity.status is Status.FAIL
+        assert "the database URL does not fit this server" in connectivity.detail
     finally:
         app.close()
 
