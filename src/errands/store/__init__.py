@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
+from ..core.config import mask_url
 from ..core.endings import RecoveryReport
 from ..core.errors import ConfigurationError
 from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, WorkerRow
@@ -20,9 +20,9 @@ def open_store(url: str, *, prefix: str = "errands_", read_only: bool = False, *
 
     ``read_only``: a read replica's store (:mod:`errands.store.replicas`).  ``options`` go to the
     dialect (MySQL: ``claim=``)."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = url.partition(":")[0].lower() if ":" in url else ""  # (urlsplit could refuse the rest)
     backend = by_scheme(scheme)
     if backend is None:
-        raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {url!r}; use sqlite:///file.db, "
-                                 "postgresql://host/db or mysql://user@host/db")
+        raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {mask_url(url)!r}; use "
+                                 "sqlite:///file.db, postgresql://host/db or mysql://user@host/db")
     return Store(dialect_class(backend)(url, prefix=prefix, **options), read_only=read_only)
