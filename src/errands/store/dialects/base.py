@@ -69,8 +69,13 @@ class ReplicaState(NamedTuple):
 
 
 def url_option(url: str, name: str) -> str | None:
-    """The first ``?name=`` of a URL's query, percent-decoded (None: absent)."""
-    values = [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == name]
+    """The first ``?name=`` of a URL's query, percent-decoded (None: absent, or a URL too malformed
+    to read, which its dialect then refuses with the reason)."""
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return None
+    values = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == name]
     return values[0] if values else None
 
 
