@@ -79,6 +79,13 @@ class RefusedSuccess:
     def job_id(self) -> int:
         return self.run if isinstance(self.run, int) else self.run.id
 
+    @property
+    def exhausted(self) -> bool:
+        """Refused down to its plain success as often as a whole record is offered: still offered again
+        (every :data:`~errands.core.endings.RECORD_AGAIN_CAP` seconds), but a burst worker no longer
+        waits for it (it leaves, and the job runs again)."""
+        return self.settlement is None and self.refusals > SUCCESS_RECORD_TRIES
+
 
 class Settling:
     """Finished runs on their way to the database (see the module's docstring)."""
@@ -145,8 +152,10 @@ class Settling:
 
     # ------------------------------------------------------------------ main thread
     def unrecorded(self) -> bool:
-        """Finished runs whose outcome is not written yet (recording may enqueue more jobs)."""
-        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled or self.refused)
+        """Finished runs whose outcome is not written yet (recording may enqueue more jobs), refused
+        successes among them until they are :attr:`RefusedSuccess.exhausted`."""
+        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled
+                    or any(not r.exhausted for r in self.refused.values()))
 
     def refused_due_in(self) -> float | None:
         """Seconds before the next refused success is due to be offered again (None: none waits)."""
