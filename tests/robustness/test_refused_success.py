@@ -123,7 +123,8 @@ def test_a_refused_success_waits_with_its_lease_and_is_recorded_whole(jobs_app: 
     assert kept.result(timeout=0) == {"n": 1, "job": kept.id}
 
 
-def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_app: Errands, backend: str) -> None:
+def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_app: Errands, backend: str,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
     app = jobs_app
     refuse_on(app, backend)
     lost = settle_jobs.kept.enqueue(2)
@@ -137,6 +138,8 @@ def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_ap
     assert query(app, "SELECT id FROM {failed}") == []  # before: errands.SettleError in the dead letter
     assert query(app, f"SELECT id FROM {{results}} WHERE id = {lost.id}") == []  # the result is what was lost
     assert ran(app) == [lost.id]
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"job {lost.id}: recorded as a success without its result" in m for m in said), said
 
 
 def test_a_burst_worker_whose_success_is_never_recorded_leaves_and_gives_the_job_back(
