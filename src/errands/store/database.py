@@ -23,9 +23,9 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from ..core.config import mask_url
-from ..core.errors import SchemaError, StoreError, StoreUnavailable
+from ..core.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from ..core.payload import safe_text
-from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+from .dialects.base import RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
 
@@ -232,7 +232,8 @@ class Database:
     def run(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
         """Run ``fn(cursor)``; inside a transaction when ``write``; map driver errors.
 
-        Deadlocks and "database is locked" are retried with a short random pause;
+        Deadlocks and "database is locked" are retried with a short random pause (``attempts`` in all,
+        then :class:`StoreConflict`);
         a lost connection is dropped (the next call reconnects) and surfaces as
         :class:`StoreUnavailable` so the caller decides how long to wait.
         """
@@ -291,7 +292,8 @@ class Database:
                 if kind == RETRY and attempt < attempts:
                     time.sleep(_jitter.uniform(0.001, 0.005 * attempt))
                     continue
-                raise StoreError(f"{self.dialect.name}: {exc}") from exc
+                error = StoreConflict if kind == RETRY else StoreError
+                raise error(f"{self.dialect.name}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _rollback(self, conn: Connection) -> None:
@@ -310,7 +312,7 @@ class Database:
             kind = self.dialect.classify(exc)
             if kind is None:
                 raise
-            error = StoreUnavailable if kind == UNAVAILABLE else StoreError
+            error = StoreUnavailable if kind == UNAVAILABLE else StoreConflict if kind == RETRY else StoreError
             raise error(f"{self.dialect.name}: {what} on the caller's transaction failed: {exc}") from exc
 
     def now_in(self, cur: Cursor) -> datetime:
@@ -341,11 +343,16 @@ class Database:
         return "\n".join(out) + "\n"
 
     def _read_version(self, cur: Cursor) -> int | None:
-        """Schema version on ``cur``'s connection; None when errands' tables do not exist."""
+        """Schema version on ``cur``'s connection; None when errands' tables do not exist.
+
+        Only the database's own "no such table" means that: any other refusal of this read (a Galera
+        node cut off from its cluster, a server in recovery, a denied right) is raised, and the caller's
+        error mapping makes it StoreUnavailable or StoreError with the database's words, never the
+        advice to run ``errands migrate`` on a schema that is there."""
         try:
             cur.execute(self.dialect.q("SELECT MAX(version) FROM {schema}"))
         except Exception as exc:
-            if self.dialect.classify(exc) == FAIL:
+            if self.dialect.missing_table(exc):
                 return None
             raise
         highest = scalar(cur)
@@ -360,7 +367,7 @@ class Database:
         try:
             cur.execute(self.dialect.q("SELECT version FROM {schema}"))
         except Exception as exc:
-            if self.dialect.classify(exc) == FAIL:
+            if self.dialect.missing_table(exc):
                 return set()
             raise
         return {int(r["version"]) for r in fetch_rows(cur)}

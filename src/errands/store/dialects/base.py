@@ -412,6 +412,13 @@ class Dialect(ABC):
     def classify(self, exc: BaseException) -> str | None:
         """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
 
+    @abstractmethod
+    def missing_table(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says that a table does not exist, and nothing else: only then does the schema
+        check read "errands' tables do not exist, run errands migrate".  Any other refusal of that read
+        (a Galera node that takes no statements, a server in recovery, a denied right) goes through
+        :meth:`classify` and is reported as what it is."""
+
     def socket_of(self, conn: Connection) -> int | None:
         """The connection's socket descriptor (-1 once closed); None for a file database."""
         return None
@@ -473,9 +480,12 @@ class Dialect(ABC):
 
     # ------------------------------------------------------------------ claim
     @abstractmethod
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
         """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
-        (attempts already counted), in claim order."""
+        (attempts already counted), in claim order.  ``spread``: a retry of a claim that lost to
+        concurrent transactions, which may pick its ``limit`` rows at random among the ``limit + spread``
+        first ready ones (0: exactly the first ones).  Where claims do not conflict with each other
+        (SKIP LOCKED on one server) a dialect may ignore it."""
 
     def pick_sql(self, columns: str = "id", *, paused_check: bool = True) -> str:
         """The heart of every claim: ready rows of one queue in index order.

@@ -20,12 +20,13 @@ by the base class.  Timestamps are ``DATETIME(6)`` in UTC, compared against
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 from ...core.columns import Kind, claimed_index
@@ -66,9 +67,31 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("MySQL/MariaDB support (PyMySQL)", "mysql", exc) from exc
 
+T = TypeVar("T")
+_rng = random.Random()
+"""errands' own generator for a spread claim's picks (the application's ``random`` state is never used)."""
+
 NOW = "UTC_TIMESTAMP(6)"
 _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
 _GONE_CODES = {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+_NOT_READY = {
+    # ER_UNKNOWN_COM_ERROR, as Galera uses it: "WSREP has not yet prepared node for application use" (a
+    # node cut off from the Primary Component, joining, or told to with wsrep_reject_queries).  The plain
+    # "Unknown command" of a server that is no Galera node stays a refusal.
+    1047: ("wsrep",),
+    # ER_ERROR_DURING_COMMIT: "Got error %d during COMMIT" is any engine's refusal to commit, but from the
+    # wsrep layer it says that the node lost the cluster: "Not connected to Primary Component", "Provider
+    # in bad state", or the errno wsrep maps that to (6, ENXIO: "No such device or address").
+    1180: ("primary component", "provider in bad state", "no such device or address"),
+    # ER_OPTION_PREVENTS_STATEMENT with --read-only (and MySQL's --super-read-only): a writer demoted to a
+    # replica after a failover, still behind the address (a proxy, a DNS name) until it moves on.
+    1290: ("read-only", "read_only"),
+    # ER_READ_ONLY_MODE: InnoDB started read only.
+    1836: ("read-only", "read only"),
+}
+"""Refusals that mean "this server does not take statements now", by code, each with the words of its
+message that say so where the code alone is shared with real refusals (error codes and their texts are
+MySQL's and MariaDB's; Galera's from its wsrep API)."""
 _SYNTAX_ERROR = 1064
 _UNKNOWN_VARIABLE = 1193
 _NODE_NOT_READY = 1047  # ER_UNKNOWN_COM_ERROR, what a Galera node that is not ready answers
@@ -77,6 +100,7 @@ MYSQL_OPTIONS = ("claim", "unix_socket", "connect_timeout", "wsrep_sync_wait", "
 """The query options of a MySQL URL (each read by errands; none goes to PyMySQL as it is)."""
 WSREP_STATUS_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_provider_name')"
 """Whether a wsrep (Galera) provider is loaded and the node ready; allowed on a node that is not."""
+_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
 COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.FLOAT: "DOUBLE",
                 Kind.TIME: "DATETIME(6)", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
                 Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
@@ -100,6 +124,21 @@ def _said(exc: BaseException) -> str:
     look for the server's own words in it)."""
     args = exc.args
     return f"({args[0]}) {args[1]}" if len(args) == 2 else str(exc)
+
+
+def _not_ready(code: int | None, exc: BaseException) -> bool:
+    """Whether a refusal says that the server takes no statements now (:data:`_NOT_READY`)."""
+    words = _NOT_READY.get(code) if code is not None else None
+    if not words:
+        return False
+    message = str(exc.args[1] if len(exc.args) > 1 else exc).lower()
+    return any(w in message for w in words)
+
+
+def spread_pick(rows: Sequence[T], count: int, rng: random.Random = _rng) -> list[T]:
+    """``count`` of ``rows`` chosen at random, in their order (the claim order)."""
+    chosen = set(rng.sample(range(len(rows)), count))
+    return [r for i, r in enumerate(rows) if i in chosen]
 
 
 class _NewRowsListener(PollingListener):
@@ -371,7 +410,7 @@ class MySQLDialect(Dialect):
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             if code in _RETRY_CODES:
                 return RETRY
-            if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None):
+            if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None) or _not_ready(code, exc):
                 return UNAVAILABLE
             return FAIL
         if isinstance(exc, (ConnectionError, TimeoutError)):
@@ -383,6 +422,9 @@ class MySQLDialect(Dialect):
     migration_lock_kind = "auto"
     #: The lock row's lease, renewal, and how long a migrator waits for it.
     migration_lease = mysql_lock.LeaseTimes()
+
+    def missing_table(self, exc: BaseException) -> bool:
+        return isinstance(exc, MySQLError) and bool(exc.args) and exc.args[0] == _NO_SUCH_TABLE
 
     @contextmanager
     def migration_lock(self, conn: Connection) -> Iterator[None]:
@@ -522,15 +564,18 @@ class MySQLDialect(Dialect):
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True
 
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
+        # ``spread`` (a retry of a claim that lost at commit): on a multi-primary Galera cluster each node
+        # locks only its own rows, so workers on different nodes pick the same first rows and all but one
+        # fail certification at commit (error 1213); picking at random among more rows parts them.
         if self.claim_mode == "auto":
             if self.supports_skip_locked(cur):
                 self.claim_mode = "skip_locked"
             else:
                 self._use_conditional_update()  # server without SKIP LOCKED; never ask again
         if self.claim_mode == "skip_locked":
-            return self._claim_skip_locked(cur, owner, queue, limit, lease)
-        return self._claim_conditional_update(cur, owner, queue, limit, lease)
+            return self._claim_skip_locked(cur, owner, queue, limit, lease, spread)
+        return self._claim_conditional_update(cur, owner, queue, limit, lease, spread)
 
     def supports_skip_locked(self, cur: Cursor) -> bool:
         """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (MySQL 8, MariaDB 10.6+), found by
@@ -550,14 +595,17 @@ class MySQLDialect(Dialect):
         self.claim_mode = "update"
         self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
-    def _claim_skip_locked(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def _claim_skip_locked(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float,
+                           spread: int = 0) -> list[Any]:
         if self._paused(cur, queue):
             return []
         cur.execute(self.pick_sql(CLAIM_COLUMNS, paused_check=False) + " FOR UPDATE SKIP LOCKED",
-                    self.pick_params(queue, limit, paused_check=False))
+                    self.pick_params(queue, int(limit) + spread, paused_check=False))
         rows = cur.fetchall()
         if not rows:
             return []
+        if len(rows) > limit:  # a spread retry: ``limit`` of them at random, in claim order (the rest unlock at commit)
+            rows = spread_pick(rows, limit)
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
         # The UPDATE reads the clock again, a moment after the pick: a job whose expiry or deadline falls
         # in between is left alone (STARTABLE again), so no reserved_at is ever past either.
@@ -597,7 +645,7 @@ class MySQLDialect(Dialect):
     claim_window = 32
 
     def _claim_conditional_update(self, cur: Cursor, owner: str, queue: str, limit: int,
-                                  lease: float) -> list[Any]:
+                                  lease: float, spread: int = 0) -> list[Any]:
         # The UPDATE cannot walk the claim index in order (it changes reserved_by, a column of that
         # index), so on its own it sorts, and keeps locked until commit, every ready row of the queue
         # on every claim: claims serialise and each costs O(ready jobs).  A plain read of the next
@@ -608,10 +656,12 @@ class MySQLDialect(Dialect):
             return []
         for _ in range(8):
             cur.execute(self.pick_sql(paused_check=False),
-                        self.pick_params(queue, int(limit) + self.claim_window, paused_check=False))
+                        self.pick_params(queue, int(limit) + self.claim_window + spread, paused_check=False))
             candidates = [r["id"] for r in fetch_rows(cur)]
             if not candidates:
                 return []
+            if spread and len(candidates) > limit:  # a spread retry: its own random share of the window
+                candidates = spread_pick(candidates, max(int(limit), len(candidates) // 2))
             cur.execute("SELECT " + NOW)
             now = scalar(cur)
             until = now + timedelta(seconds=lease)
