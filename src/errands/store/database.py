@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from ..core.config import mask_url
 from ..core.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from ..core.payload import safe_text
-from .dialects.base import RETRY, UNAVAILABLE, Dialect, Step
+from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
 
@@ -278,6 +278,8 @@ class Database:
                     cur.close()
             except Exception as exc:
                 kind = self.dialect.classify(exc)
+                if kind == UNAVAILABLE and self.read_only and self.dialect.refuses_writes(exc):
+                    kind = FAIL  # a write sent to a read replica: errands' mistake, not an outage to wait out
                 if kind is None:
                     if in_tx:
                         self._rollback(conn)

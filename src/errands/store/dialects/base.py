@@ -419,6 +419,12 @@ class Dialect(ABC):
         (a Galera node that takes no statements, a server in recovery, a denied right) goes through
         :meth:`classify` and is reported as what it is."""
 
+    def refuses_writes(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a read-only refusal (the session or the server takes no writes).  On the
+        primary :meth:`classify` reads it as "unavailable" (a demoted writer after a failover); on a
+        read replica's store it is a write errands must never send there, reported as a refusal."""
+        return False
+
     def socket_of(self, conn: Connection) -> int | None:
         """The connection's socket descriptor (-1 once closed); None for a file database."""
         return None

@@ -423,6 +423,11 @@ class MySQLDialect(Dialect):
     #: The lock row's lease, renewal, and how long a migrator waits for it.
     migration_lease = mysql_lock.LeaseTimes()
 
+    def refuses_writes(self, exc: BaseException) -> bool:
+        # 1792 ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION (the session's own), 1290/1836 the server's read_only.
+        code = exc.args[0] if isinstance(exc, MySQLError) and exc.args else None
+        return code == 1792 or (code in (1290, 1836) and _not_ready(code, exc))
+
     def missing_table(self, exc: BaseException) -> bool:
         return isinstance(exc, MySQLError) and bool(exc.args) and exc.args[0] == _NO_SUCH_TABLE
 

@@ -443,6 +443,9 @@ class PostgresDialect(Dialect):
             return FAIL
         return None
 
+    def refuses_writes(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == "25006"
+
     def missing_table(self, exc: BaseException) -> bool:
         # 42P01 undefined_table; 3F000 invalid_schema_name (a schema-qualified prefix whose schema is not there).
         return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in ("42P01", "3F000")
