@@ -31,6 +31,7 @@ Use ``start_pair(synchronous=...)`` or, in a fixture body, ``yield from replicat
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -53,7 +54,8 @@ REPLICATION_SETTINGS = {
     "hot_standby": "on",
     "wal_keep_size": "64MB",
     "wal_sender_timeout": "10s",
-    "wal_receiver_status_interval": "1s",  # the standby's replay position reaches pg_stat_replication soon
+    "wal_receiver_status_interval": "1s",
+    "wal_retrieve_retry_interval": "200ms",  # a standby whose primary is gone promotes without a 5 s wait  # the standby's replay position reaches pg_stat_replication soon
 }
 
 
@@ -122,6 +124,7 @@ class ReplicatedPair:
         self.standby = standby
         self.synchronous = synchronous
         self.database = DATABASE
+        self._paused_receiver: int | None = None
 
     # ------------------------------------------------------------------ URLs
     @property
@@ -166,6 +169,27 @@ class ReplicatedPair:
                 raise TimeoutError(f"the standby is still {behind} bytes behind {target} after {timeout:g}s")
             time.sleep(0.02)
 
+    def pause_streaming(self) -> int:
+        """Freeze the standby's WAL receiver (SIGSTOP): from now on the standby falls behind, as one
+        behind a slow or congested link does.  Returns the LSN distance the standby had replayed up to
+        (``pg_last_wal_replay_lsn()`` as bytes), for reports.  Do not call on a synchronous pair: every
+        commit on the primary would wait for the frozen standby."""
+        pid = self.standby.scalar("SELECT pid FROM pg_stat_wal_receiver")
+        if pid is None:
+            raise RuntimeError("the standby has no WAL receiver")
+        self._paused_receiver = int(pid)
+        os.kill(self._paused_receiver, signal.SIGSTOP)
+        return int(self.standby.scalar("SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')"))
+
+    def resume_streaming(self) -> None:
+        """Let a frozen WAL receiver run again (it then streams, or finds the primary gone)."""
+        pid, self._paused_receiver = self._paused_receiver, None
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
     # ------------------------------------------------------------------ failover
     def kill_primary(self, signum: signal.Signals = signal.SIGQUIT) -> None:
         """Kill the primary's postmaster (SIGQUIT: immediate shutdown, no checkpoint; or SIGKILL) and wait
@@ -200,6 +224,7 @@ class ReplicatedPair:
                 time.sleep(0.02)
 
     def destroy(self) -> None:
+        self.resume_streaming()  # a stopped process would not hear the shutdown
         try:
             self.standby.destroy()
         finally:
