@@ -54,8 +54,8 @@ REPLICATION_SETTINGS = {
     "hot_standby": "on",
     "wal_keep_size": "64MB",
     "wal_sender_timeout": "10s",
-    "wal_receiver_status_interval": "1s",
-    "wal_retrieve_retry_interval": "200ms",  # a standby whose primary is gone promotes without a 5 s wait  # the standby's replay position reaches pg_stat_replication soon
+    "wal_receiver_status_interval": "1s",  # the standby's replay position reaches pg_stat_replication soon
+    "wal_retrieve_retry_interval": "200ms",  # a standby whose primary is gone promotes without a 5 s wait
 }
 
 

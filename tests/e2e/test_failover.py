@@ -300,7 +300,8 @@ def fail_over(app: Errands, pair: ReplicatedPair, tmp_path: Path, *, lag_window:
         f"worker processes before the kill {sorted(pids_before)}, after {sorted(pids_after)}"
     return Failover(enqueued=enqueued, acknowledged=producer.ids(), runs=runs, runs_at_kill=runs_at_kill,
                     reserved_at_kill=reserved, lag_at_kill=lag, pids_before=pids_before,
-                    resumed_after=resumed_after, drained_after=drained_after, app_after=app_after, promote_took=promote_took,
+                    resumed_after=resumed_after, drained_after=drained_after, app_after=app_after,
+                    promote_took=promote_took,
                     window=producer.ids() - producer.ids(before=window_from))
 
 
