@@ -44,6 +44,7 @@ from private_replication import ReplicatedPair, replicated_pair, start_pair
 from private_servers import die_with_parent
 
 from errands import Errands, StoreError
+from errands.diagnostics import Check, Status, diagnose
 
 pytestmark = pytest.mark.slow
 
@@ -335,10 +336,104 @@ def test_failover_to_an_asynchronous_standby_loses_at_most_what_it_had_not_recei
             assert set(seen.lost) <= seen.acknowledged, "a job of the initial batch (replayed before the kill) was lost"
 
 
+# ---------------------------------------------------------------------- doctor
 @pytest.fixture(scope="module")
 def pair() -> Iterator[ReplicatedPair]:
-    """One synchronous pair for the doctor tests (which switch it to asynchronous and back)."""
-    yield from replicated_pair(synchronous=True)
+    """One synchronous pair for the doctor tests (each puts back what it changes), migrated."""
+    for started in replicated_pair(synchronous=True):
+        migrated = Errands(started.primary_url)
+        migrated.migrate()
+        migrated.store.close()
+        started.wait_caught_up()
+        yield started
+
+
+def replication_check(url: str) -> Check:
+    app = Errands(url)
+    try:
+        found = diagnose(app).get("postgres_replication")
+    finally:
+        app.store.close()
+    assert found is not None
+    return found
+
+
+def set_standby_names(pair: ReplicatedPair, names: str, expect: str | None) -> None:
+    """Change synchronous_standby_names on the primary; wait until pg_stat_replication shows ``expect``."""
+    with pair.primary.connect() as conn:
+        conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        conn.execute("SELECT pg_reload_conf()")
+    wait_for(lambda: pair.primary.scalar("SELECT sync_state FROM pg_stat_replication") == expect
+             and pair.primary.scalar("SHOW synchronous_standby_names") == names, timeout=10,
+             message=f"sync_state {expect} under synchronous_standby_names = '{names}'")
+
+
+@pytest.fixture
+def monitor(pair: ReplicatedPair) -> Iterator[None]:
+    """The app's user may read the replication state (pg_monitor), for one test."""
+    with pair.primary.connect() as conn:
+        conn.execute("GRANT pg_monitor TO errands")
+    try:
+        yield
+    finally:
+        with pair.primary.connect() as conn:
+            conn.execute("REVOKE pg_monitor FROM errands")
+
+
+def test_doctor_on_a_primary_with_a_synchronous_standby(pair: ReplicatedPair, monitor: None) -> None:
+    found = replication_check(pair.primary_url)
+    assert found.status is Status.OK, found
+    assert found.data["role"] == "primary" and found.data["synchronous_standby_names"] == "standby1"
+    assert "1 synchronous" in found.detail and "loses no acknowledged write" in found.detail
+    [standby] = found.data["standbys"]
+    assert standby["application_name"] == "standby1" and standby["sync_state"] == "sync"
+    assert standby["state"] == "streaming" and standby["lag_bytes"] is not None
+    assert found.items[0].startswith("standby1 (127.0.0.1): sync, streaming, ") \
+        or found.items[0].startswith("standby1: sync, streaming, "), found.items
+
+
+def test_doctor_warns_when_the_only_standby_is_asynchronous(pair: ReplicatedPair, monitor: None) -> None:
+    set_standby_names(pair, "", "async")
+    try:
+        found = replication_check(pair.primary_url)
+    finally:
+        set_standby_names(pair, "standby1", "sync")
+    assert found.status is Status.WARN, found
+    assert "none synchronous" in found.detail and "acknowledged" in found.detail and "run again" in found.detail
+    assert "synchronous_standby_names" in (found.fix or "")
+    assert found.data["standbys"][0]["sync_state"] == "async"
+
+
+def test_doctor_fails_when_commits_wait_for_a_standby_that_is_not_there(pair: ReplicatedPair,
+                                                                       monitor: None) -> None:
+    set_standby_names(pair, "elsewhere", "async")  # the doctor only reads: nothing here waits
+    try:
+        found = replication_check(pair.primary_url)
+    finally:
+        set_standby_names(pair, "standby1", "sync")
+    assert found.status is Status.FAIL, found
+    assert "every enqueue and settle hangs" in found.detail
+
+
+def test_doctor_without_the_right_to_read_replication_state(pair: ReplicatedPair) -> None:
+    found = replication_check(pair.primary_url)
+    assert found.status is Status.INFO, found
+    assert "hidden from this user" in found.detail and "pg_monitor" in (found.fix or "")
+    assert found.items == ("standby1: state hidden from this user",)
+
+
+def test_doctor_pointed_at_the_standby(pair: ReplicatedPair, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "errands", "doctor"], env=cli_env(pair.standby_url),
+                          capture_output=True, text=True, timeout=scaled(60))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout  # a warning: nothing is broken, the URL points elsewhere
+    line = next(line for line in done.stdout.splitlines() if " replication " in line)
+    assert "standby (in recovery, read-only)" in line and "cannot claim" in line, done.stdout
+    found = replication_check(pair.standby_url)
+    assert found.status is Status.WARN and found.data["role"] == "standby"
+    assert "target_session_attrs=read-write" in (found.fix or "")
+    # Through the failover URL the doctor, like every connection, lands on the primary.
+    assert replication_check(pair.failover_url).data["role"] == "primary"
 
 
 def test_start_pair_streams_to_a_hot_standby() -> None:
