@@ -134,6 +134,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgreSQL support (psycopg 3)", "postgres", exc) from exc
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+READ_ONLY = "25006"
+"""``read_only_sql_transaction``: the connection reached a standby (a URL without
+``target_session_attrs=read-write``, a pooler or a virtual IP not yet moved after a failover), or a server
+made read-only (``default_transaction_read_only``, a managed service out of disk).  Nothing was written,
+and a writable primary may be one reconnect away, so errands treats it as the database being unavailable:
+the connection is dropped, callers wait and retry, and a worker keeps its finished results until it can
+record them, instead of taking the refusal as a failure of the job (measured in tests/e2e/test_failover.py:
+through a standby, a worker logged "could not record this run's success" and tried to bury finished jobs)."""
 
 
 def _pg(conn: Connection) -> psycopg.Connection[Any]:
@@ -158,7 +166,11 @@ class _NotifyListener(Listener):
 
     def __init__(self, connect: Any, channel: str) -> None:
         self.conn = connect()  # direct or session-pooled: LISTEN lasts as long as the session
-        self.conn.execute(f'LISTEN "{channel}"')
+        try:
+            self.conn.execute(f'LISTEN "{channel}"')
+        except BaseException:  # a standby refuses LISTEN: close now, not when a garbage collection comes
+            self.conn.close()
+            raise
 
     def wait(self, timeout: float) -> bool:
         try:
@@ -394,7 +406,8 @@ class PostgresDialect(Dialect):
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             return UNAVAILABLE
         if isinstance(exc, psycopg.Error):
-            if getattr(exc, "sqlstate", None) and str(exc.sqlstate).startswith(("08", "57P")):
+            state = str(getattr(exc, "sqlstate", None) or "")
+            if state.startswith(("08", "57P")) or state == READ_ONLY:
                 return UNAVAILABLE
             return FAIL
         return None
