@@ -60,6 +60,8 @@ _UNNEST_FILLS = {Fill.ZERO: "0", Fill.NOW: "now()", Fill.DUE: "COALESCE(ra, now(
 """A computed column's value in the ``unnest`` insert (``ra``, ``d``: each row's run_at and delay)."""
 
 
+CONNECT_TIMEOUT = 10
+"""Seconds libpq waits for each host to answer, unless the URL says ``?connect_timeout=``."""
 POOLER_ENV = "ERRANDS_POOLER"
 LISTEN_URL_ENV = "ERRANDS_LISTEN_URL"
 POOLER_MODES = ("transaction", "session")
@@ -382,7 +384,12 @@ class PostgresDialect(Dialect):
         pooler psycopg never prepares (a prepared statement belongs to one server connection, and
         the next transaction may get another); the listener's direct connection may."""
         named: dict[str, Any] = {} if "application_name" in conninfo else {"application_name": connection_label()}
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, **named)
+        # The URL's own connect_timeout wins: libpq spends it on each host of a multi-host URL in turn,
+        # so after a failover that left the first host unreachable (packets dropped, not refused) every
+        # new connection waits that long before trying the next host.
+        if "connect_timeout" not in conninfo:
+            named["connect_timeout"] = CONNECT_TIMEOUT
+        conn = psycopg.connect(conninfo, autocommit=True, **named)
         if not self.prepares and not listen:
             conn.prepare_threshold = None
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
