@@ -16,6 +16,8 @@ a run whose result the database never recorded.
 - **synchronous standby** (``synchronous_standby_names``): nothing acknowledged may be lost, so every
   enqueue the producer saw succeed runs, the table drains, the supervisors and their worker processes
   are the ones that started, and a job runs twice only if it was claimed at the kill.
+- **a URL that may land on the standby** (``target_session_attrs=any``): the standby refuses writes and
+  LISTEN (SQLSTATE 25006); workers must wait for the promotion as for a server that is down.
 - **asynchronous standby**: what a failover loses is measured and printed (acknowledged enqueues that
   never ran, finished jobs that ran again); only what must hold is asserted.  Twice: as the standby
   is (a few milliseconds behind on one machine), and with the standby's WAL receiver frozen for the
@@ -23,7 +25,8 @@ a run whose result the database never recorded.
   from that window only (everything acknowledged before it survives).
 
 Each failover consumes its pair (the promoted standby has no standby of its own), so each test starts
-one (1.5 s); the doctor tests share one pair for the module.
+one (1.5 s); the doctor tests (``errands doctor``'s ``replication`` check: synchronous, asynchronous,
+hidden, missing standby, pointed at the standby) share one pair for the module.
 """
 
 from __future__ import annotations
@@ -102,15 +105,6 @@ def children(pid: int) -> set[int]:
         except OSError:
             pass
     return found
-
-
-def worker_pids(workers: list[subprocess.Popen[str]], notes: Path) -> set[int] | None:
-    """The supervisors' worker processes once each supervisor has one that ran a job, else None."""
-    started = [children(w.pid) for w in workers]
-    ran = {pid for _, _, pid in noted(notes)}
-    if all(pids & ran for pids in started):
-        return set().union(*started)
-    return None
 
 
 def listeners(pair: ReplicatedPair) -> int:
@@ -224,6 +218,95 @@ def app() -> Iterator[Errands]:
         app.use_database(previous)
 
 
+class Fleet:
+    """The supervisors of one scenario, their logs and the notes file every run writes to."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.notes = tmp_path / "runs.txt"
+        self.notes.touch()
+        self.logs = [tmp_path / f"worker{i}.log" for i in range(SUPERVISORS)]
+        self.workers = [start_worker(url, log, self.notes) for log in self.logs]
+
+    def runs(self) -> int:
+        return len(self.notes.read_text().splitlines())
+
+    def worker_pids(self) -> set[int] | None:
+        """The supervisors' worker processes once each supervisor has one that ran a job, else None."""
+        started = [children(w.pid) for w in self.workers]
+        ran = {pid for _, _, pid in noted(self.notes)}
+        return set().union(*started) if all(pids & ran for pids in started) else None
+
+    def assert_alive(self, when: str) -> None:
+        for worker, log in zip(self.workers, self.logs, strict=True):
+            assert worker.poll() is None, f"a supervisor exited {when}:\n{log.read_text()[-3000:]}"
+
+    def stop(self) -> None:
+        """SIGTERM each supervisor; each must exit 0, and no log may show a crash or a traceback."""
+        self.assert_alive("before the stop")
+        for worker in self.workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker, log in zip(self.workers, self.logs, strict=True):
+            assert worker.wait(scaled(30)) == 0, log.read_text()[-3000:]
+        for log in self.logs:
+            text = log.read_text(errors="replace")
+            assert "crashed" not in text and "died" not in text and "Traceback" not in text, text[-5000:]
+
+    def kill(self) -> None:
+        """After a failure: their worker processes die with them (PR_SET_PDEATHSIG)."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+
+@dataclass
+class Kill:
+    reserved: int
+    lag: int
+    runs: int
+    window_from: float
+
+
+def kill_primary(pair: ReplicatedPair, fleet: Fleet, lag_window: float) -> Kill:
+    """Optionally freeze the standby for ``lag_window`` seconds, then kill the primary; what it left."""
+    window_from = float("inf")
+    if lag_window:
+        pair.wait_caught_up()  # everything acknowledged so far is on the standby...
+        window_from = time.monotonic()
+        pair.pause_streaming()  # ...and nothing from now on reaches it
+        time.sleep(lag_window)  # the window itself: the primary keeps acknowledging
+    reserved = int(pair.primary.scalar("SELECT COUNT(*) FROM errands_jobs WHERE reserved_by IS NOT NULL",
+                                       pair.database))
+    written = pair.primary.scalar("SELECT pg_current_wal_lsn()")
+    pair.kill_primary(signal.SIGQUIT)
+    # What the standby never received of what the primary had written just before the kill.
+    lag = max(0, int(pair.standby.scalar(f"SELECT pg_wal_lsn_diff('{written}', pg_last_wal_receive_lsn())")))
+    return Kill(reserved, lag, fleet.runs(), window_from)
+
+
+def promote_and_drain(app: Errands, pair: ReplicatedPair) -> dict[str, float]:
+    """Promote the standby and time what follows.  The jobs are counted on the promoted server directly
+    (a new superuser session each time), so that the figures are the workers' and not this process's."""
+    promote_took = pair.promote()
+    promoted = time.monotonic()
+    app_back = AppBack(app)
+    left = promoted_jobs(pair)
+    wait_for(lambda: promoted_jobs(pair) <= left - 100, timeout=30, interval=0.01,
+             message="100 more jobs to finish on the promoted standby")
+    resumed_after = time.monotonic() - promoted
+    wait_for(lambda: promoted_jobs(pair) == 0, timeout=60, interval=0.05,
+             message="the jobs table to drain on the promoted standby")
+    drained_after = time.monotonic() - promoted
+    # The application's side: this process's store (its pool) reaches the new primary too.
+    app_back.join(scaled(30))
+    assert app_back.at is not None, f"the test's own store did not reach the promoted standby ({LAST_ERROR[0]})"
+    # Each worker process LISTENs again, on the promoted server (idle workers wake on new jobs).
+    wait_for(lambda: listeners(pair) == SUPERVISORS, timeout=30,
+             message=f"{SUPERVISORS} LISTEN connections on the promoted standby")
+    return {"promote_took": promote_took, "resumed_after": resumed_after, "drained_after": drained_after,
+            "app_after": app_back.at - promoted}
+
+
 def fail_over(app: Errands, pair: ReplicatedPair, tmp_path: Path, *, lag_window: float = 0.0,
               url: str | None = None) -> Failover:
     """The scenario of the module docstring; returns what it saw (asserting what any failover needs)."""
@@ -232,82 +315,33 @@ def fail_over(app: Errands, pair: ReplicatedPair, tmp_path: Path, *, lag_window:
     app.migrate()
     enqueued = {h.id for h in app.enqueue_many([sample_jobs.sleep_then_note.prepare(WORK) for _ in range(JOBS)])}
     pair.wait_caught_up()
-    notes = tmp_path / "runs.txt"
-    notes.touch()
-    logs = [tmp_path / f"worker{i}.log" for i in range(SUPERVISORS)]
-    workers = [start_worker(url, log, notes) for log in logs]
+    fleet = Fleet(url, tmp_path)
     producer = Producer(app)
     try:
         producer.start()
         # A tenth with a lag window (the drain goes on through it), else a fifth: work is left at the kill.
         done_first = JOBS // 10 if lag_window else JOBS // 5
-        wait_for(lambda: len(notes.read_text().splitlines()) >= done_first, timeout=60,
-                 message=f"the workers to finish {done_first} jobs")
-        # Every supervisor has started its worker process, and each of those has run a job.
-        pids_before = wait_for(lambda: worker_pids(workers, notes), timeout=30,
-                               message="every supervisor's worker process to run a job")
-        window_from = float("inf")
-        if lag_window:
-            pair.wait_caught_up()  # everything acknowledged so far is on the standby...
-            window_from = time.monotonic()
-            pair.pause_streaming()  # ...and nothing from now on reaches it
-            time.sleep(lag_window)  # the window itself: the primary keeps acknowledging
-        reserved = int(pair.primary.scalar("SELECT COUNT(*) FROM errands_jobs WHERE reserved_by IS NOT NULL",
-                                           pair.database))
-        written = pair.primary.scalar("SELECT pg_current_wal_lsn()")
-        pair.kill_primary(signal.SIGQUIT)
-        # What the standby never received of what the primary had written just before the kill.
-        lag = max(0, int(pair.standby.scalar(f"SELECT pg_wal_lsn_diff('{written}', pg_last_wal_receive_lsn())")))
-        runs_at_kill = len(notes.read_text().splitlines())
+        wait_for(lambda: fleet.runs() >= done_first, timeout=60, message=f"the workers to finish {done_first} jobs")
+        pids_before = wait_for(fleet.worker_pids, timeout=30, message="every supervisor's worker process to run a job")
+        kill = kill_primary(pair, fleet, lag_window)
         producer.stop.set()
         time.sleep(OUTAGE)  # the outage itself, whatever happens meanwhile
         pair.resume_streaming()
-        for worker, log in zip(workers, logs, strict=True):
-            assert worker.poll() is None, f"a supervisor exited on the kill:\n{log.read_text()[-3000:]}"
-        promote_took = pair.promote()
-        promoted = time.monotonic()
-        app_back = AppBack(app)
-        # Measured on the promoted server directly (a new superuser session each time), so that the
-        # figures are the workers' and not this process's own reconnection.
-        left = promoted_jobs(pair)
-        wait_for(lambda: promoted_jobs(pair) <= left - 100, timeout=30, interval=0.01,
-                 message="100 more jobs to finish on the promoted standby")
-        resumed_after = time.monotonic() - promoted
-        wait_for(lambda: promoted_jobs(pair) == 0, timeout=60, interval=0.05,
-                 message="the jobs table to drain on the promoted standby")
-        drained_after = time.monotonic() - promoted
-        # The application's side: this process's store (its pool) reaches the new primary too.
-        app_back.join(scaled(30))
-        assert app_back.at is not None, f"the test's own store did not reach the promoted standby ({LAST_ERROR[0]})"
-        app_after = app_back.at - promoted
+        fleet.assert_alive("on the kill")
+        timings = promote_and_drain(app, pair)
         producer.join(scaled(10))
-        pids_after = set().union(*(children(w.pid) for w in workers))
-        # Each worker process LISTENs again, on the promoted server (idle workers wake on new jobs).
-        wait_for(lambda: listeners(pair) == SUPERVISORS, timeout=30,
-                 message=f"{SUPERVISORS} LISTEN connections on the promoted standby")
-        for worker, log in zip(workers, logs, strict=True):
-            assert worker.poll() is None, f"a supervisor exited:\n{log.read_text()[-3000:]}"
-            worker.send_signal(signal.SIGTERM)
-        for worker, log in zip(workers, logs, strict=True):
-            assert worker.wait(scaled(30)) == 0, log.read_text()[-3000:]
+        pids_after = set().union(*(children(w.pid) for w in fleet.workers))
+        fleet.stop()
     finally:
         producer.stop.set()
-        for worker in workers:
-            if worker.poll() is None:  # failed above
-                worker.kill()
-                worker.wait()
-    for log in logs:
-        text = log.read_text(errors="replace")
-        assert "crashed" not in text and "died" not in text and "Traceback" not in text, text[-5000:]
-    runs = noted(notes)
+        fleet.kill()
+    runs = noted(fleet.notes)
     # The same worker processes ran every job: none died and was replaced by its supervisor.
     assert pids_after == pids_before and {pid for _, _, pid in runs} <= pids_before, \
         f"worker processes before the kill {sorted(pids_before)}, after {sorted(pids_after)}"
-    return Failover(enqueued=enqueued, acknowledged=producer.ids(), runs=runs, runs_at_kill=runs_at_kill,
-                    reserved_at_kill=reserved, lag_at_kill=lag, pids_before=pids_before,
-                    resumed_after=resumed_after, drained_after=drained_after, app_after=app_after,
-                    promote_took=promote_took,
-                    window=producer.ids() - producer.ids(before=window_from))
+    return Failover(enqueued=enqueued, acknowledged=producer.ids(), runs=runs, runs_at_kill=kill.runs,
+                    reserved_at_kill=kill.reserved, lag_at_kill=kill.lag, pids_before=pids_before,
+                    window=producer.ids() - producer.ids(before=kill.window_from), **timings)
 
 
 def test_failover_to_a_synchronous_standby_loses_nothing(app: Errands, tmp_path: Path) -> None:
