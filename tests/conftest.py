@@ -45,7 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # Modules whose module-scoped fixture is costly (private database servers, a wheel build): under
 # pytest-xdist (make test) their tests go to one worker, so it is made once, not once per worker.
 # A scheduler of our own, because xdist's xdist_group mark no longer groups under pytest 9.
-ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_pooler_private.py",
+ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_failover.py",
+                      "tests/e2e/test_pooler_private.py",
                       "tests/packaging/test_distribution.py", "tests/browser/test_dashboard_layout.py",
                       "tests/e2e/test_read_replica.py", "tests/e2e/test_galera_nodes.py"}
 

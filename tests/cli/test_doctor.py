@@ -427,6 +427,18 @@ def test_postgres_dead_rows_after_deletes(app, db_url):
     assert warned.status is Status.WARN and "VACUUM (ANALYZE) errands_jobs" in (warned.fix or "")
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_postgres_replication_on_a_server_alone(app, db_url):
+    """The shared server streams to no standby: a primary with nothing to fail over to, which is fine.
+    (Standbys, synchronous or not, and a doctor pointed at one: tests/e2e/test_failover.py.)"""
+    found = postgres_facts.replication(DoctorContext(app, app.store, expected_schema(app.store)))
+    assert found.status is Status.OK, found
+    assert found.data["role"] == "primary" and found.data["standbys"] == []
+    assert "no standby" in found.detail and "synchronous_standby_names = ''" in found.detail
+    code, report = doctor(db_url)
+    assert check(report, "postgres_replication")["status"] == "ok"
+
+
 # ---------------------------------------------------------------------- workers
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"], indirect=True)
 def test_workers_live_stale_and_unserved(app, db_url):

@@ -171,15 +171,15 @@ class ReplicatedPair:
 
     def pause_streaming(self) -> int:
         """Freeze the standby's WAL receiver (SIGSTOP): from now on the standby falls behind, as one
-        behind a slow or congested link does.  Returns the LSN distance the standby had replayed up to
-        (``pg_last_wal_replay_lsn()`` as bytes), for reports.  Do not call on a synchronous pair: every
-        commit on the primary would wait for the frozen standby."""
+        behind a slow or congested link does.  Returns the position the standby had received up to
+        (``pg_last_wal_receive_lsn()`` in bytes from 0/0), for reports.  Do not call on a synchronous
+        pair: every commit on the primary would wait for the frozen standby."""
         pid = self.standby.scalar("SELECT pid FROM pg_stat_wal_receiver")
         if pid is None:
             raise RuntimeError("the standby has no WAL receiver")
         self._paused_receiver = int(pid)
         os.kill(self._paused_receiver, signal.SIGSTOP)
-        return int(self.standby.scalar("SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')"))
+        return int(self.standby.scalar("SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), '0/0')"))
 
     def resume_streaming(self) -> None:
         """Let a frozen WAL receiver run again (it then streams, or finds the primary gone)."""

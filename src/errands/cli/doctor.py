@@ -24,7 +24,7 @@ TITLES = {
     "schema_drift": "schema drift", "claim_index": "claim index", "claim_mode": "claim mode",
     "sqlite_journal": "journal mode", "sqlite_busy_timeout": "busy_timeout",
     "sqlite_synchronous": "synchronous", "postgres_autovacuum": "autovacuum",
-    "postgres_pooler": "connection pooler", "postgres_wakeup": "worker wake-up",
+    "postgres_replication": "replication", "postgres_pooler": "connection pooler", "postgres_wakeup": "worker wake-up",
     "mysql_isolation": "isolation level", "mysql_time_zone": "session time zone", "mysql_engine": "storage engine",
     "clock_skew": "clock skew", "jobs_table": "jobs table size", "workers": "workers", "app": "app",
 }

@@ -15,7 +15,7 @@ import psycopg
 
 from ..core.config import mask_url
 from ..store.dialects.postgres import PostgresDialect, driver_url
-from ..store.driver import scalar
+from ..store.driver import fetch_row, fetch_rows, scalar
 from ..worker.settings import SLEEP
 from .commands import command
 from .model import Check, Status
@@ -135,8 +135,9 @@ def _options(text: str) -> dict[str, str]:
 
 
 def settings(ctx: DoctorContext) -> list[Check]:
-    """Autovacuum on the jobs table, then the pooler in force and how idle workers are woken."""
-    return [*_autovacuum(ctx), *pooler_checks(ctx)]
+    """Autovacuum on the jobs table, the server's role and replication, then the pooler in force and
+    how idle workers are woken."""
+    return [*_autovacuum(ctx), replication(ctx), *pooler_checks(ctx)]
 
 
 def _autovacuum(ctx: DoctorContext) -> list[Check]:
@@ -167,6 +168,107 @@ def _autovacuum(ctx: DoctorContext) -> list[Check]:
                       f"({', '.join(sorted(differs))}): it is vacuumed only after 20 % of it is dead",
                       fix=f"ALTER TABLE {table} SET ({setting})", data=data)]
     return [Check("postgres_autovacuum", Status.OK, f"autovacuum on, with errands' settings on {table}", data=data)]
+
+
+# ---------------------------------------------------------------------- role and replication
+ROLE_SQL = ("SELECT pg_is_in_recovery() AS standby, current_setting('synchronous_commit') AS synchronous_commit, "
+            "current_setting('synchronous_standby_names') AS synchronous_standby_names, "
+            "EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) AS replay_age")
+"""Whether this server is a standby, and the two settings that decide what a commit waits for.  On a
+standby ``replay_age`` is how long ago the last replayed transaction committed on the primary (NULL
+before the first one): its lag while the primary is busy, the primary's idle time otherwise."""
+STANDBYS_SQL = ("SELECT application_name, client_addr::text AS client_addr, state, sync_state, "
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) AS lag_bytes, "
+                "EXTRACT(EPOCH FROM replay_lag) AS lag_seconds FROM pg_stat_replication ORDER BY application_name")
+"""The standbys streaming from this primary.  Without superuser, pg_monitor or pg_read_all_stats a
+user sees their names only (state, sync_state and positions are NULL)."""
+_UNWAITED = ("off", "local")
+"""``synchronous_commit`` values with which a commit never waits for a standby."""
+_WHAT_ASYNC_LOSES = ("a failover loses what the standby had not received when the primary died: enqueues "
+                     "already acknowledged to the caller disappear (their ids are handed out again), and jobs "
+                     "whose completion was lost run again after their lease")
+
+
+def _standby_line(row: dict[str, Any]) -> str:
+    where = f" ({row['client_addr']})" if row["client_addr"] else ""
+    if row["sync_state"] is None:
+        return f"{row['application_name'] or '(unnamed)'}{where}: state hidden from this user"
+    lag = "" if row["lag_bytes"] is None else f", {int(row['lag_bytes'])} bytes behind"
+    seconds = "" if row["lag_seconds"] is None else f" ({float(row['lag_seconds']):.3f} s)"
+    return f"{row['application_name'] or '(unnamed)'}{where}: {row['sync_state']}, {row['state']}{lag}{seconds}"
+
+
+def replication(ctx: DoctorContext) -> Check:
+    """The server's role (primary or standby) and, on a primary, its standbys and what a commit waits for:
+    the difference between losing nothing on a failover and losing the last acknowledged writes."""
+
+    def read(cur: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        cur.execute(ROLE_SQL)
+        role = fetch_row(cur)
+        assert role is not None
+        if role["standby"]:
+            return role, []
+        cur.execute(STANDBYS_SQL)
+        return role, fetch_rows(cur)
+
+    role, standbys = ctx.read(read)
+    data: dict[str, Any] = {
+        "role": "standby" if role["standby"] else "primary", "synchronous_commit": role["synchronous_commit"],
+        "synchronous_standby_names": role["synchronous_standby_names"],
+        "standbys": [{k: (float(v) if k.startswith("lag_") and v is not None else v) for k, v in r.items()}
+                     for r in standbys]}
+    if role["standby"]:
+        age = role["replay_age"]
+        data["replay_age_seconds"] = None if age is None else float(age)
+        since = "" if age is None else f"; its last replayed transaction committed {_ago(float(age))} on the primary"
+        return Check("postgres_replication", Status.WARN, "this server is a standby (in recovery, read-only): "
+                     "workers cannot claim or settle, and enqueues fail" + since,
+                     fix="point the database URL at the primary, or list every server with "
+                         "?target_session_attrs=read-write (postgresql://u:p@host1,host2/db?"
+                         "target_session_attrs=read-write) so that connections find the primary after a "
+                         "failover", data=data)
+    return _primary_verdict(role, standbys, data)
+
+
+def _primary_verdict(role: dict[str, Any], standbys: list[dict[str, Any]], data: dict[str, Any]) -> Check:
+    names, commit = role["synchronous_standby_names"].strip(), role["synchronous_commit"]
+    items = tuple(_standby_line(r) for r in standbys)
+    states = {r["sync_state"] for r in standbys}
+    settings = f"synchronous_commit = {commit}, synchronous_standby_names = '{names}'"
+    synchronous = states & {"sync", "quorum"}
+    if names and not synchronous and None not in states and commit not in _UNWAITED:
+        return Check("postgres_replication", Status.FAIL, f"primary whose commits wait for a synchronous standby "
+                     f"({settings}), but none of them is connected: every enqueue and settle hangs",
+                     fix="start or reconnect the standby, or empty synchronous_standby_names (ALTER SYSTEM SET "
+                         "synchronous_standby_names = ''; SELECT pg_reload_conf())", items=items, data=data)
+    if not standbys:
+        return Check("postgres_replication", Status.OK, "primary, no standby: a failover has nothing to "
+                     f"fail over to ({settings})", data=data)
+    count = f"{len(standbys)} standby" + ("s" if len(standbys) > 1 else "")
+    if None in states:
+        if not names:
+            return _async_warning(f"primary with {count}, all asynchronous (synchronous_standby_names is "
+                                  "empty)", items, data)
+        return Check("postgres_replication", Status.INFO, f"primary with {count} ({settings}); their "
+                     "replication state and lag are hidden from this user",
+                     fix="GRANT pg_monitor TO this user to see which standby is synchronous and how far behind",
+                     items=items, data=data)
+    if not synchronous:
+        return _async_warning(f"primary with {count}, none synchronous ({settings})", items, data)
+    if commit in _UNWAITED:
+        return _async_warning(f"primary with a synchronous standby, but synchronous_commit = {commit}: commits "
+                              "do not wait for it", items, data)
+    waited = sum(1 for r in standbys if r["sync_state"] in ("sync", "quorum"))
+    return Check("postgres_replication", Status.OK, f"primary with {count}, {waited} synchronous ({settings}): a "
+                 "commit returns once a synchronous standby has it, so a failover to that standby loses no "
+                 "acknowledged write", items=items, data=data)
+
+
+def _async_warning(detail: str, items: tuple[str, ...], data: dict[str, Any]) -> Check:
+    return Check("postgres_replication", Status.WARN, f"{detail}: {_WHAT_ASYNC_LOSES}",
+                 fix="list a standby in synchronous_standby_names (e.g. 'ANY 1 (standby1, standby2)') and keep "
+                     "synchronous_commit = on (or remote_apply), if losing those writes on a failover matters",
+                 items=items, data=data)
 
 
 # ---------------------------------------------------------------------- connection poolers

@@ -61,6 +61,8 @@ _UNNEST_FILLS = {Fill.ZERO: "0", Fill.NOW: "now()", Fill.DUE: "COALESCE(ra, now(
 """A computed column's value in the ``unnest`` insert (``ra``, ``d``: each row's run_at and delay)."""
 
 
+CONNECT_TIMEOUT = 10
+"""Seconds libpq waits for each host to answer, unless the URL says ``?connect_timeout=``."""
 POOLER_ENV = "ERRANDS_POOLER"
 LISTEN_URL_ENV = "ERRANDS_LISTEN_URL"
 POOLER_MODES = ("transaction", "session")
@@ -162,11 +164,14 @@ def checked_url(url: str, what: str = "PostgreSQL") -> str:
 
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
-_NOT_NOW = ("08", "57P", "25006")
-"""SQLSTATEs of a server that takes no statements now: connection exceptions (08), operator intervention
-(57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now: a server starting up or in
-recovery), and 25006 read_only_sql_transaction: a standby answering a write, which is what the old
-address reaches after a failover until the client moves on to the promoted server."""
+READ_ONLY = "25006"
+"""``read_only_sql_transaction``: the connection reached a standby (a URL without
+``target_session_attrs=read-write``, a pooler or a virtual IP not yet moved after a failover), or a server
+made read-only (``default_transaction_read_only``, a managed service out of disk).  Nothing was written,
+and a writable primary may be one reconnect away, so errands treats it as the database being unavailable:
+the connection is dropped, callers wait and retry, and a worker keeps its finished results until it can
+record them, instead of taking the refusal as a failure of the job (measured in tests/e2e/test_failover.py:
+through a standby, a worker logged "could not record this run's success" and tried to bury finished jobs)."""
 
 
 def _pg(conn: Connection) -> psycopg.Connection[Any]:
@@ -191,7 +196,11 @@ class _NotifyListener(Listener):
 
     def __init__(self, connect: Any, channel: str) -> None:
         self.conn = connect()  # direct or session-pooled: LISTEN lasts as long as the session
-        self.conn.execute(f'LISTEN "{channel}"')
+        try:
+            self.conn.execute(f'LISTEN "{channel}"')
+        except BaseException:  # a standby refuses LISTEN: close now, not when a garbage collection comes
+            self.conn.close()
+            raise
 
     def wait(self, timeout: float) -> bool:
         try:
@@ -412,7 +421,12 @@ class PostgresDialect(Dialect):
         pooler psycopg never prepares (a prepared statement belongs to one server connection, and
         the next transaction may get another); the listener's direct connection may."""
         named: dict[str, Any] = {} if "application_name" in conninfo else {"application_name": connection_label()}
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, **named)
+        # The URL's own connect_timeout wins: libpq spends it on each host of a multi-host URL in turn,
+        # so after a failover that left the first host unreachable (packets dropped, not refused) every
+        # new connection waits that long before trying the next host.
+        if "connect_timeout" not in conninfo:
+            named["connect_timeout"] = CONNECT_TIMEOUT
+        conn = psycopg.connect(conninfo, autocommit=True, **named)
         if not self.prepares and not listen:
             conn.prepare_threshold = None
         conn.adapters.register_loader("timestamptz", _ClampedTimestamptz)
@@ -438,13 +452,14 @@ class PostgresDialect(Dialect):
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             return UNAVAILABLE
         if isinstance(exc, psycopg.Error):
-            if getattr(exc, "sqlstate", None) and str(exc.sqlstate).startswith(_NOT_NOW):
+            state = str(getattr(exc, "sqlstate", None) or "")
+            if state.startswith(("08", "57P")) or state == READ_ONLY:
                 return UNAVAILABLE
             return FAIL
         return None
 
     def refuses_writes(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == "25006"
+        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == READ_ONLY
 
     def missing_table(self, exc: BaseException) -> bool:
         # 42P01 undefined_table; 3F000 invalid_schema_name (a schema-qualified prefix whose schema is not there).
