@@ -312,6 +312,15 @@ class GaleraCluster:
         self.start_seconds = time.monotonic() - began
         return self.start_seconds
 
+    def heal(self) -> None:
+        """Every node running and Synced again, whatever an earlier test left (a node killed or cut off)."""
+        for node in self.nodes:
+            if not node.running:
+                node.start()
+        for node in self.nodes:
+            if node.state() != ("Synced", "Primary", NODES):
+                node.rejoin()
+
     def _create_database(self) -> None:
         conn = self.nodes[0].admin_connect()
         try:
