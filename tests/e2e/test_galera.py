@@ -126,6 +126,12 @@ class Drain:
     def runs(self) -> list[tuple[int, int]]:
         return [run for s in self.supervisors for run in s.runs()]
 
+    def all_alive(self) -> bool:
+        """True while every supervisor runs; fails the test at once when one has exited."""
+        for supervisor in self.supervisors:
+            assert supervisor.alive, f"the worker on {supervisor.url} exited:\n{supervisor.log()[-3000:]}"
+        return True
+
     @property
     def duplicates(self) -> int:
         ran = [job for job, _ in self.runs()]
@@ -181,7 +187,8 @@ def drain(app: Errands, cluster: GaleraCluster, urls: list[str], tmp_path: Path,
         for supervisor in run.supervisors:
             supervisor.start(*worker_args)
         if disrupt is not None:
-            wait_for(lambda: len(run.runs()) >= JOBS // 10, timeout=60, message=f"{JOBS // 10} jobs to run")
+            wait_for(lambda: run.all_alive() and len(run.runs()) >= JOBS // 10, timeout=60,
+                     message=f"{JOBS // 10} jobs to run")
             disrupt(run)
         wait_for(lambda: cluster_count(cluster, "SELECT COUNT(*) FROM errands_e2e.errands_jobs") == 0,
                  timeout=120, interval=0.2, message="the jobs table to empty")
