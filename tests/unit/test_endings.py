@@ -89,3 +89,24 @@ def test_a_backoff_that_raises_buries_the_job_instead_of_failing_the_caller():
 def test_a_snooze_count_that_is_no_number_buries_the_job_instead_of_failing_the_caller():
     snooze = RunOutcome(row(1)._replace(snoozes="many"), Result.SNOOZED, 0.0, "errands.Snooze", "x", Snooze(1))
     assert decide(snooze, POLICY).error_type == "errands.SettleError"
+
+
+# ---------------------------------------------------------------------------------- a refused success
+def test_a_refused_success_is_offered_whole_then_without_its_result_then_plain() -> None:
+    from errands.core.endings import SUCCESS_RECORD_TRIES, Completed, after_refusals
+
+    whole = Completed(7, 1, None, '{"n": 1}', 60.0)
+    for refusals in range(1, SUCCESS_RECORD_TRIES):
+        assert after_refusals(whole, refusals) == (whole, True)
+    assert after_refusals(whole, SUCCESS_RECORD_TRIES) == (whole._replace(result=None), False)
+    for refusals in (SUCCESS_RECORD_TRIES + 1, SUCCESS_RECORD_TRIES + 50):
+        assert after_refusals(whole, refusals) == (None, False)  # a plain success: the row deleted, never buried
+    assert after_refusals(None, 1) == (None, True)  # a plain success has nothing less to offer
+
+
+def test_a_refused_success_is_offered_again_after_growing_pauses() -> None:
+    from errands.core.endings import RECORD_AGAIN_CAP, record_again_in
+
+    pauses = [record_again_in(n) for n in range(1, 12)]
+    assert pauses[0] == 0.5 and pauses == sorted(pauses) and pauses[-1] == RECORD_AGAIN_CAP
+    assert record_again_in(10_000) == RECORD_AGAIN_CAP

@@ -274,6 +274,42 @@ def _ending(outcome: RunOutcome, policy: JobPolicy) -> Settlement:
     return Buried(row.id, row.attempts, outcome.error_type, outcome.dead_message or outcome.error_message, trace)
 
 
+# ---------------------------------------------------------------------------------- a refused success
+SUCCESS_RECORD_TRIES = 6
+"""How many times the whole record of a success (its result, its batch's count, its dependants released,
+its run logs) is offered to a database that refuses it, before less of it is: with the pauses of
+:func:`record_again_in`, some 30 s of offers, then a minute before only a plain success is left."""
+RECORD_AGAIN_FIRST = 0.5
+"""Seconds before a refused success is offered again the first time; the pause doubles after each refusal."""
+RECORD_AGAIN_CAP = 30.0
+"""The longest pause between two offers of a refused success."""
+
+
+def after_refusals(settlement: Completed | None, refusals: int) -> tuple[Completed | None, bool]:
+    """What to write of a success whose recording the database refused ``refusals`` times for a reason
+    that is no outage (an outage pauses the worker, which offers the same record again when it is back),
+    and whether that is all of its record.
+
+    A success never goes to the dead letter, and is never given back to run again while its worker
+    lives: the job ran and succeeded, and its handler's effects are done.  So the whole record is
+    offered :data:`SUCCESS_RECORD_TRIES` times; then once without its result and run logs (a null result
+    is kept, its batch counts it, its dependants are released: a refusal of the value itself, or of its
+    size, passes); then, and from then on, as a plain success (the row deleted and nothing else: a batch
+    does not count it and its dependants wait for the worker's sweep).  The result lost is better than
+    the job dead or run twice.  ``settlement`` None is a plain success already."""
+    if settlement is None or refusals > SUCCESS_RECORD_TRIES:
+        return None, settlement is None
+    if refusals < SUCCESS_RECORD_TRIES:
+        return settlement, True
+    return settlement._replace(result=None, unstorable=None), False
+
+
+def record_again_in(refusals: int) -> float:
+    """Seconds before a success refused ``refusals`` times is offered again (before jitter): 0.5 s,
+    1 s, 2 s, ... up to :data:`RECORD_AGAIN_CAP`."""
+    return float(min(RECORD_AGAIN_CAP, RECORD_AGAIN_FIRST * 2 ** min(max(refusals, 1) - 1, 16)))
+
+
 def held_back_for(grace: float) -> float:
     """Seconds a held-back job waits before a worker tries it again: a twentieth of the grace, between
     1 s and a minute (a worker that knows the job takes it meanwhile; one that does not finds it again

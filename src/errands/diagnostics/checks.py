@@ -149,8 +149,9 @@ def _record(report: Report, name: str, step: Callable[[], Check | list[Check]]) 
     try:
         result = step()
     except StoreUnavailable as exc:
-        report.add(Check(name, Status.FAIL, f"lost the database during this check: {_one_line(exc)}",
-                         fix="the database stopped answering; check the server and the network, then run "
+        report.add(Check(name, Status.FAIL, f"the database became unavailable during this check: {_one_line(exc)}",
+                         fix="the database stopped answering, or takes no statements now (a Galera node out of "
+                             "its cluster, a server in recovery); check the server and the network, then run "
                              f"`{command('doctor')}` again"))
         raise _Stop from exc
     except StoreError as exc:

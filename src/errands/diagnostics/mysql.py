@@ -40,6 +40,14 @@ UNREACHABLE = (
           "fix the user or password in the URL (percent-encode @ : / and % in it), or create the account as "
           "root: CREATE USER '{found}'@'%' IDENTIFIED BY '...'; GRANT ALL ON `{database}`.* TO '{found}'@'%';",
           configuration=True),
+    Cause(r"WSREP has not yet prepared node|Primary Component",
+          "the server at {host}:{port} is a Galera node that refuses statements: it is not in the cluster's "
+          "Primary Component (cut off from the other nodes, still joining, or told to reject queries)",
+          "wait for it to rejoin, or point errands at a node of the Primary Component (or a proxy that "
+          "routes to one); `SHOW STATUS LIKE 'wsrep_%'` on the node tells its state (docs/galera.md)"),
+    Cause(r"read-only|read_only", "the server at {host}:{port} takes no writes (read_only): a replica, or a "
+          "writer demoted by a failover that the address still points at",
+          "point errands at the server that takes writes (or the proxy in front of it)"),
     Cause(r"Unknown MySQL server host|Name or service not known|getaddrinfo failed",
           "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),

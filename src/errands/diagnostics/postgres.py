@@ -49,6 +49,12 @@ UNREACHABLE = (
           "{user} {found}/32 scram-sha-256) and reload PostgreSQL (SELECT pg_reload_conf())"),
     Cause(r"failed to resolve host|could not translate host name", "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
+    Cause(r"read-only transaction|in recovery|starting up|shutting down",
+          "the server at {host}:{port} takes no writes now: a standby (after a failover the URL may still name "
+          "the old primary), or a server starting, recovering or shutting down",
+          "wait for it, or list every server in the URL with target_session_attrs=read-write "
+          "(postgresql://primary,standby/db?target_session_attrs=read-write) so that errands finds the one "
+          "that takes writes"),
     Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",
           "start PostgreSQL there, or fix the port in the URL (PostgreSQL listens on 5432 unless configured "
           "otherwise; `pg_isready -h {host} -p {port}` tells when it answers)"),

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from ..core.config import mask_url
 from ..core.errors import SchemaError, StoreError, StoreUnavailable
 from ..core.payload import safe_text
-from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+from .dialects.base import RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
 
@@ -322,11 +322,16 @@ class Database:
         return "\n".join(out) + "\n"
 
     def _read_version(self, cur: Cursor) -> int | None:
-        """Schema version on ``cur``'s connection; None when errands' tables do not exist."""
+        """Schema version on ``cur``'s connection; None when errands' tables do not exist.
+
+        Only the database's own "no such table" means that: any other refusal of this read (a Galera
+        node cut off from its cluster, a server in recovery, a denied right) is raised, and the caller's
+        error mapping makes it StoreUnavailable or StoreError with the database's words, never the
+        advice to run ``errands migrate`` on a schema that is there."""
         try:
             cur.execute(self.dialect.q("SELECT MAX(version) FROM {schema}"))
         except Exception as exc:
-            if self.dialect.classify(exc) == FAIL:
+            if self.dialect.missing_table(exc):
                 return None
             raise
         highest = scalar(cur)
@@ -341,7 +346,7 @@ class Database:
         try:
             cur.execute(self.dialect.q("SELECT version FROM {schema}"))
         except Exception as exc:
-            if self.dialect.classify(exc) == FAIL:
+            if self.dialect.missing_table(exc):
                 return set()
             raise
         return {int(r["version"]) for r in fetch_rows(cur)}

@@ -227,6 +227,9 @@ class Worker:
         timeout = max(0.0, next_claim - time.monotonic()) if next_claim else self.settings.sleep
         if state.outstanding or settling.to_complete or settling.unsettled:
             timeout = min(timeout, SETTLE_EVERY)
+        refused = settling.refused_due_in()
+        if refused is not None:  # a success the database refused to record is offered again then
+            timeout = min(timeout, refused)
         state.wake.wait(timeout)
         state.wake.clear()
 
@@ -286,7 +289,7 @@ class Worker:
         settling.collect()
         for attempt in range(3):
             try:
-                settling.write()
+                settling.write(final=True)
                 settling.announce_freed()
                 settling.flush_stats(force=True)
                 leftover = self.held_ids

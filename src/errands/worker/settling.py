@@ -9,7 +9,10 @@ a result or count in a batch in one transaction, each other ending in its own; t
 (:func:`errands.core.endings.announce`).  A run's log records (``RunOutcome.logs``) are written
 with its ending, in its transaction; a plain success's are dropped (its job keeps no record to
 show them with).  A lost database pauses the worker and the same outcomes
-are written when it is back; a write the database refuses costs only the runs concerned.
+are written when it is back; a write the database refuses costs only the runs concerned.  A success is
+never buried for it: its record is offered again with growing pauses, meanwhile its lease kept and
+the other runs settled, and, if the whole record keeps being refused, recorded with less of it
+(:func:`errands.core.endings.after_refusals`).
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import collections
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.endings import (
+    SUCCESS_RECORD_TRIES,
     Buried,
     Completed,
     HeldBack,
@@ -30,14 +35,17 @@ from ..core.endings import (
     RunOutcome,
     Settlement,
     Snoozed,
+    after_refusals,
     announce,
     decide,
+    record_again_in,
 )
 from ..core.errors import StoreUnavailable
 from ..core.payload import safe_text
 from ..core.rows import FLAG_DEADLINE, FLAG_DEPENDENTS, ClaimedJob
 from ..core.runlogs import RunLog
 from .execution import describe_arguments
+from .state import jitter
 
 if TYPE_CHECKING:
     from .host import RunHost
@@ -51,6 +59,25 @@ SETTLE_EVERY = 0.02
 """Longest delay before finished runs are recorded while jobs keep coming."""
 STATS_EVERY = 5.0
 """Seconds between additions to the per-minute stats table (one small upsert per queue)."""
+
+
+@dataclass
+class RefusedSuccess:
+    """A success whose recording the database refused, waiting to be offered again.  Its job id stays
+    among the held ones, so the heartbeat keeps extending its lease: no other worker runs it again."""
+
+    run: ClaimedJob | int
+    """The claimed row (an int: the id of a plain success, which settling keeps no row of)."""
+    settlement: Completed | None
+    """Its whole record (None: a plain success, one DELETE)."""
+    logs: RunLog | None
+    refusals: int
+    due: float
+    """Monotonic time of the next offer."""
+
+    @property
+    def job_id(self) -> int:
+        return self.run if isinstance(self.run, int) else self.run.id
 
 
 class Settling:
@@ -84,6 +111,8 @@ class Settling:
         self._slots_freed = slots_freed
         self._held_names: set[str] = set()
         """Names of held-back jobs this worker has warned about (once each)."""
+        self.refused: dict[int, RefusedSuccess] = {}
+        """Successes whose recording the database refused, by job id, offered again when due."""
 
     # ------------------------------------------------------------------ runner threads
     def record(self, row: ClaimedJob, outcome: RunOutcome) -> None:
@@ -117,7 +146,13 @@ class Settling:
     # ------------------------------------------------------------------ main thread
     def unrecorded(self) -> bool:
         """Finished runs whose outcome is not written yet (recording may enqueue more jobs)."""
-        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled)
+        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled or self.refused)
+
+    def refused_due_in(self) -> float | None:
+        """Seconds before the next refused success is due to be offered again (None: none waits)."""
+        if not self.refused:
+            return None
+        return max(0.0, min(r.due for r in self.refused.values()) - time.monotonic())
 
     def collect(self) -> None:
         """Move the runners' outcomes to the main thread's lists, counting them for the stats."""
@@ -155,7 +190,7 @@ class Settling:
         """Record finished runs: plain successes in one DELETE, the rest as they need."""
         self.collect()
         self.flush_stats()
-        if not self.to_complete and not self.unsettled:
+        if not self.to_complete and not self.unsettled and not self._refused_due():
             return
         try:
             self.write()
@@ -172,12 +207,23 @@ class Settling:
             if self._slots_freed is not None:
                 self._slots_freed(freed)
 
-    def write(self) -> None:
+    def write(self, final: bool = False) -> None:
         """Write what finished runs came to.
 
         A lost database raises StoreUnavailable: the caller pauses and comes back to the same runs.
         Any other refusal costs only the runs concerned: a batch the database refuses is written
-        one run at a time, and a run whose own write is refused goes to the dead letter saying so."""
+        one run at a time; a failed run whose own write is refused goes to the dead letter saying so,
+        and a success whose write is refused waits in :attr:`refused` to be offered again (never the
+        dead letter).  ``final``: the worker is leaving, so each refused success is offered at once,
+        with less of its record at each refusal, down to a plain success."""
+        if not final:
+            self._write_refused(False)
+        self._write_runs()
+        if final:
+            self._write_refused(True)
+
+    def _write_runs(self) -> None:
+        """Write the runs collected since the last write (see :meth:`write`)."""
         if self.to_complete:
             self._write_completed()
         if not self.unsettled:
@@ -225,10 +271,11 @@ class Settling:
                       len(self.to_complete), safe_text(exc, 300))
             while self.to_complete:
                 job_id = self.to_complete[0]
-                self._write_one(job_id, "success", None)
+                recorded = self._write_success(job_id, None, None)
                 self.to_complete.pop(0)
-                state.forget([job_id])
-                state.jobs_done += 1
+                if recorded:
+                    state.forget([job_id])
+                    state.jobs_done += 1
         else:
             if ours < len(self.to_complete):
                 # The lease lapsed (a partition, a stall) and another worker took these jobs over:
@@ -251,10 +298,12 @@ class Settling:
             log.error("could not record %d finished run(s) at once (%s); recording them one by one",
                       len(done), safe_text(exc, 300))
             for outcome, settlement in done:
-                self._write_one(outcome.row, "success", settlement, outcome.logs)
+                assert isinstance(settlement, Completed)
+                recorded = self._write_success(outcome.row, settlement, outcome.logs)
                 self.unsettled.remove(outcome)  # one at a time: a lost database stops here, the rest wait
-                state.forget([outcome.row.id])
-                state.jobs_done += 1
+                if recorded:
+                    state.forget([outcome.row.id])
+                    state.jobs_done += 1
             return
         for outcome, settlement in done:
             if isinstance(settlement, Completed) and settlement.unstorable is not None:
@@ -265,36 +314,106 @@ class Settling:
         finished = {o.row.id for o, _ in done}
         self.unsettled = [o for o in self.unsettled if o.row.id not in finished]
 
-    def _write_one(self, run: ClaimedJob | int, what: str, settlement: Settlement | None,
-                   logs: RunLog | None = None) -> None:
-        """Apply the ending of one run (``None``: a plain success), with its log records; if the
-        database refuses it for a reason of that row, move the job to the dead letter with the reason
-        (errands.SettleError), without them.
-        If even that is refused, its lease lapses: recovery counts the attempt taken at claim, so it
-        cannot loop."""
-        job_id = run if isinstance(run, int) else run.id
+    # ------------------------------------------------------------------ refused successes
+    def _write_success(self, run: ClaimedJob | int, settlement: Completed | None, logs: RunLog | None) -> bool:
+        """Record one success (``settlement`` None: a plain one); whether it was.  A refusal keeps it in
+        :attr:`refused`, to be offered again after a pause, its job still held (its lease kept)."""
         try:
-            if settlement is None:
-                self.store.endings.complete(self.owner, [job_id])
-            else:
-                for written in self.store.endings.apply(self.owner, [settlement], (logs,) if logs else ()):
-                    if not isinstance(run, int):
-                        self._settled(run, written)
+            self._record_success(run, settlement, logs)
+            return True
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            job_id = run if isinstance(run, int) else run.id
+            log.error("job %s succeeded, but the database refused to record it (%s); its record is offered again "
+                      "in %.1fs, its lease kept meanwhile: a success is never moved to the dead letter", job_id,
+                      safe_text(exc, 500), record_again_in(1), exc_info=exc)
+            self.refused[job_id] = RefusedSuccess(run, settlement, logs, 1, time.monotonic() + self._pause(1))
+            return False
+
+    def _record_success(self, run: ClaimedJob | int, settlement: Completed | None, logs: RunLog | None) -> None:
+        """Write one success: its whole record, or (``settlement`` None) the plain DELETE."""
+        job_id = run if isinstance(run, int) else run.id
+        if settlement is None:
+            self.store.endings.complete(self.owner, [job_id])
+            return
+        for written in self.store.endings.apply(self.owner, [settlement], (logs,) if logs else ()):
+            if not isinstance(run, int):
+                self._settled(run, written)
+
+    def _refused_due(self) -> bool:
+        return bool(self.refused) and min(r.due for r in self.refused.values()) <= time.monotonic()
+
+    @staticmethod
+    def _pause(refusals: int) -> float:
+        return record_again_in(refusals) * jitter.uniform(0.8, 1.2)
+
+    def _write_refused(self, final: bool) -> None:
+        """Offer again each refused success that is due (``final``: every one, down to a plain success)."""
+        now = time.monotonic()
+        for entry in [r for r in self.refused.values() if final or r.due <= now]:
+            recorded = self._offer(entry)
+            while final and not recorded and entry.settlement is not None:
+                entry.refusals = max(entry.refusals, SUCCESS_RECORD_TRIES)  # no time left: less of it at once
+                recorded = self._offer(entry)
+            if final and not recorded:
+                log.error("job %s: the worker is leaving and the database refused even a plain record of its "
+                          "success; it goes back to the queue and will run again", entry.job_id)
+
+    def _offer(self, entry: RefusedSuccess) -> bool:
+        """Offer a refused success's record again, with less of it after enough refusals
+        (:func:`~errands.core.endings.after_refusals`); whether it is recorded now."""
+        settlement, whole = after_refusals(entry.settlement, entry.refusals)
+        try:
+            self._record_success(entry.run if settlement is not None else entry.job_id, settlement,
+                                 entry.logs if whole else None)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            entry.refusals += 1
+            entry.due = time.monotonic() + self._pause(entry.refusals)
+            if settlement is None and entry.settlement is not None:
+                entry.settlement = None  # plain from now on: there is nothing less to offer
+            log.warning("job %s: the database refused again to record its success (%d refusals; %s); offered "
+                        "again in %.1fs%s", entry.job_id, entry.refusals, safe_text(exc, 300),
+                        record_again_in(entry.refusals), "" if settlement is None else
+                        ", with less of its record if refused again" if entry.refusals >= SUCCESS_RECORD_TRIES else "")
+            return False
+        del self.refused[entry.job_id]
+        self.state.forget([entry.job_id])
+        self.state.jobs_done += 1
+        if not whole:
+            dropped = ("its result, its batch's count and its dependants' release (its dependants are released "
+                       "by the worker's sweep)" if settlement is None else "its result and run logs")
+            log.warning("job %s: recorded as a success without %s, after the database refused to record it "
+                        "%d times", entry.job_id, dropped, entry.refusals)
+        return True
+
+    # ------------------------------------------------------------------ one run
+    def _write_one(self, run: ClaimedJob, what: str, settlement: Settlement, logs: RunLog | None = None) -> None:
+        """Apply the ending of one run that did not succeed (failed, cancelled, snoozed...), with its log
+        records; if the database refuses it for a reason of that row, move the job to the dead letter with
+        the reason (errands.SettleError), without them.  (A success never comes here: it is never buried
+        for a refused write, see :meth:`_write_success`.)  If even that is refused, its lease lapses:
+        recovery counts the attempt taken at claim, so it cannot loop."""
+        try:
+            for written in self.store.endings.apply(self.owner, [settlement], (logs,) if logs else ()):
+                self._settled(run, written)
             return
         except StoreUnavailable:
             raise
         except Exception as exc:
             message = f"the worker could not record this run's {what}: {safe_text(exc, 500)}"
-            log.error("job %s: %s", job_id, message, exc_info=exc)
-        buried = Buried(job_id, 0 if isinstance(run, int) else run.attempts, "errands.SettleError", message)
+            log.error("job %s: %s", run.id, message, exc_info=exc)
+        buried = Buried(run.id, run.attempts, "errands.SettleError", message)
         try:
-            if self.store.endings.apply(self.owner, [buried]) and not isinstance(run, int):
+            if self.store.endings.apply(self.owner, [buried]):
                 self._settled(run, buried)
         except StoreUnavailable:
             raise
         except Exception as exc:
             log.error("job %s: could not move it to the dead letter either (%s); its lease will lapse",
-                      job_id, safe_text(exc, 300))
+                      run.id, safe_text(exc, 300))
 
     def _settled(self, row: ClaimedJob, settlement: Settlement) -> None:
         """Log an ending that committed and tell the hooks (:func:`errands.core.endings.announce`)."""

@@ -371,6 +371,13 @@ class Dialect(ABC):
     def classify(self, exc: BaseException) -> str | None:
         """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
 
+    @abstractmethod
+    def missing_table(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says that a table does not exist, and nothing else: only then does the schema
+        check read "errands' tables do not exist, run errands migrate".  Any other refusal of that read
+        (a Galera node that takes no statements, a server in recovery, a denied right) goes through
+        :meth:`classify` and is reported as what it is."""
+
     def socket_of(self, conn: Connection) -> int | None:
         """The connection's socket descriptor (-1 once closed); None for a file database."""
         return None

@@ -66,7 +66,26 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 NOW = "UTC_TIMESTAMP(6)"
 _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
 _GONE_CODES = {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+_NOT_READY = {
+    # ER_UNKNOWN_COM_ERROR, as Galera uses it: "WSREP has not yet prepared node for application use" (a
+    # node cut off from the Primary Component, joining, or told to with wsrep_reject_queries).  The plain
+    # "Unknown command" of a server that is no Galera node stays a refusal.
+    1047: ("wsrep",),
+    # ER_ERROR_DURING_COMMIT: "Got error %d during COMMIT" is any engine's refusal to commit, but from the
+    # wsrep layer it says that the node lost the cluster: "Not connected to Primary Component", "Provider
+    # in bad state", or the errno wsrep maps that to (6, ENXIO: "No such device or address").
+    1180: ("primary component", "provider in bad state", "no such device or address"),
+    # ER_OPTION_PREVENTS_STATEMENT with --read-only (and MySQL's --super-read-only): a writer demoted to a
+    # replica after a failover, still behind the address (a proxy, a DNS name) until it moves on.
+    1290: ("read-only", "read_only"),
+    # ER_READ_ONLY_MODE: InnoDB started read only.
+    1836: ("read-only", "read only"),
+}
+"""Refusals that mean "this server does not take statements now", by code, each with the words of its
+message that say so where the code alone is shared with real refusals (error codes and their texts are
+MySQL's and MariaDB's; Galera's from its wsrep API)."""
 _SYNTAX_ERROR = 1064
+_NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
 COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.FLOAT: "DOUBLE",
                 Kind.TIME: "DATETIME(6)", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
                 Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
@@ -83,6 +102,15 @@ def _rest_getter(shape: InsertShape) -> Callable[[NewJob], tuple[Any, ...]]:
     return itemgetter(*(fields.index(c.name) for c in shape.fields if c.name != "payload"),
                       fields.index("run_at"), fields.index("delay"))
 CLAIM_MODES = ("auto", "skip_locked", "update")
+
+
+def _not_ready(code: int | None, exc: BaseException) -> bool:
+    """Whether a refusal says that the server takes no statements now (:data:`_NOT_READY`)."""
+    words = _NOT_READY.get(code) if code is not None else None
+    if not words:
+        return False
+    message = str(exc.args[1] if len(exc.args) > 1 else exc).lower()
+    return any(w in message for w in words)
 
 
 class _NewRowsListener(PollingListener):
@@ -278,12 +306,15 @@ class MySQLDialect(Dialect):
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             if code in _RETRY_CODES:
                 return RETRY
-            if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None):
+            if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None) or _not_ready(code, exc):
                 return UNAVAILABLE
             return FAIL
         if isinstance(exc, (ConnectionError, TimeoutError)):
             return UNAVAILABLE
         return None
+
+    def missing_table(self, exc: BaseException) -> bool:
+        return isinstance(exc, MySQLError) and bool(exc.args) and exc.args[0] == _NO_SUCH_TABLE
 
     @contextmanager
     def migration_lock(self, conn: Connection) -> Iterator[None]:

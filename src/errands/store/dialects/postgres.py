@@ -134,6 +134,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgreSQL support (psycopg 3)", "postgres", exc) from exc
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+_NOT_NOW = ("08", "57P", "25006")
+"""SQLSTATEs of a server that takes no statements now: connection exceptions (08), operator intervention
+(57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now: a server starting up or in
+recovery), and 25006 read_only_sql_transaction: a standby answering a write, which is what the old
+address reaches after a failover until the client moves on to the promoted server."""
 
 
 def _pg(conn: Connection) -> psycopg.Connection[Any]:
@@ -394,10 +399,14 @@ class PostgresDialect(Dialect):
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             return UNAVAILABLE
         if isinstance(exc, psycopg.Error):
-            if getattr(exc, "sqlstate", None) and str(exc.sqlstate).startswith(("08", "57P")):
+            if getattr(exc, "sqlstate", None) and str(exc.sqlstate).startswith(_NOT_NOW):
                 return UNAVAILABLE
             return FAIL
         return None
+
+    def missing_table(self, exc: BaseException) -> bool:
+        # 42P01 undefined_table; 3F000 invalid_schema_name (a schema-qualified prefix whose schema is not there).
+        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in ("42P01", "3F000")
 
     def highest_id(self, cur: Cursor) -> int | None:
         # The sequence's last value (NULL before its first use): no table scan, and finished jobs count.

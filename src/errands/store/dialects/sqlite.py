@@ -239,6 +239,8 @@ class SQLiteDialect(Dialect):
             return FAIL
         return None
 
+    def missing_table(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc).lower()
 
     def to_datetime(self, value: Any) -> datetime:
         return epoch_to_datetime(value)
