@@ -21,13 +21,21 @@ def database_url(explicit: str | None = None) -> str:
             or DEFAULT_DATABASE_URL)
 
 
+NESTED_URLS = ("listen_url", "read_url")
+"""Query options whose value is a database URL of its own (percent-encoded), password and all."""
+
+
 def mask_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (for banners and logs), also the password of a
-    URL nested in its query (PostgreSQL's ``?listen_url=``)."""
-    parts = urlsplit(url)
-    if "listen_url=" in parts.query:
+    URL nested in its query (``?listen_url=``, ``?read_url=``).  A text ``urlsplit`` cannot read (an
+    unclosed ``[``) has whatever sits between ``://`` and the last ``@`` masked but the user name."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)
+    if "listen_url=" in parts.query or "read_url=" in parts.query:
         pairs = parse_qsl(parts.query, keep_blank_values=True)
-        pairs = [(k, mask_url(v) if k == "listen_url" else v) for k, v in pairs]
+        pairs = [(k, mask_url(v) if k in NESTED_URLS else v) for k, v in pairs]
         parts = parts._replace(query=urlencode(pairs, quote_via=quote, safe="*"))
         url = urlunsplit(parts)
     if parts.password is None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 # PyMySQL) the ``pymysql.err`` attribute can be a second copy whose classes the driver never raises.
 from pymysql.err import MySQLError
 
+from ..store.dialects import mysql_lock
 from .model import Check, Status
 from .schema import IndexSpec, LiveColumn, LiveSchema
 from .unreachable import Cause
@@ -33,7 +34,7 @@ ANALYZE = "ANALYZE TABLE {jobs}"
 """Refreshes the planner's statistics of the jobs table (a store template)."""
 
 UNREACHABLE = (
-    Cause(r"Unknown database '([^']+)'", "the server at {host}:{port} has no database {found!r}",
+    Cause(r"Unknown database '([^']+)'", "the server at {address} has no database {found!r}",
           "create it (CREATE DATABASE `{found}` CHARACTER SET utf8mb4;), then run `{migrate}`; or fix the "
           "database name in the URL", configuration=True),
     Cause(r"Access denied for user '([^']+)'@'([^']+)'", "the server refused user {found!r} from this host",
@@ -51,11 +52,11 @@ UNREACHABLE = (
     Cause(r"Unknown MySQL server host|Name or service not known|getaddrinfo failed",
           "the host name {host!r} does not resolve",
           "fix the host in the URL (an IP address, or a name this host's DNS knows)"),
-    Cause(r"Connection refused", "nothing accepts connections at {host}:{port}",
+    Cause(r"Connection refused", "nothing accepts connections at {address}",
           "start MySQL/MariaDB there, or fix the port in the URL (they listen on 3306 unless configured "
-          "otherwise; `mysqladmin -h {host} -P {port} ping` tells when it answers)"),
-    Cause(r"timed out", "no answer from {host}:{port} before the connect timeout",
-          "check that the host is up and that no firewall drops connections to port {port}"),
+          "otherwise; `mysqladmin -h HOST -P PORT ping` tells when one of {address} answers)"),
+    Cause(r"timed out", "no answer from {address} before the connect timeout",
+          "check that the host is up and that no firewall drops connections to its port ({address})"),
 )
 """Connection failures, most specific first (see diagnostics/unreachable.py)."""
 DEFAULT_PORT = 3306
@@ -91,11 +92,15 @@ def live_schema(ctx: DoctorContext) -> LiveSchema:
         live = LiveSchema()
         cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
                     "AND TABLE_TYPE = 'BASE TABLE' AND LEFT(TABLE_NAME, %s) = %s", (len(prefix), prefix))
-        live.tables = {r[0].lower(): {} for r in cur.fetchall()}
+        # The migration lock's table (a Galera cluster's, created on demand like the schema table) is errands' own.
+        lock_table = (prefix + mysql_lock.TABLE).lower()
+        live.tables = {r[0].lower(): {} for r in cur.fetchall() if r[0].lower() != lock_table}
         cur.execute("SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT "
                     "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
                     "AND LEFT(TABLE_NAME, %s) = %s ORDER BY TABLE_NAME, ORDINAL_POSITION", (len(prefix), prefix))
         for table, column, kind, nullable, default in cur.fetchall():
+            if table.lower() == lock_table:
+                continue
             live.tables.setdefault(table.lower(), {})[column.lower()] = LiveColumn(kind, nullable == "YES", default)
         # COLLATION: 'A' ascending, 'D' descending (NULL: not sorted).
         cur.execute("SELECT INDEX_NAME, TABLE_NAME, NON_UNIQUE, COLUMN_NAME, COLLATION "

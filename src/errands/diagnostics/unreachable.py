@@ -41,10 +41,24 @@ class Explained:
 
 
 def url_parts(url: str, default_port: int) -> dict[str, str]:
-    """host, port, user and database of a server URL, for messages (never the password)."""
+    """host, port, user and database of a server URL, for messages (never the password).  With a host
+    list (``h1:3411,h2:3412``) ``host`` and ``port`` are comma-separated lists, as libpq's tools take
+    them (``pg_isready -h h1,h2 -p 3411,3412``); ``address`` names every node as ``host:port``."""
     parts = urlsplit(url)
-    return {"host": parts.hostname or "localhost", "port": str(parts.port or default_port),
+    nodes = [_node(entry, default_port) for entry in parts.netloc.rpartition("@")[2].split(",")]
+    return {"host": ",".join(h for h, _ in nodes), "port": ",".join(p for _, p in nodes),
+            "address": ", ".join(f"{h}:{p}" for h, p in nodes),
             "user": unquote(parts.username or ""), "database": unquote(parts.path.lstrip("/").split("?")[0])}
+
+
+def _node(entry: str, default_port: int) -> tuple[str, str]:
+    """One ``host[:port]`` of a netloc's host list, leniently (a message must not fail on a bad port)."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest[1:]
+    else:
+        host, _, port = entry.partition(":")
+    return unquote(host) or "localhost", port or str(default_port)
 
 
 def explain(causes: tuple[Cause, ...], message: str, url: str, default_port: int) -> Explained | None:

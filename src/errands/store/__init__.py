@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
+from ..core.config import mask_url
 from ..core.endings import RecoveryReport
 from ..core.errors import ConfigurationError
 from ..core.rows import ClaimedJob, FailedJobRow, JobRow, JobState, NewJob, QueueCounts, WorkerRow
@@ -19,9 +19,9 @@ def open_store(url: str, *, prefix: str = "errands_", **options: Any) -> Store:
     """Pick the dialect from the URL scheme; drivers are imported only when used.
 
     ``options`` go to the dialect (MySQL: ``claim=``)."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = url.partition(":")[0].lower() if ":" in url else ""  # (urlsplit could refuse the rest)
     backend = by_scheme(scheme)
     if backend is None:
-        raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {url!r}; use sqlite:///file.db, "
-                                 "postgresql://host/db or mysql://user@host/db")
+        raise ConfigurationError(f"unsupported database URL scheme {scheme!r} in {mask_url(url)!r}; use "
+                                 "sqlite:///file.db, postgresql://host/db or mysql://user@host/db")
     return Store(dialect_class(backend)(url, prefix=prefix, **options))

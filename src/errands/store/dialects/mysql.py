@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from ...core.columns import Kind, claimed_index
 from ...core.config import mask_url
@@ -34,7 +34,8 @@ from ...core.errors import ConfigurationError, StoreUnavailable
 from ...core.extras import MissingExtra
 from ...core.rows import FAR_PAST, NewJob
 from ..driver import Connection, Cursor, fetch_row, fetch_rows, scalar
-from . import mysql_migrations
+from ..pool import POOL_OPTIONS
+from . import mysql_lock, mysql_migrations
 from .base import (
     BACKLOG_AGE_SAMPLE,
     CLAIM_COLUMNS,
@@ -50,6 +51,7 @@ from .base import (
     int_or_none,
 )
 from .inserts import FULL, INSERT_CHUNK, InsertShape, JobInserts, due_now, shape_of
+from .urls import HostPort, host_list, number_option, query_options, refused, split_url
 
 try:
     import pymysql
@@ -86,6 +88,13 @@ message that say so where the code alone is shared with real refusals (error cod
 MySQL's and MariaDB's; Galera's from its wsrep API)."""
 _SYNTAX_ERROR = 1064
 _NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
+_UNKNOWN_VARIABLE = 1193
+_NODE_NOT_READY = 1047  # ER_UNKNOWN_COM_ERROR, what a Galera node that is not ready answers
+DEFAULT_PORT = 3306
+MYSQL_OPTIONS = ("claim", "unix_socket", "connect_timeout", "wsrep_sync_wait", "read_url", *POOL_OPTIONS)
+"""The query options of a MySQL URL (each read by errands; none goes to PyMySQL as it is)."""
+WSREP_STATUS_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_provider_name')"
+"""Whether a wsrep (Galera) provider is loaded and the node ready; allowed on a node that is not."""
 COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.FLOAT: "DOUBLE",
                 Kind.TIME: "DATETIME(6)", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
                 Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
@@ -111,6 +120,11 @@ def _not_ready(code: int | None, exc: BaseException) -> bool:
         return False
     message = str(exc.args[1] if len(exc.args) > 1 else exc).lower()
     return any(w in message for w in words)
+def _said(exc: BaseException) -> str:
+    """A driver error as "code message", without the quoting of its args tuple (the doctor's patterns
+    look for the server's own words in it)."""
+    args = exc.args
+    return f"({args[0]}) {args[1]}" if len(args) == 2 else str(exc)
 
 
 class _NewRowsListener(PollingListener):
@@ -243,9 +257,8 @@ class MySQLDialect(Dialect):
                       "ON DUPLICATE KEY UPDATE used_at = VALUES(used_at)")
 
     def __init__(self, url: str, *, prefix: str = "errands_", claim: str | None = None) -> None:
+        options = query_options(url, "MySQL", MYSQL_OPTIONS)
         super().__init__(url, prefix=prefix)
-        parts = urlsplit(url)
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         from_url = options.pop("claim", None)
         mode = claim or from_url or "auto"
         if mode not in CLAIM_MODES:
@@ -259,29 +272,102 @@ class MySQLDialect(Dialect):
         if mode == "update":
             self._use_conditional_update()
         self.returning: bool | None = None
+        self._params = self._connect_params(url, options)
+        #: Every node of the URL's host list, in the order :meth:`connect` tries them.
+        self.hosts = host_list(url, "MySQL", DEFAULT_PORT) or [HostPort("127.0.0.1", DEFAULT_PORT)]
+        self._params["host"], self._params["port"] = self.hosts[0]
+        #: ``SET SESSION wsrep_sync_wait`` at connect (``?wsrep_sync_wait=``, Galera), None: left as is.
+        self.wsrep_sync_wait: int | None = None
+        if options.get("wsrep_sync_wait", "") != "":
+            self.wsrep_sync_wait = int(number_option(url, "MySQL", "wsrep_sync_wait", options["wsrep_sync_wait"],
+                                                     lowest=0, highest=15, whole=True))
+
+    @staticmethod
+    def _connect_params(url: str, options: dict[str, str]) -> dict[str, Any]:
+        """PyMySQL's arguments but the host and port (one per node: :meth:`connect`)."""
+        parts = split_url(url, "MySQL")
         database = parts.path.lstrip("/")
         if not database:
-            raise ConfigurationError(f"MySQL URL {mask_url(url)!r} names no database; add /dbname")
-        self._params: dict[str, Any] = {
-            "host": parts.hostname or "127.0.0.1",
-            "port": parts.port or 3306,
-            "user": unquote(parts.username or "root"),
-            "password": unquote(parts.password or ""),
+            raise refused(url, "MySQL", "names no database; add /dbname")
+        userinfo, _, _ = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        params: dict[str, Any] = {
+            "user": unquote(user or "root"),
+            "password": unquote(password),
             "database": unquote(database),
             "charset": "utf8mb4",
             "autocommit": True,
             "connect_timeout": 10,
         }
-        if "unix_socket" in options:
-            self._params["unix_socket"] = options["unix_socket"]
+        if options.get("connect_timeout", "") != "":
+            params["connect_timeout"] = number_option(url, "MySQL", "connect_timeout", options["connect_timeout"],
+                                                      lowest=0.001, highest=31536000, wanted="seconds, more than 0")
+        if options.get("unix_socket"):
+            params["unix_socket"] = options["unix_socket"]
+        return params
 
     # ------------------------------------------------------------------ connection
     def connect(self) -> Connection:
-        conn: Connection = pymysql.connect(**self._params)
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            cur.execute("SET SESSION time_zone = '+00:00'")
+        """A connection to the first node of the host list that answers and is ready, tried in order
+        from the first every time (so a reconnect after a lost connection leaves a dead node).
+
+        A node is passed over when it refuses the connection, does not answer within
+        ``?connect_timeout=`` (the handshake and session setup included), or answers as a Galera node
+        not ready for statements: setup refused with error 1047 or 1180, or ``wsrep_ready`` OFF where
+        a wsrep provider is loaded.  With one host its error is raised as the driver gave it; with
+        several, one error lists each node's."""
+        failures: list[tuple[HostPort, MySQLError]] = []
+        for node in self.hosts:
+            try:
+                return self._connect_to(node)
+            except MySQLError as exc:
+                if len(self.hosts) == 1:
+                    raise
+                failures.append((node, exc))
+        said = "; ".join(f"{node}: {_said(exc)}" for node, exc in failures)
+        code = failures[-1][1].args[0] if failures[-1][1].args else None
+        raise OperationalError(code, f"no node of {', '.join(map(str, self.hosts))} answered ready: {said}")
+
+    def _connect_to(self, node: HostPort) -> Connection:
+        timeout = self._params["connect_timeout"]
+        # PyMySQL bounds only the TCP connect by connect_timeout: a node that accepts and then never
+        # answers (stopped, or swamped) would hold the handshake for ever.  The read timeout bounds the
+        # handshake and the session setup, and is lifted afterwards (statements may take long).
+        conn: Connection = pymysql.connect(**{**self._params, "host": node.host, "port": node.port,
+                                              "read_timeout": timeout})
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                self._set_session(cur, node)
+                self._check_ready(cur, node)
+        except BaseException:
+            conn.close()
+            raise
+        cast(Any, conn)._read_timeout = None  # PyMySQL applies it at the next read
         return conn
+
+    def _set_session(self, cur: Cursor, node: HostPort) -> None:
+        if self.wsrep_sync_wait is None:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            return
+        try:
+            cur.execute("SET SESSION time_zone = '+00:00', SESSION wsrep_sync_wait = %s", (self.wsrep_sync_wait,))
+        except MySQLError as exc:
+            if exc.args and exc.args[0] == _UNKNOWN_VARIABLE:
+                raise ConfigurationError(
+                    f"?wsrep_sync_wait= in {mask_url(self.url)} needs MariaDB Galera Cluster (or another wsrep "
+                    f"server): the server at {node} has no wsrep_sync_wait variable; remove the option") from exc
+            raise
+
+    def _check_ready(self, cur: Cursor, node: HostPort) -> None:
+        """Refuse a Galera node that is not ready for statements (cut off from the Primary Component,
+        or still joining).  Such a node still takes SET, SHOW and SELECTs without tables, so the setup
+        alone does not tell; one SHOW does, on MySQL and MariaDB alike (an empty answer: no wsrep)."""
+        cur.execute(WSREP_STATUS_SQL)
+        status = {str(r["variable_name"]).lower(): str(r["value"]) for r in fetch_rows(cur)}
+        if status.get("wsrep_provider_name") and status.get("wsrep_ready", "").upper() != "ON":
+            raise OperationalError(_NODE_NOT_READY, f"the Galera node at {node} is not ready (wsrep_ready "
+                                   f"{status.get('wsrep_ready')}): not part of the cluster's Primary Component")
 
     def begin(self, conn: Connection) -> None:
         cast(Any, conn).begin()  # PyMySQL's own: a transaction without a statement
@@ -315,10 +401,20 @@ class MySQLDialect(Dialect):
 
     def missing_table(self, exc: BaseException) -> bool:
         return isinstance(exc, MySQLError) and bool(exc.args) and exc.args[0] == _NO_SUCH_TABLE
+    #: How migrations are serialised: ``auto`` (a lock row on a Galera node, where ``@@wsrep_on`` is ON,
+    #: else GET_LOCK), ``row`` or ``named`` (GET_LOCK).  See :mod:`.mysql_lock`.
+    migration_lock_kind = "auto"
+    #: The lock row's lease, renewal, and how long a migrator waits for it.
+    migration_lease = mysql_lock.LeaseTimes()
 
     @contextmanager
     def migration_lock(self, conn: Connection) -> Iterator[None]:
-        # DDL commits implicitly in MySQL, so a named lock (not a transaction) serialises migrations.
+        """Serialise migrations: DDL commits implicitly in MySQL, so a lock (not a transaction) does.
+        On Galera a lock row, as GET_LOCK holds on one node only (:mod:`.mysql_lock`)."""
+        if self._lock_row_wanted(conn):
+            with self.migration_lock_row().held():
+                yield
+            return
         # Lock names are server-wide: the name carries the database, or every database on the server
         # (each test's, each tenant's) would wait for the others' migrations.  At most 64 characters.
         name = "LEFT(CONCAT(%s, '@', DATABASE()), 64)"
@@ -329,6 +425,18 @@ class MySQLDialect(Dialect):
         finally:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT RELEASE_LOCK({name})", (self.t_schema,))
+
+    def migration_lock_row(self) -> mysql_lock.LockRow:
+        """The lock row of one migration (``{prefix}migration_lock``), on a connection of its own."""
+        return mysql_lock.LockRow(self.connect, self.prefix + mysql_lock.TABLE, self.migration_lease, MySQLError)
+
+    def _lock_row_wanted(self, conn: Connection) -> bool:
+        if self.migration_lock_kind != "auto":
+            return self.migration_lock_kind == "row"
+        with conn.cursor() as cur:
+            cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")  # (MySQL has no such variable: no row)
+            row = fetch_row(cur)
+        return row is not None and str(row["value"]).upper() == "ON"
 
     # ------------------------------------------------------------------ time
     def added_column(self, table: str, ddl: str) -> str | Step:

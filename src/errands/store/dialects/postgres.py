@@ -42,6 +42,7 @@ from .base import (
     int_or_none,
 )
 from .inserts import FULL, InsertShape, JobInserts, shape_of
+from .urls import refused, split_url
 
 BULK_CHUNK = 5000
 COPY_FROM = 200
@@ -70,7 +71,7 @@ prepared on one server connection would be missing, or another client's, on the 
 LISTENs through it (a notification arrives on a server connection the listener no longer holds).
 ``session``: a pooler that keeps one server connection per client connection, which behaves like
 a direct connection.  Unset: a direct connection, as before."""
-URL_OPTIONS = ("pooler", "listen_url", *POOL_OPTIONS)
+URL_OPTIONS = ("pooler", "listen_url", "read_url", *POOL_OPTIONS)
 """errands' own query options, removed before the URL reaches libpq (which refuses unknown ones)."""
 
 
@@ -129,9 +130,30 @@ def _pg_microseconds(value: datetime) -> int:
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg.types.datetime import TimestamptzLoader
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("PostgreSQL support (psycopg 3)", "postgres", exc) from exc
+
+def checked_url(url: str, what: str = "PostgreSQL") -> str:
+    """``url`` as libpq takes it (:func:`driver_url`), once libpq has read it: every option that is not
+    errands' own (:data:`URL_OPTIONS`) must be one of libpq's connection parameters, and each port a
+    number.  libpq parses without connecting (``conninfo_to_dict``); what it refuses, and a port it
+    would only refuse when connecting, is a ConfigurationError here rather than "database unavailable".
+    An empty entry of a host list stays allowed: libpq reads it as its default (the Unix socket)."""
+    conninfo = driver_url(split_url(url, what).geturl())
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise refused(url, what, f"libpq cannot read it: {str(exc).strip()}; errands' own options are "
+                      f"{', '.join(sorted(URL_OPTIONS))}, and every other option goes to libpq, which takes its "
+                      "connection parameters (sslmode, connect_timeout, target_session_attrs, application_name, "
+                      "...: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise refused(url, what, f"port {port!r} is not a number from 1 to 65535")
+    return conninfo
+
 
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
 _NOT_NOW = ("08", "57P", "25006")
@@ -330,12 +352,15 @@ class PostgresDialect(Dialect):
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
 
     def __init__(self, url: str, *, prefix: str = "errands_") -> None:
+        conninfo = checked_url(url)
         super().__init__(url, prefix=prefix)
         #: ``transaction``, ``session`` or None (direct), and where that was said (``errands doctor``).
         self.pooler, self.pooler_from = pooler_setting(url)
         #: A direct URL for the worker's LISTEN (None: the store's URL, or polling under ``transaction``).
         self.listen_url, self.listen_url_from = listen_url_setting(url)
-        self._conninfo = driver_url(url)
+        self._conninfo = conninfo
+        if self.listen_url is not None:
+            checked_url(self.listen_url, f"listen URL (from {self.listen_url_from}), PostgreSQL")
         #: Whether statements may be prepared on the server (never through a transaction pooler).
         self.prepares = self.pooler != "transaction"
 

@@ -23,6 +23,7 @@ from ...core.columns import Kind
 from ...core.errors import ConfigurationError, StoreError
 from ...core.rows import epoch_to_datetime
 from ..driver import Connection, Cursor, scalar
+from ..pool import POOL_OPTIONS
 from . import sqlite_migrations
 from .base import (
     BACKLOG_AGE_SAMPLE,
@@ -38,6 +39,7 @@ from .base import (
     claim_order,
     int_or_none,
 )
+from .urls import number_option, query_options
 
 T = TypeVar("T")
 
@@ -47,6 +49,8 @@ BUSY_TIMEOUT_MS = 30000
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 CLOCK_FUNCTION = "errands_now"
 """The SQL function that reads a store's own ``clock`` (``SQLiteDialect(clock=...)``) in place of NOW."""
+SQLITE_OPTIONS = ("busy_timeout", "synchronous", *POOL_OPTIONS)
+"""The query options of a SQLite URL."""
 SYNCHRONOUS_ENV = "ERRANDS_SQLITE_SYNCHRONOUS"
 DEFAULT_SYNCHRONOUS = "normal"
 SYNCHRONOUS_MODES = ("normal", "full")
@@ -180,10 +184,13 @@ class SQLiteDialect(Dialect):
             raise ConfigurationError(
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
                 "(for UPDATE ... RETURNING). Use a newer Python build or PostgreSQL/MySQL.")
+        query_options(url, "SQLite", SQLITE_OPTIONS)
         super().__init__(url, prefix=prefix)
         self.path = sqlite_path(url)
-        options = parse_qs(urlsplit(url).query)
-        self.busy_timeout_ms = int(options.get("busy_timeout", [str(BUSY_TIMEOUT_MS)])[0])
+        given = parse_qs(urlsplit(url).query).get("busy_timeout")
+        self.busy_timeout_ms = BUSY_TIMEOUT_MS if not given else int(number_option(
+            url, "SQLite", "busy_timeout", given[0], lowest=0, highest=2**31 - 1, whole=True,
+            wanted="a whole number of milliseconds, 0 or more"))
         self.synchronous, self.synchronous_from = synchronous_setting(url)
 
     def connect(self) -> sqlite3.Connection:
