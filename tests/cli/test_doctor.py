@@ -31,7 +31,7 @@ from errands.worker.liveness import forget_worker_after
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
           "jobs_table", "workers"]
 PER_DIALECT = {"sqlite": ["sqlite_journal", "sqlite_busy_timeout"], "postgresql": ["postgres_autovacuum"],
-               "mysql": ["mysql_isolation", "mysql_time_zone", "mysql_engine"]}
+               "mysql": ["mysql_isolation", "mysql_time_zone", "mysql_engine", "galera"]}
 DROP_CLAIM_INDEX = {"sqlite": "DROP INDEX errands_jobs_claim", "postgresql": "DROP INDEX errands_jobs_claim",
                     "mysql": "ALTER TABLE errands_jobs DROP INDEX errands_jobs_claim"}
 NARROW_CLAIM_INDEX = {
@@ -369,9 +369,43 @@ def test_mysql_checks_catch_driver_errors_after_install_as_mysqldb(app, db_url):
     result = json.loads(done.stdout)
     assert result["fallback"][0] == "1"  # errands' connections are autocommit
     checks = result["checks"]
-    assert set(checks) == {"claim_mode", "mysql_isolation", "mysql_time_zone", "mysql_engine"}
+    assert set(checks) == {"claim_mode", "mysql_isolation", "mysql_time_zone", "mysql_engine", "galera"}
     assert all(status == "ok" for status, _ in checks.values()), checks
     assert "READ COMMITTED on errands' connections" in checks["mysql_isolation"][1]
+
+
+# ---------------------------------------------------------------------- Galera
+@pytest.mark.parametrize("backend", ["mariadb"], indirect=True)
+def test_galera_check_on_a_server_that_is_no_galera_node(app):
+    found = mysql_facts.galera(DoctorContext(app, app.store, expected_schema(app.store)))
+    assert found.status is Status.OK and found.detail.startswith("not a Galera node")
+
+
+SYNCED = {"wsrep_on": "ON", "wsrep_cluster_size": "3", "wsrep_cluster_status": "Primary", "wsrep_ready": "ON",
+          "wsrep_local_state_comment": "Synced", "wsrep_sync_wait": "0"}
+
+
+@pytest.mark.parametrize(("changed", "status", "said"), [
+    ({}, Status.OK, "Primary component of 3 node(s), Synced"),
+    ({"wsrep_on": "OFF"}, Status.OK, "not a Galera node (wsrep_on is OFF)"),
+    ({"wsrep_cluster_status": "non-Primary", "wsrep_ready": "OFF", "wsrep_cluster_size": "1",
+      "wsrep_local_state_comment": "Initialized"}, Status.FAIL, "cut off from the cluster's Primary Component"),
+    ({"wsrep_ready": "OFF", "wsrep_local_state_comment": "Joining"}, Status.FAIL, "not ready and refuses statements"),
+    ({"wsrep_local_state_comment": "Donor/Desynced"}, Status.WARN, "not Synced"),
+    ({"wsrep_cluster_size": "2"}, Status.WARN, "two nodes lose their Primary Component"),
+])
+def test_galera_verdict_from_the_wsrep_status(changed, status, said):
+    found = mysql_facts.galera_verdict({**SYNCED, **changed})
+    assert found.status is status and said in found.detail, found.detail
+    if status is not Status.OK:
+        assert found.fix
+    if found.detail.startswith("Galera node") and status is Status.OK:
+        assert "wsrep_sync_wait (session: 0)" in found.detail and "docs/galera.md" in found.detail
+
+
+def test_galera_verdict_without_wsrep_variables():
+    """MySQL 8 has no wsrep variables at all."""
+    assert mysql_facts.galera_verdict({}).detail == "not a Galera node (wsrep_on is absent)"
 
 
 # ---------------------------------------------------------------------- PostgreSQL

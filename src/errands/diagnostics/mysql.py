@@ -11,12 +11,14 @@ can undo them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 # From the module itself, as store/dialects/mysql.py does: after ``pymysql.install_as_MySQLdb()`` (Django on
 # PyMySQL) the ``pymysql.err`` attribute can be a second copy whose classes the driver never raises.
 from pymysql.err import MySQLError
 
+from ..core.errors import StoreError, StoreUnavailable
 from ..store.dialects import mysql_lock
 from .model import Check, Status
 from .schema import IndexSpec, LiveColumn, LiveSchema
@@ -162,6 +164,74 @@ def _session_variable(cur: Any, names: tuple[str, str]) -> tuple[str, str]:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+GALERA_STATUS = ("wsrep_cluster_size", "wsrep_cluster_status", "wsrep_ready", "wsrep_local_state_comment")
+"""The status variables of a Galera node the doctor reads (SHOW GLOBAL STATUS: a node that refuses
+statements still answers SHOW)."""
+GALERA_DOC = "docs/galera.md"
+
+
+def galera(ctx: DoctorContext) -> Check:
+    """Whether this server is a Galera node and, if so, whether it takes statements now: its
+    wsrep status and the session's ``wsrep_sync_wait``, judged by :func:`galera_verdict`."""
+
+    def read(cur: Any) -> dict[str, str]:
+        cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        values = {str(name).lower(): str(value) for name, value in cur.fetchall()}
+        if values.get("wsrep_on", "OFF").upper() != "ON":
+            return values
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join("%s" for _ in GALERA_STATUS) + ")",
+                    GALERA_STATUS)
+        values.update({str(name).lower(): str(value) for name, value in cur.fetchall()})
+        cur.execute("SHOW SESSION VARIABLES LIKE 'wsrep_sync_wait'")
+        values.update({str(name).lower(): str(value) for name, value in cur.fetchall()})
+        return values
+
+    try:
+        values = ctx.read(read)
+    except StoreError as exc:  # (StoreUnavailable, a lost server, ends the diagnosis as in every check)
+        if isinstance(exc, StoreUnavailable):
+            raise
+        return Check("galera", Status.WARN, f"could not read the wsrep status: {' '.join(str(exc).split())}",
+                     fix="grant the user the right to SHOW STATUS, or check the node by hand: "
+                         "SHOW STATUS LIKE 'wsrep_%'")
+    return galera_verdict(values)
+
+
+def galera_verdict(values: Mapping[str, str]) -> Check:
+    """The Galera check from the node's wsrep variables and status (names lowercased): a pure function,
+    so each state is tested without a cluster.  A node outside the Primary Component, or not ready,
+    refuses every statement (errands reads that as the database being unavailable and waits)."""
+    data: dict[str, Any] = dict(values)
+    if values.get("wsrep_on", "OFF").upper() != "ON":
+        return Check("galera", Status.OK, "not a Galera node (wsrep_on is "
+                     f"{values.get('wsrep_on', 'absent')})", data=data)
+    size, component = values.get("wsrep_cluster_size", "?"), values.get("wsrep_cluster_status", "?")
+    ready, state = values.get("wsrep_ready", "?"), values.get("wsrep_local_state_comment", "?")
+    sync_wait = values.get("wsrep_sync_wait", "?")
+    where = f"Galera node, {component} component of {size} node(s), {state}, wsrep_ready {ready}"
+    if component.lower() != "primary":
+        return Check("galera", Status.FAIL, f"{where}: this node is cut off from the cluster's Primary Component "
+                     "and refuses statements (errands waits as for a database that is down)",
+                     fix="point errands at a node of the Primary Component, or a proxy that routes to one; on this "
+                         "node SHOW STATUS LIKE 'wsrep_%' tells when it rejoins (" + GALERA_DOC + ")", data=data)
+    if ready.upper() != "ON":
+        return Check("galera", Status.FAIL, f"{where}: this node is not ready and refuses statements",
+                     fix=f"wait for it to finish joining (wsrep_local_state_comment Synced), or point errands at "
+                         f"another node ({GALERA_DOC})", data=data)
+    if state.lower() != "synced":
+        return Check("galera", Status.WARN, f"{where}: this node is not Synced (a donor, or still catching up), so "
+                     "statements may stall or read behind the cluster",
+                     fix=f"point errands at a Synced node while this one catches up ({GALERA_DOC})", data=data)
+    patterns = (f"supported: one writer node (or a proxy that sends every write to one node), or every node with "
+                f"claims that back off on certification conflicts; reads on another node than the write see it "
+                f"only with wsrep_sync_wait (session: {sync_wait}); {GALERA_DOC}")
+    if size.isdigit() and int(size) == 2:
+        return Check("galera", Status.WARN, f"{where}: two nodes lose their Primary Component when either one "
+                     "fails, and both then refuse statements; " + patterns,
+                     fix="add a third node, or the Galera arbitrator (garbd)", data=data)
+    return Check("galera", Status.OK, f"{where}; {patterns}", data=data)
+
+
 def settings(ctx: DoctorContext) -> list[Check]:
     prefix = ctx.store.prefix
 
@@ -199,6 +269,7 @@ def settings(ctx: DoctorContext) -> list[Check]:
     elif engines:
         checks.append(Check("mysql_engine", Status.OK, f"all {len(engines)} errands tables on InnoDB",
                             data={"not_innodb": []}))
+    checks.append(galera(ctx))
     return checks
 
 
