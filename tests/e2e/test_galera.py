@@ -140,10 +140,10 @@ class Drain:
         return len(ran) - len(set(ran))
 
     def figures(self) -> str:
-        return "; ".join([", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()),
-                          ", ".join(f"{k} {v}" for k, v in self.counts.items()),
-                          f"{self.duplicates} job(s) ran twice",
-                          ", ".join(f"{k} {v}" for k, v in self.conflicts.items())])
+        parts = [", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()),
+                 ", ".join(f"{k} {v}" for k, v in self.counts.items()), f"{self.duplicates} job(s) ran twice",
+                 ", ".join(f"{k} {v}" for k, v in self.conflicts.items())]
+        return "; ".join(part for part in parts if part)
 
 
 def cluster_count(cluster: GaleraCluster, sql: str) -> int | None:
