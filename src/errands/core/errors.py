@@ -17,6 +17,7 @@ lets callers be precise where they care::
     │   └── PayloadTooLarge       encoded arguments over the configured cap
     ├── StoreError                the database said no
     │   ├── StoreUnavailable      cannot reach the database (retry later)
+    │   ├── StoreConflict         lost to concurrent transactions as often as errands retried (retry later)
     │   └── SchemaError           tables missing or newer than this code
     ├── JobNotFound               no job / dead-letter entry with that id
     ├── BadPayload                a stored payload or result cannot be decoded (also a ValueError)
@@ -87,6 +88,11 @@ class StoreError(ErrandsError):
 
 class StoreUnavailable(StoreError):
     """The database cannot be reached; the operation may succeed later."""
+
+
+class StoreConflict(StoreError):
+    """The database refused an operation for a conflict with concurrent ones (a deadlock, a lock wait
+    timeout, a Galera certification failure) each time errands retried it; it may succeed later."""
 
 
 class SchemaError(StoreError):

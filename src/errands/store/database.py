@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from ..core.config import mask_url
-from ..core.errors import SchemaError, StoreError, StoreUnavailable
+from ..core.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from ..core.payload import safe_text
 from .dialects.base import RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
@@ -225,7 +225,8 @@ class Database:
     def run(self, fn: Callable[[Any], T], *, write: bool = False, attempts: int = 8) -> T:
         """Run ``fn(cursor)``; inside a transaction when ``write``; map driver errors.
 
-        Deadlocks and "database is locked" are retried with a short random pause;
+        Deadlocks and "database is locked" are retried with a short random pause (``attempts`` in all,
+        then :class:`StoreConflict`);
         a lost connection is dropped (the next call reconnects) and surfaces as
         :class:`StoreUnavailable` so the caller decides how long to wait.
         """
@@ -272,7 +273,8 @@ class Database:
                 if kind == RETRY and attempt < attempts:
                     time.sleep(_jitter.uniform(0.001, 0.005 * attempt))
                     continue
-                raise StoreError(f"{self.dialect.name}: {exc}") from exc
+                error = StoreConflict if kind == RETRY else StoreError
+                raise error(f"{self.dialect.name}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _rollback(self, conn: Connection) -> None:
@@ -291,7 +293,7 @@ class Database:
             kind = self.dialect.classify(exc)
             if kind is None:
                 raise
-            error = StoreUnavailable if kind == UNAVAILABLE else StoreError
+            error = StoreUnavailable if kind == UNAVAILABLE else StoreConflict if kind == RETRY else StoreError
             raise error(f"{self.dialect.name}: {what} on the caller's transaction failed: {exc}") from exc
 
     def now_in(self, cur: Cursor) -> datetime:

@@ -13,10 +13,13 @@ docs/architecture.md):
 from __future__ import annotations
 
 import functools
+import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.columns import DEAD, Fill, names
+from ..core.errors import StoreConflict
 from ..core.payload import safe_text
 from ..core.rows import FLAG_BATCH, ClaimedJob, ErrorRow, FailedJobRow, JobRow, NewJob, QueueCounts, all_plain, as_int
 from ..core.runlogs import AttemptLog, decode_lines
@@ -31,6 +34,34 @@ _new_claimed = functools.partial(tuple.__new__, ClaimedJob)
 claim): every dialect's claim returns exactly CLAIM_COLUMNS (``columns.CLAIMED``)."""
 _RETRIED = ", ".join("0" if c.fill is Fill.ZERO else c.name for c in DEAD)
 """What a dead-letter retry writes back of each column the dead letter kept: a fresh count of attempts."""
+
+
+CLAIM_TRIES = 8
+"""Tries of a claim that loses to concurrent transactions (a deadlock; on a multi-primary Galera cluster,
+a certification failure at commit, which comes back as deadlock error 1213), each on a new transaction."""
+CLAIM_PAUSE_FIRST = 0.004
+"""Seconds before the second try of a claim that lost (before jitter); the pause doubles at each try."""
+CLAIM_PAUSE_CAP = 0.25
+CLAIM_SPREAD_CAP = 128
+"""The most ready rows past the wanted ones that a retried claim picks among."""
+
+_rng = random.Random()
+"""errands' own generator: the application's ``random`` state (which its tests may seed) is never used."""
+
+
+def claim_pause(attempt: int, rng: random.Random = _rng) -> float:
+    """Seconds to wait before try ``attempt`` (2, 3, ...) of a claim that lost to concurrent transactions:
+    4 ms doubling up to 250 ms, each drawn between half and all of it, so that claimers that collided
+    do not collide again in step (eight tries span about half a second at most)."""
+    return float(min(CLAIM_PAUSE_CAP, CLAIM_PAUSE_FIRST * 2 ** min(attempt - 2, 16)) * rng.uniform(0.5, 1.0))
+
+
+def claim_spread(attempt: int, want: int) -> int:
+    """How many ready rows past the ``want`` first ones try ``attempt`` of a claim picks among at random:
+    none on the first try (the claim order exactly, as fast as ever), then a window that widens with each
+    try, so that workers on different Galera nodes, which lock nothing of each other's and learn of a
+    conflict only at commit, stop racing for the same rows."""
+    return 0 if attempt <= 1 else min(CLAIM_SPREAD_CAP, max(want, 4) * (attempt - 1))
 
 
 class JobStore:
@@ -65,12 +96,32 @@ class JobStore:
             want = limit - len(rows)
             if want <= 0:
                 break
-            def claim_one(cur: Cursor, queue: str = queue, want: int = want) -> list[Any]:
-                return self.d.claim(cur, owner, queue, want, lease)
-
-            got = self.db.run(claim_one, write=self.d.claim_needs_transaction)
+            try:
+                got = self._claim_queue(owner, queue, want, lease)
+            except StoreConflict:
+                if rows:  # the earlier queues' claims committed: hand those out, not lose them to their leases
+                    return rows
+                raise
             rows.extend(map(_new_claimed, got))
         return rows
+
+    def _claim_queue(self, owner: str, queue: str, want: int, lease: float) -> list[Any]:
+        """One queue's claim; when it loses to concurrent transactions, tried again after a growing
+        jittered pause (:func:`claim_pause`), picking among more ready rows each time
+        (:func:`claim_spread`); StoreConflict after :data:`CLAIM_TRIES`."""
+        for attempt in range(1, CLAIM_TRIES + 1):
+            spread = claim_spread(attempt, want)
+
+            def claim_one(cur: Cursor, spread: int = spread) -> list[Any]:
+                return self.d.claim(cur, owner, queue, want, lease, spread=spread)
+
+            try:
+                return self.db.run(claim_one, write=self.d.claim_needs_transaction, attempts=1)
+            except StoreConflict:
+                if attempt == CLAIM_TRIES:
+                    raise
+                time.sleep(claim_pause(attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def explain_claim(self, queue: str = "default", limit: int = 10) -> str:
         """The database's plan for :meth:`pick_sql`, one line per plan row."""

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..core.errors import StoreError
+from ..core.errors import StoreConflict, StoreError
 from ..core.rows import QUEUE_RATE_PREFIX, ClaimedJob, Limit, QueueLimits
 from .execution import START_TOLERANCE
 
@@ -74,6 +74,8 @@ class Admission:
         self._queue_limits: dict[str, QueueLimits] = {}
         self._queue_limits_until = 0.0
         self._limits_refusing = False
+        self.contended = 0
+        """Claims in a row that lost to concurrent transactions (0: the last one did not)."""
         """The limits refused most of the last batch admitted, or it held more rate-limited runs than
         this worker had idle runners: claim no more than the idle runners can start.  Prefetching
         runs the limits hold back only sends them back, a statement each; and a worker whose buffer
@@ -109,9 +111,15 @@ class Admission:
         state = self.state
         try:
             rows = self.store.jobs.claim(self.owner, self.settings.queues, want, self.lease)
+        except StoreConflict as exc:  # lost to other claims each try: no jobs this round, the loop backs off
+            self._lost(exc)
+            return []
         except StoreError as exc:  # unavailable, or refused: pause and try again later
             state.database_down(exc)
             return None
+        if self.contended:
+            log.info("claims succeed again after %d lost to concurrent transactions", self.contended)
+            self.contended = 0
         state.database_up()
         if rows:
             try:
@@ -122,6 +130,17 @@ class Admission:
         if rows:
             self.hand_out(rows)
         return rows
+
+    def _lost(self, exc: StoreConflict) -> None:
+        """A claim lost to concurrent transactions at each of its tries (deadlocks; on a multi-primary
+        Galera cluster, certification failures between workers on different nodes): the database is
+        fine and other workers got the jobs, so this is no error: said once per streak, and the claim
+        loop waits its growing idle pause before the next one."""
+        self.contended += 1
+        if self.contended == 1:
+            log.warning("a claim lost to concurrent transactions at each try (other workers took the rows; on "
+                        "a multi-primary Galera cluster, certification conflicts between nodes): no jobs this "
+                        "round, claiming again shortly (said once until a claim succeeds): %s", exc)
 
     def admit(self, rows: list[ClaimedJob]) -> list[ClaimedJob]:
         """Let the database decide which claimed runs of rate- or concurrency-limited jobs may

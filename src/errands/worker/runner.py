@@ -183,8 +183,8 @@ class Worker:
                     next_claim, idle = 0.0, s.min_sleep
                     if len(rows) == want:
                         continue  # more may be ready: top up as soon as the buffer runs low
-                elif s.burst and not state.outstanding and not settling.unrecorded():
-                    break  # (recording may enqueue more: a batch callback, an unblocked dependant)
+                elif s.burst and not state.outstanding and not settling.unrecorded() and not self.admission.contended:
+                    break  # (recording may enqueue more: a batch callback, an unblocked dependant; a lost claim: retry)
                 else:
                     next_claim = now + idle * jitter.uniform(0.8, 1.0)
                     due = self.admission.next_due(now)

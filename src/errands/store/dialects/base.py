@@ -428,9 +428,12 @@ class Dialect(ABC):
 
     # ------------------------------------------------------------------ claim
     @abstractmethod
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
         """Atomically reserve up to ``limit`` ready jobs of ``queue``; return their CLAIM_COLUMNS
-        (attempts already counted), in claim order."""
+        (attempts already counted), in claim order.  ``spread``: a retry of a claim that lost to
+        concurrent transactions, which may pick its ``limit`` rows at random among the ``limit + spread``
+        first ready ones (0: exactly the first ones).  Where claims do not conflict with each other
+        (SKIP LOCKED on one server) a dialect may ignore it."""
 
     def pick_sql(self, columns: str = "id", *, paused_check: bool = True) -> str:
         """The heart of every claim: ready rows of one queue in index order.

@@ -20,12 +20,13 @@ by the base class.  Timestamps are ``DATETIME(6)`` in UTC, compared against
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 from ...core.columns import Kind, claimed_index
@@ -64,6 +65,10 @@ try:
     from pymysql.err import InterfaceError, MySQLError, OperationalError, ProgrammingError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("MySQL/MariaDB support (PyMySQL)", "mysql", exc) from exc
+
+T = TypeVar("T")
+_rng = random.Random()
+"""errands' own generator for a spread claim's picks (the application's ``random`` state is never used)."""
 
 NOW = "UTC_TIMESTAMP(6)"
 _RETRY_CODES = {1205, 1213}  # lock wait timeout, deadlock
@@ -120,11 +125,19 @@ def _not_ready(code: int | None, exc: BaseException) -> bool:
         return False
     message = str(exc.args[1] if len(exc.args) > 1 else exc).lower()
     return any(w in message for w in words)
+
+
 def _said(exc: BaseException) -> str:
     """A driver error as "code message", without the quoting of its args tuple (the doctor's patterns
     look for the server's own words in it)."""
     args = exc.args
     return f"({args[0]}) {args[1]}" if len(args) == 2 else str(exc)
+
+
+def spread_pick(rows: Sequence[T], count: int, rng: random.Random = _rng) -> list[T]:
+    """``count`` of ``rows`` chosen at random, in their order (the claim order)."""
+    chosen = set(rng.sample(range(len(rows)), count))
+    return [r for i, r in enumerate(rows) if i in chosen]
 
 
 class _NewRowsListener(PollingListener):
@@ -526,15 +539,18 @@ class MySQLDialect(Dialect):
     # ------------------------------------------------------------------ claim
     claim_needs_transaction = True
 
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
+        # ``spread`` (a retry of a claim that lost at commit): on a multi-primary Galera cluster each node
+        # locks only its own rows, so workers on different nodes pick the same first rows and all but one
+        # fail certification at commit (error 1213); picking at random among more rows parts them.
         if self.claim_mode == "auto":
             if self.supports_skip_locked(cur):
                 self.claim_mode = "skip_locked"
             else:
                 self._use_conditional_update()  # server without SKIP LOCKED; never ask again
         if self.claim_mode == "skip_locked":
-            return self._claim_skip_locked(cur, owner, queue, limit, lease)
-        return self._claim_conditional_update(cur, owner, queue, limit, lease)
+            return self._claim_skip_locked(cur, owner, queue, limit, lease, spread)
+        return self._claim_conditional_update(cur, owner, queue, limit, lease, spread)
 
     def supports_skip_locked(self, cur: Cursor) -> bool:
         """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (MySQL 8, MariaDB 10.6+), found by
@@ -554,14 +570,17 @@ class MySQLDialect(Dialect):
         self.claim_mode = "update"
         self.lock_rows_skip = self.lock_rows  # recovery locks rows plainly on such servers
 
-    def _claim_skip_locked(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def _claim_skip_locked(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float,
+                           spread: int = 0) -> list[Any]:
         if self._paused(cur, queue):
             return []
         cur.execute(self.pick_sql(CLAIM_COLUMNS, paused_check=False) + " FOR UPDATE SKIP LOCKED",
-                    self.pick_params(queue, limit, paused_check=False))
+                    self.pick_params(queue, int(limit) + spread, paused_check=False))
         rows = cur.fetchall()
         if not rows:
             return []
+        if len(rows) > limit:  # a spread retry: ``limit`` of them at random, in claim order (the rest unlock at commit)
+            rows = spread_pick(rows, limit)
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
         # The UPDATE reads the clock again, a moment after the pick: a job whose expiry or deadline falls
         # in between is left alone (STARTABLE again), so no reserved_at is ever past either.
@@ -601,7 +620,7 @@ class MySQLDialect(Dialect):
     claim_window = 32
 
     def _claim_conditional_update(self, cur: Cursor, owner: str, queue: str, limit: int,
-                                  lease: float) -> list[Any]:
+                                  lease: float, spread: int = 0) -> list[Any]:
         # The UPDATE cannot walk the claim index in order (it changes reserved_by, a column of that
         # index), so on its own it sorts, and keeps locked until commit, every ready row of the queue
         # on every claim: claims serialise and each costs O(ready jobs).  A plain read of the next
@@ -612,10 +631,12 @@ class MySQLDialect(Dialect):
             return []
         for _ in range(8):
             cur.execute(self.pick_sql(paused_check=False),
-                        self.pick_params(queue, int(limit) + self.claim_window, paused_check=False))
+                        self.pick_params(queue, int(limit) + self.claim_window + spread, paused_check=False))
             candidates = [r["id"] for r in fetch_rows(cur)]
             if not candidates:
                 return []
+            if spread and len(candidates) > limit:  # a spread retry: its own random share of the window
+                candidates = spread_pick(candidates, max(int(limit), len(candidates) // 2))
             cur.execute("SELECT " + NOW)
             now = scalar(cur)
             until = now + timedelta(seconds=lease)

@@ -488,7 +488,8 @@ class PostgresDialect(Dialect):
         cur.execute(self.q("SELECT DISTINCT queue FROM {jobs} WHERE id = ANY(%s)"), (list(children),))
         self.after_insert(cur, {queue for (queue,) in cur.fetchall()})
 
-    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float) -> list[Any]:
+    def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
+        # ``spread`` is ignored: claims here skip each other's rows and never lose at commit.
         # The claim commits without waiting for its WAL to reach the disk (synchronous_commit off,
         # for this statement's transaction only): that wait was most of an idle worker's pickup
         # time.  If the server crashes before the flush, the claim is undone and the job is simply
