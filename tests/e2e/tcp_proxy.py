@@ -14,14 +14,17 @@ import threading
 
 
 class PartitionProxy:
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], port: int = 0) -> None:
+        """``port``: where to listen (0: any free port, read back as ``self.port``)."""
         self.upstream = upstream
+        self.accepted = 0
+        """Connections accepted so far (which node a client reached, when the proxy stands for one)."""
         self.flowing = threading.Event()
         self.flowing.set()
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", port))
         self.port = self._listener.getsockname()[1]
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
 
@@ -34,6 +37,12 @@ class PartitionProxy:
     def close(self) -> None:
         self._closed.set()
         self.flowing.set()  # release pumps waiting for the network to come back
+        try:
+            # Stops listening now: a bare close() leaves the socket to the thread blocked in accept(),
+            # and the kernel would go on completing new connections that nobody serves.
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
         with self._lock:
             for sock in self._sockets:
@@ -53,6 +62,7 @@ class PartitionProxy:
             except OSError:
                 return
             self._track(client)
+            self.accepted += 1
             threading.Thread(target=self._connect, args=(client,), name="proxy-conn", daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:

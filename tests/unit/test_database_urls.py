@@ -60,6 +60,8 @@ def test_every_option_each_backend_reads_is_accepted():
     PostgresDialect("postgresql://u@h1:5432,h2/db?target_session_attrs=read-write&sslmode=prefer&pooler=session"
                     "&listen_url=postgresql%3A%2F%2Fh1%2Fdb&read_url=postgresql%3A%2F%2Fh2%2Fdb&pool_size=3")
     PostgresDialect("postgresql://,h2/db")  # libpq's own: an empty entry is its default host (the socket)
+    socket = PostgresDialect("postgresql+psycopg:///app?host=/run/postgresql&pooler=session")
+    assert socket._conninfo == "postgresql:///app?host=%2Frun%2Fpostgresql"  # (not "postgresql:/app")
     sqlite = SQLiteDialect("sqlite:///jobs.db?busy_timeout=500&synchronous=full&pool_size=2")
     assert (sqlite.busy_timeout_ms, sqlite.synchronous) == (500, "full")
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from ..core import wire
 from ..core.config import mask_url
-from ..core.errors import ErrandsError, StoreError, StoreUnavailable
+from ..core.errors import ConfigurationError, ErrandsError, StoreError, StoreUnavailable
 from ..core.extras import MissingExtra
 from ..services.operator import workers_view
 from ..store.registry import by_name, by_scheme
@@ -187,6 +187,9 @@ def connectivity(ctx: DoctorContext, facts: DialectFacts | None = None) -> Check
         ctx.read(lambda cur: cur.execute("SELECT 1"))
         connected = time.perf_counter()
         ctx.read(lambda cur: cur.execute("SELECT 1"))
+    except ConfigurationError as exc:  # the server cannot do what the URL asks (?wsrep_sync_wait= without wsrep)
+        return Check("connectivity", Status.FAIL, f"the database URL does not fit this server: {_one_line(exc)}",
+                     fix="fix the URL (--database-url, ERRANDS_DATABASE_URL or your app's database_url)")
     except (StoreUnavailable, StoreError) as exc:
         said = _one_line(exc)
         known = explain(facts.UNREACHABLE, said, ctx.app.database_url, facts.DEFAULT_PORT) if facts else None

@@ -116,11 +116,16 @@ def listen_url_setting(url: str, environ: Mapping[str, str] | None = None) -> tu
 def driver_url(url: str) -> str:
     """``url`` as libpq takes it: the SQLAlchemy-style scheme plain, errands' own options removed."""
     parts = urlsplit(url.replace("postgresql+psycopg://", "postgresql://", 1))
-    if not parts.query:
-        return urlunsplit(parts)
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in URL_OPTIONS]
-    # (quote, not quote_plus: libpq reads "+" as a plus sign, so a space must travel as %20)
-    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote)))
+    if parts.query:
+        kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in URL_OPTIONS]
+        # (quote, not quote_plus: libpq reads "+" as a plus sign, so a space must travel as %20)
+        parts = parts._replace(query=urlencode(kept, quote_via=quote))
+    text = urlunsplit(parts)
+    if not parts.netloc and parts.scheme:
+        # No host (the Unix socket): urlunsplit writes "postgresql:/db" for a scheme it does not know,
+        # which libpq cannot read; it needs "postgresql:///db".
+        text = f"{parts.scheme}://" + text[len(parts.scheme) + 1:]
+    return text
 
 
 def _pg_microseconds(value: datetime) -> int:
@@ -141,7 +146,8 @@ def checked_url(url: str, what: str = "PostgreSQL") -> str:
     number.  libpq parses without connecting (``conninfo_to_dict``); what it refuses, and a port it
     would only refuse when connecting, is a ConfigurationError here rather than "database unavailable".
     An empty entry of a host list stays allowed: libpq reads it as its default (the Unix socket)."""
-    conninfo = driver_url(split_url(url, what).geturl())
+    split_url(url, what)  # (urlsplit refuses some text libpq would read otherwise)
+    conninfo = driver_url(url)
     try:
         params = conninfo_to_dict(conninfo)
     except psycopg.Error as exc:
