@@ -3,6 +3,8 @@ multi-host URL that leaves a killed node and a node cut off from the cluster.
 
 - ``migrate`` from node 2 waits while a migration holds the lock on node 1: on Galera the lock is a
   row of ``errands_migration_lock`` (GET_LOCK would hold on node 1 only, and node 2 would go on);
+  two migrations started at once on two nodes both succeed (with GET_LOCK one failed here on the
+  schema table's duplicate version row);
 - ``mysql://u@node1,node2,node3/db``: a node killed, the next connection goes to node 2; node 1 back,
   a new connection goes to it again (the list is walked from the first); node 1 cut off from the
   cluster (it still answers, ``wsrep_ready`` OFF), a new connection goes to node 2.
@@ -100,3 +102,26 @@ def _reached(app: Errands) -> int | None:
         return _port(app)
     except StoreUnavailable:
         return None  # the call that found its connection dead; the next one reconnects
+
+
+def test_two_migrations_started_at_once_on_two_nodes_both_succeed(cluster, prefix) -> None:
+    apps = [Errands(node.url, table_prefix=prefix) for node in cluster.nodes[:2]]
+    start = threading.Barrier(len(apps))
+    failures: list[BaseException] = []
+
+    def migrate(app: Errands) -> None:
+        start.wait()
+        try:
+            app.migrate()
+        except BaseException as exc:  # reported below, with the node's error
+            failures.append(exc)
+
+    threads = [threading.Thread(target=migrate, args=(app,), daemon=True) for app in apps]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(scaled(180))
+    assert failures == [] and not any(t.is_alive() for t in threads)
+    assert apps[1].store.db.current_version() == apps[1].store.dialect.schema_version
+    for app in apps:
+        app.close()

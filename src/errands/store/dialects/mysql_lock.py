@@ -102,6 +102,7 @@ class LockRow:
     def held(self) -> Iterator[None]:
         try:
             self._execute(DDL)
+            self._attempt(SEED)  # (the row is there after this, whoever inserted it)
             self._acquire()
             stop = threading.Event()
             renewer = threading.Thread(target=self._renew_until, args=(stop,), name="errands-migration-lock",
@@ -137,12 +138,15 @@ class LockRow:
             time.sleep(self.times.poll)
 
     def _try_take(self) -> bool:
+        return self._attempt(TAKE, (self.holder, self.times.lease)) == 1
+
+    def _attempt(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Rows changed by a write another migrator's write may beat (0 then, as if none matched)."""
         try:
-            self._execute(SEED)
-            return self._execute(TAKE, (self.holder, self.times.lease)) == 1
+            return self._execute(sql, params)
         except self.driver_error as exc:
             if _code(exc) in LOST_RACE:
-                return False
+                return 0
             raise
 
     def _read(self) -> dict[str, Any]:
