@@ -199,7 +199,7 @@ def drain(app: Errands, cluster: GaleraCluster, urls: list[str], tmp_path: Path,
             wait_for(lambda: run.all_alive() and len(run.runs()) >= JOBS // 10, timeout=60,
                      message=f"{JOBS // 10} jobs to run")
             disrupt(run)
-        wait_for(lambda: cluster_count(cluster, JOBS_LEFT) == 0,
+        wait_for(lambda: run.all_alive() and cluster_count(cluster, JOBS_LEFT) == 0,
                  timeout=120, interval=0.2, message="the jobs table to empty")
         run.timings["drain"] = time.monotonic() - began
         for supervisor in run.supervisors:
