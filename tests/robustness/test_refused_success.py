@@ -123,7 +123,8 @@ def test_a_refused_success_waits_with_its_lease_and_is_recorded_whole(jobs_app: 
     assert kept.result(timeout=0) == {"n": 1, "job": kept.id}
 
 
-def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_app: Errands, backend: str) -> None:
+def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_app: Errands, backend: str,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
     app = jobs_app
     refuse_on(app, backend)
     lost = settle_jobs.kept.enqueue(2)
@@ -137,3 +138,20 @@ def test_a_success_whose_result_is_refused_for_good_ends_a_plain_success(jobs_ap
     assert query(app, "SELECT id FROM {failed}") == []  # before: errands.SettleError in the dead letter
     assert query(app, f"SELECT id FROM {{results}} WHERE id = {lost.id}") == []  # the result is what was lost
     assert ran(app) == [lost.id]
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"job {lost.id}: recorded as a success without its result" in m for m in said), said
+
+
+def test_a_burst_worker_whose_success_is_never_recorded_leaves_and_gives_the_job_back(
+        jobs_app: Errands, backend: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A refusal that never lifts, of even the plain success: a burst worker does not wait for ever; it
+    gives the job back (it runs again, which is better than dead) and says so."""
+    app = jobs_app
+    refuse_on(app, backend)
+    stuck = settle_jobs.plain.enqueue(3)
+    refuse(app, "delete", stuck)
+    app.run_until_empty(["default"], scheduler=False, listen=False)
+    assert ran(app) == [stuck.id]
+    assert query(app, "SELECT id FROM {failed}") == []
+    assert query(app, f"SELECT reserved_by FROM {{jobs}} WHERE id = {stuck.id}") == [(None,)]  # back in line
+    assert any("goes back to the queue and will run again" in r.getMessage() for r in caplog.records)

@@ -63,7 +63,7 @@ class Store:
     def check(self) -> None:
         """Connect now and check the schema (SQLite: create or upgrade it), or raise: ``SchemaError``
         when errands' tables are missing or at another version, ``StoreUnavailable`` when the
-        database cannot be reached.
+        database cannot be reached or takes no statements now (never read as tables missing).
 
         Every statement checks the schema once per process anyway; this exists for the processes
         that must fail at start-up, in their caller and with a clear message, rather than later in
@@ -74,7 +74,9 @@ class Store:
         self.db.run(_connected)
 
     def current_version(self) -> int | None:
-        """The recorded schema version; None when errands' tables do not exist (never migrates)."""
+        """The recorded schema version; None when errands' tables do not exist (never migrates).  Only the
+        database's own "no such table" means that: a refusal for another reason (a Galera node out of its
+        cluster, a server in recovery) raises StoreUnavailable, a denied right StoreError."""
         return self.db.current_version()
 
     def pending_migration_steps(self, *, to: int | None = None) -> int:

@@ -79,6 +79,13 @@ class RefusedSuccess:
     def job_id(self) -> int:
         return self.run if isinstance(self.run, int) else self.run.id
 
+    @property
+    def exhausted(self) -> bool:
+        """Refused down to its plain success as often as a whole record is offered: still offered again
+        (every :data:`~errands.core.endings.RECORD_AGAIN_CAP` seconds), but a burst worker no longer
+        waits for it (it leaves, and the job runs again)."""
+        return self.refusals > SUCCESS_RECORD_TRIES + 1
+
 
 class Settling:
     """Finished runs on their way to the database (see the module's docstring)."""
@@ -145,8 +152,10 @@ class Settling:
 
     # ------------------------------------------------------------------ main thread
     def unrecorded(self) -> bool:
-        """Finished runs whose outcome is not written yet (recording may enqueue more jobs)."""
-        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled or self.refused)
+        """Finished runs whose outcome is not written yet (recording may enqueue more jobs), refused
+        successes among them until they are :attr:`RefusedSuccess.exhausted`."""
+        return bool(self._succeeded or self._failed or self.to_complete or self.unsettled
+                    or any(not r.exhausted for r in self.refused.values()))
 
     def refused_due_in(self) -> float | None:
         """Seconds before the next refused success is due to be offered again (None: none waits)."""
@@ -325,9 +334,10 @@ class Settling:
             raise
         except Exception as exc:
             job_id = run if isinstance(run, int) else run.id
+            # (the traceback once per wave of refusals: a refused batch of a thousand would print a thousand)
             log.error("job %s succeeded, but the database refused to record it (%s); its record is offered again "
                       "in %.1fs, its lease kept meanwhile: a success is never moved to the dead letter", job_id,
-                      safe_text(exc, 500), record_again_in(1), exc_info=exc)
+                      safe_text(exc, 500), record_again_in(1), exc_info=None if self.refused else exc)
             self.refused[job_id] = RefusedSuccess(run, settlement, logs, 1, time.monotonic() + self._pause(1))
             return False
 
@@ -352,10 +362,12 @@ class Settling:
         """Offer again each refused success that is due (``final``: every one, down to a plain success)."""
         now = time.monotonic()
         for entry in [r for r in self.refused.values() if final or r.due <= now]:
-            recorded = self._offer(entry)
-            while final and not recorded and entry.settlement is not None:
-                entry.refusals = max(entry.refusals, SUCCESS_RECORD_TRIES)  # no time left: less of it at once
+            while True:
+                offered, _ = after_refusals(entry.settlement, entry.refusals)
                 recorded = self._offer(entry)
+                if recorded or not final or offered is None:
+                    break
+                entry.refusals = max(entry.refusals, SUCCESS_RECORD_TRIES)  # leaving: less of it at once
             if final and not recorded:
                 log.error("job %s: the worker is leaving and the database refused even a plain record of its "
                           "success; it goes back to the queue and will run again", entry.job_id)
@@ -372,8 +384,6 @@ class Settling:
         except Exception as exc:
             entry.refusals += 1
             entry.due = time.monotonic() + self._pause(entry.refusals)
-            if settlement is None and entry.settlement is not None:
-                entry.settlement = None  # plain from now on: there is nothing less to offer
             log.warning("job %s: the database refused again to record its success (%d refusals; %s); offered "
                         "again in %.1fs%s", entry.job_id, entry.refusals, safe_text(exc, 300),
                         record_again_in(entry.refusals), "" if settlement is None else
