@@ -5,7 +5,8 @@ temporary directory with its own ports (SQL, group communication, IST, SST), all
 test process and told by the kernel to die with it.  Node 1 is initialised with
 ``mariadb-install-db`` and bootstraps the cluster (``--wsrep-new-cluster``); nodes 2 and 3 start
 with an empty data directory and receive a full copy from a donor (rsync SST).  A node killed and
-started again rejoins by IST (the donor's gcache still holds what it missed) or by SST.
+started again rejoins by IST (its last position recovered first with ``--wsrep-recover``, as
+systemd's ``galera_recovery`` does; the donor's gcache still holds what it missed) or by SST.
 
 The nodes run as the ``mysql`` OS user when the test runs as root (Galera's SST scripts and rsync
 daemon run as the server's user, and the data directories must be theirs), as the test's own user
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -124,11 +126,30 @@ class GaleraNode:
             f"--wsrep-node-incoming-address=127.0.0.1:{self.port}",
             "--wsrep-sst-method=rsync", f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}"]
 
-    def command(self, *, bootstrap: bool) -> list[str]:
+    def command(self, *, bootstrap: bool = False, position: str | None = None) -> list[str]:
         return [self.cluster.server, "--no-defaults", *self.options(), f"--port={self.port}",
                 "--bind-address=127.0.0.1", f"--socket={self.dir / 'mysqld.sock'}",
                 f"--pid-file={self.dir / 'mariadbd.pid'}", f"--log-error={self.log_path}", "--max-connections=200",
-                *(["--wsrep-new-cluster"] if bootstrap else [])]
+                *(["--wsrep-new-cluster"] if bootstrap else []),
+                *([f"--wsrep-start-position={position}"] if position else [])]
+
+    def recovered_position(self) -> str | None:
+        """The position InnoDB last committed (``uuid:seqno``), after a crash left ``grastate.dat`` at
+        seqno -1: what ``galera_recovery`` (systemd) and ``mysqld_safe`` find with ``--wsrep-recover``
+        before they start a node, so that it asks the cluster for the missing writes only (IST)
+        instead of a whole copy (SST).  None when the node was shut down cleanly or never ran."""
+        try:
+            state = (self.data / "grastate.dat").read_text()
+        except OSError:
+            return None
+        if not re.search(r"^seqno:\s+-1\s*$", state, re.M):
+            return None
+        log = self.dir / "recover.log"
+        subprocess.run([self.cluster.server, "--no-defaults", *self.options(), f"--log-error={log}",
+                        "--wsrep-recover", "--skip-networking", f"--socket={self.dir / 'recover.sock'}"],
+                       cwd=self.dir, capture_output=True, timeout=scaled(120), **self.run_as)
+        found = re.findall(r"WSREP: Recovered position: (\S+:-?\d+)", log.read_text(errors="replace"))
+        return found[-1] if found and not found[-1].endswith(":-1") else None
 
     def initialise(self) -> None:
         """The system tables, for the node that bootstraps (the others receive them by SST)."""
@@ -179,11 +200,12 @@ class GaleraNode:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def launch(self, *, bootstrap: bool = False) -> None:
-        """Start the process and return at once (``wait_synced`` waits for it)."""
+    def launch(self, *, bootstrap: bool = False, position: str | None = None) -> None:
+        """Start the process and return at once (``wait_for_state`` waits for it)."""
         assert not self.running, f"{self.name} is already running"
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(bootstrap=bootstrap), stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(self.command(bootstrap=bootstrap, position=position),
+                                            stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
                                             preexec_fn=die_with_parent(signal.SIGKILL, own_group=True),
                                             **self.run_as)
@@ -201,9 +223,11 @@ class GaleraNode:
             time.sleep(0.1)
 
     def start(self) -> float:
-        """Start again after ``kill()``: rejoins the others (IST or SST); returns the seconds until Synced."""
+        """Start again after ``kill()``, as a service manager would (the position recovered first): the
+        node rejoins the others by IST, or SST when their gcache no longer holds what it missed;
+        returns the seconds until Synced."""
         began = time.monotonic()
-        self.launch()
+        self.launch(position=self.recovered_position())
         self.wait_for_state(("Synced", "Primary", self.cluster.running_count()), START_TIMEOUT, "Synced again")
         return time.monotonic() - began
 
