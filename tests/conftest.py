@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 ONE_WORKER_MODULES = {"tests/e2e/test_database_outage.py", "tests/e2e/test_failover.py",
                       "tests/e2e/test_pooler_private.py",
                       "tests/packaging/test_distribution.py", "tests/browser/test_dashboard_layout.py",
-                      "tests/e2e/test_read_replica.py", "tests/e2e/test_galera_nodes.py"}
+                      "tests/e2e/test_read_replica.py", "tests/e2e/test_galera.py", "tests/e2e/test_galera_nodes.py"}
 
 
 CLAIM_MODE_DIRS = ("tests/store/", "tests/worker/", "tests/features/", "tests/e2e/", "tests/cli/test_commands.py",
