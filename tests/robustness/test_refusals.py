@@ -17,9 +17,9 @@ from typing import Any
 
 import psycopg
 import psycopg.errors as pg_errors
-import pymysql
 import pytest
 from helpers import invoke_cli
+from pymysql.err import OperationalError  # (never pymysql.err.X: see store/dialects/mysql.py)
 
 from errands import Errands, SchemaError, StoreUnavailable
 from errands.store.dialects.base import FAIL, RETRY, UNAVAILABLE
@@ -50,7 +50,7 @@ SQLITE = SQLiteDialect("sqlite:///:memory:")
     (1062, "Duplicate entry '1' for key 'PRIMARY'", FAIL),
 ])
 def test_mysql_refusals_are_classified_by_cause(code: int, message: str, kind: str) -> None:
-    exc = pymysql.err.OperationalError(code, message)  # the class PyMySQL raises for codes it does not map
+    exc = OperationalError(code, message)  # the class PyMySQL raises for codes it does not map
     assert MYSQL.classify(exc) == kind
     assert MYSQL.missing_table(exc) is (code == 1146)
 
@@ -86,7 +86,7 @@ class _RefusingCursor:
     def execute(self, sql: str, params: Any = None) -> Any:
         if sql.lstrip().upper().startswith(("SET", "SHOW")):
             return self._cursor.execute(sql, params)
-        raise pymysql.err.OperationalError(1047, NOT_READY)
+        raise OperationalError(1047, NOT_READY)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)

@@ -16,8 +16,8 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
 import pytest
+from pymysql.err import OperationalError  # (never pymysql.err.X: see store/dialects/mysql.py)
 
 from errands import Errands
 from errands.core.errors import StoreConflict
@@ -57,7 +57,7 @@ def losing(app: Errands, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
         if record["lose"] > 0:
             record["lose"] -= 1
             claim(cur, *args, spread=spread)  # the picks and the UPDATE happen; the commit is what fails
-            raise pymysql.err.OperationalError(*DEADLOCK)
+            raise OperationalError(*DEADLOCK)
         return claim(cur, *args, spread=spread)
 
     monkeypatch.setattr(dialect, "claim", losing_claim)
@@ -106,7 +106,7 @@ def losing_after(app: Errands, state: dict[str, int]) -> Any:
         def lose_later(cur: Any, *args: Any, spread: int = 0) -> list[Any]:
             state["calls"] += 1
             if state["calls"] > 1:
-                raise pymysql.err.OperationalError(*DEADLOCK)
+                raise OperationalError(*DEADLOCK)
             return claim(cur, *args, spread=spread)
 
         dialect.claim = lose_later  # type: ignore[method-assign]
