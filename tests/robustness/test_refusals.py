@@ -22,7 +22,7 @@ from helpers import invoke_cli
 from pymysql.err import OperationalError  # (never pymysql.err.X: see store/dialects/mysql.py)
 
 from errands import Errands, SchemaError, StoreUnavailable
-from errands.store.dialects.base import FAIL, RETRY, UNAVAILABLE
+from errands.store.dialects.base import FAIL, MISSING, RETRY, UNAVAILABLE
 from errands.store.dialects.mysql import MySQLDialect
 from errands.store.dialects.postgres import PostgresDialect
 from errands.store.dialects.sqlite import SQLiteDialect
@@ -46,13 +46,16 @@ SQLITE = SQLiteDialect("sqlite:///:memory:")
      FAIL),
     (1836, "Running in read-only mode", UNAVAILABLE),
     (1213, "Deadlock found when trying to get lock; try restarting transaction", RETRY),
-    (1146, "Table 'shop.errands_schema' doesn't exist", FAIL),
+    (1146, "Table 'shop.errands_schema' doesn't exist", MISSING),
+    (1792, "Cannot execute statement in a READ ONLY transaction", UNAVAILABLE),
     (1062, "Duplicate entry '1' for key 'PRIMARY'", FAIL),
 ])
 def test_mysql_refusals_are_classified_by_cause(code: int, message: str, kind: str) -> None:
     exc = OperationalError(code, message)  # the class PyMySQL raises for codes it does not map
     assert MYSQL.classify(exc) == kind
-    assert MYSQL.missing_table(exc) is (code == 1146)
+    # On a read replica's store a read-only refusal is errands' own mistake, never an outage to wait out.
+    read_only = code in (1290, 1836, 1792) and kind == UNAVAILABLE
+    assert MYSQL.classify(exc, replica=True) == (FAIL if read_only else kind)
 
 
 @pytest.mark.parametrize(("error", "kind"), [
@@ -62,17 +65,19 @@ def test_mysql_refusals_are_classified_by_cause(code: int, message: str, kind: s
     (pg_errors.CrashShutdown("terminating connection because of crash of another server process"), UNAVAILABLE),
     (pg_errors.DeadlockDetected("deadlock detected"), RETRY),
     (pg_errors.UniqueViolation("duplicate key value"), FAIL),
-    (pg_errors.UndefinedTable('relation "errands_schema" does not exist'), FAIL),
+    (pg_errors.UndefinedTable('relation "errands_schema" does not exist'), MISSING),
+    (pg_errors.InvalidSchemaName('schema "jobs" does not exist'), MISSING),
 ])
 def test_postgres_refusals_are_classified_by_cause(error: psycopg.Error, kind: str) -> None:
     assert POSTGRES.classify(error) == kind
-    assert POSTGRES.missing_table(error) is isinstance(error, pg_errors.UndefinedTable)
+    read_only = isinstance(error, pg_errors.ReadOnlySqlTransaction)
+    assert POSTGRES.classify(error, replica=True) == (FAIL if read_only else kind)
 
 
 def test_only_no_such_table_means_missing_on_sqlite() -> None:
-    assert SQLITE.missing_table(sqlite3.OperationalError("no such table: errands_schema"))
-    assert not SQLITE.missing_table(sqlite3.OperationalError("disk I/O error"))
-    assert not SQLITE.missing_table(sqlite3.OperationalError("database is locked"))
+    assert SQLITE.classify(sqlite3.OperationalError("no such table: errands_schema")) == MISSING
+    assert SQLITE.classify(sqlite3.OperationalError("disk I/O error")) == UNAVAILABLE
+    assert SQLITE.classify(sqlite3.OperationalError("database is locked")) == RETRY
 
 
 # ---------------------------------------------------------------------- a node that refuses statements

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from ..core.config import mask_url
 from ..core.errors import SchemaError, StoreConflict, StoreError, StoreUnavailable
 from ..core.payload import safe_text
-from .dialects.base import FAIL, RETRY, UNAVAILABLE, Dialect, Step
+from .dialects.base import MISSING, RETRY, UNAVAILABLE, Dialect, Step
 from .driver import Connection, Cursor, fetch_rows, scalar
 from .pool import Pool, PoolExhausted
 
@@ -277,9 +277,7 @@ class Database:
                 finally:
                     cur.close()
             except Exception as exc:
-                kind = self.dialect.classify(exc)
-                if kind == UNAVAILABLE and self.read_only and self.dialect.refuses_writes(exc):
-                    kind = FAIL  # a write sent to a read replica: errands' mistake, not an outage to wait out
+                kind = self.dialect.classify(exc, replica=self.read_only)
                 if kind is None:
                     if in_tx:
                         self._rollback(conn)
@@ -354,7 +352,7 @@ class Database:
         try:
             cur.execute(self.dialect.q("SELECT MAX(version) FROM {schema}"))
         except Exception as exc:
-            if self.dialect.missing_table(exc):
+            if self.dialect.classify(exc) == MISSING:
                 return None
             raise
         highest = scalar(cur)
@@ -369,7 +367,7 @@ class Database:
         try:
             cur.execute(self.dialect.q("SELECT version FROM {schema}"))
         except Exception as exc:
-            if self.dialect.missing_table(exc):
+            if self.dialect.classify(exc) == MISSING:
                 return set()
             raise
         return {int(r["version"]) for r in fetch_rows(cur)}

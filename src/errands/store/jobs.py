@@ -124,13 +124,14 @@ class JobStore:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def explain_claim(self, queue: str = "default", limit: int = 10) -> str:
-        """The database's plan for :meth:`pick_sql`, one line per plan row."""
+        """The database's plan for :meth:`~errands.store.dialects.base.Dialect.pick`, one line per plan row."""
         return self.db.run(lambda cur: self.explain_claim_in(cur, queue, limit))
 
     def explain_claim_in(self, cur: Cursor, queue: str = "default", limit: int = 10) -> str:
         """:meth:`explain_claim` on ``cur``: without the schema check of :meth:`run` (``errands
         doctor`` looks at a schema it must not migrate)."""
-        cur.execute(self.d.explain_prefix + self.d.pick_sql(), self.d.pick_params(queue, limit))
+        pick, params = self.d.pick(queue, limit)
+        cur.execute(self.d.explain_prefix + pick, params)
         return "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in cur.fetchall())
 
     def release(self, owner: str, ids: Sequence[int], *, refund: bool = True) -> int:

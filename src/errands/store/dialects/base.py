@@ -50,7 +50,7 @@ starts such a job, however many race for it; the maintenance pass (``endings.end
 CLAIMABLE = ("FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL AND blocked_by IS NULL AND available_at <= {now} "
              "AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)")
 """The rows of one queue a worker could claim now (params: queue, queue): ready, and the queue not paused.
-The claim's own conditions (:meth:`Dialect.pick_sql`), so an autoscaler asks exactly what a new worker
+The claim's own conditions (:meth:`Dialect.pick`), so an autoscaler asks exactly what a new worker
 would find; ``errands status`` counts the same rows as "ready" (unless the queue is paused).  Both
 leave out STARTABLE: a job past its expiry or deadline counts until the maintenance pass moves it to
 the dead letter (within a minute), which keeps the statements KEDA runs (docs/autoscaling.md) short."""
@@ -80,7 +80,8 @@ def url_option(url: str, name: str) -> str | None:
 
 
 # Outcome of classifying a driver exception.
-RETRY, UNAVAILABLE, FAIL = "retry", "unavailable", "fail"
+RETRY, UNAVAILABLE, FAIL, MISSING = "retry", "unavailable", "fail", "missing"
+"""MISSING: a refusal that says a table does not exist (a FAIL to every caller but the schema check)."""
 
 class RunFn(Protocol):
     """``run(fn, *, write, attempts)`` of a :class:`~errands.store.database.Database`: ``fn(cursor)``'s
@@ -363,7 +364,7 @@ class Dialect(ABC):
         self.t_jobs = self.tables["jobs"]
         self.t_schema = self.tables["schema"]
         self._sql_cache: dict[str, str] = {}
-        #: The name every dialect's DDL gives the index :meth:`pick_sql` walks.
+        #: The name every dialect's DDL gives the index :meth:`pick` walks.
         self.claim_index_name = self.q("{jobs}_claim")
         #: The shared pool's bound and wait (``?pool_size=``, ``?pool_timeout=``, ERRANDS_POOL_*).
         self.pool_size, self.pool_timeout = pool_setting(url)
@@ -409,21 +410,14 @@ class Dialect(ABC):
         """Start a write transaction on ``conn``."""
 
     @abstractmethod
-    def classify(self, exc: BaseException) -> str | None:
-        """RETRY (deadlock, busy), UNAVAILABLE (connection lost) or FAIL; None if not a driver error."""
+    def classify(self, exc: BaseException, *, replica: bool = False) -> str | None:
+        """RETRY (deadlock, busy), UNAVAILABLE (connection lost, or a server that takes no statements
+        now), MISSING (a table does not exist, and nothing else: only then does the schema check read
+        "errands' tables do not exist, run errands migrate") or FAIL; None if not a driver error.
 
-    @abstractmethod
-    def missing_table(self, exc: BaseException) -> bool:
-        """Whether ``exc`` says that a table does not exist, and nothing else: only then does the schema
-        check read "errands' tables do not exist, run errands migrate".  Any other refusal of that read
-        (a Galera node that takes no statements, a server in recovery, a denied right) goes through
-        :meth:`classify` and is reported as what it is."""
-
-    def refuses_writes(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is a read-only refusal (the session or the server takes no writes).  On the
-        primary :meth:`classify` reads it as "unavailable" (a demoted writer after a failover); on a
-        read replica's store it is a write errands must never send there, reported as a refusal."""
-        return False
+        A read-only refusal (the session or the server takes no writes) is UNAVAILABLE on the primary, a
+        demoted writer after a failover; on a read replica's store (``replica``) it is a write errands
+        must never send there: FAIL, never an outage to wait out (which would run it on the primary)."""
 
     def socket_of(self, conn: Connection) -> int | None:
         """The connection's socket descriptor (-1 once closed); None for a file database."""
@@ -493,10 +487,10 @@ class Dialect(ABC):
         first ready ones (0: exactly the first ones).  Where claims do not conflict with each other
         (SKIP LOCKED on one server) a dialect may ignore it."""
 
-    def pick_sql(self, columns: str = "id", *, paused_check: bool = True) -> str:
-        """The heart of every claim: ready rows of one queue in index order.
-
-        Parameters: queue, (queue again for the paused check,) limit.  The claim index
+    def pick(self, queue: str, limit: int, columns: str = "id", *,
+             paused_check: bool = True) -> tuple[str, tuple[Any, ...]]:
+        """The heart of every claim: ready rows of one queue in index order, as a statement and its
+        parameters (queue, queue again for the paused check, limit).  The claim index
         (queue, priority DESC, fair_turn, id) over unreserved, unblocked rows serves both the
         WHERE and the ORDER BY, so this stays a short index range scan however many jobs wait;
         tests guard that with EXPLAIN on every backend.  ``fair_turn`` is 0 for a job without a
@@ -505,12 +499,10 @@ class Dialect(ABC):
         of the queue's row, evaluated once per statement.
         """
         paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
-        return self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
-                      "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
-                      " ORDER BY priority DESC, fair_turn, id LIMIT {p}")
-
-    def pick_params(self, queue: str, limit: int, *, paused_check: bool = True) -> tuple[Any, ...]:
-        return (queue, queue, int(limit)) if paused_check else (queue, int(limit))
+        sql = self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
+                     "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
+                     " ORDER BY priority DESC, fair_turn, id LIMIT {p}")
+        return sql, ((queue, queue, int(limit)) if paused_check else (queue, int(limit)))
 
     def after_pause(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""

@@ -42,6 +42,7 @@ from .base import (
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
+    MISSING,
     RETRY,
     STARTABLE,
     UNAVAILABLE,
@@ -101,6 +102,9 @@ MYSQL_OPTIONS = ("claim", "unix_socket", "connect_timeout", "wsrep_sync_wait", "
 WSREP_STATUS_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_provider_name')"
 """Whether a wsrep (Galera) provider is loaded and the node ready; allowed on a node that is not."""
 _NO_SUCH_TABLE = 1146  # ER_NO_SUCH_TABLE
+_READ_ONLY_TRANSACTION = 1792  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: the session's own read-only
+_READ_ONLY_CODES = (1290, 1836, _READ_ONLY_TRANSACTION)
+"""Read-only refusals: 1290/1836 when the server is read-only (their words in :data:`_NOT_READY`), and 1792."""
 COLUMN_TYPES = {Kind.ID: "BIGINT", Kind.BIGINT: "BIGINT", Kind.INT: "INT", Kind.FLOAT: "DOUBLE",
                 Kind.TIME: "DATETIME(6)", Kind.QUEUE: "VARCHAR(60)", Kind.OWNER: "VARCHAR(120)",
                 Kind.KEY: "VARCHAR(255)", Kind.TEXT: "TEXT", Kind.PAYLOAD: "MEDIUMTEXT"}
@@ -403,13 +407,17 @@ class MySQLDialect(Dialect):
         except OSError:
             return -1
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException, *, replica: bool = False) -> str | None:
         if isinstance(exc, InterfaceError):
             return UNAVAILABLE
         if isinstance(exc, MySQLError):
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
             if code in _RETRY_CODES:
                 return RETRY
+            if code == _NO_SUCH_TABLE:
+                return MISSING
+            if code in _READ_ONLY_CODES and (code == _READ_ONLY_TRANSACTION or _not_ready(code, exc)):
+                return FAIL if replica else UNAVAILABLE
             if code in _GONE_CODES or (isinstance(exc, OperationalError) and code is None) or _not_ready(code, exc):
                 return UNAVAILABLE
             return FAIL
@@ -423,20 +431,12 @@ class MySQLDialect(Dialect):
     #: The lock row's lease, renewal, and how long a migrator waits for it.
     migration_lease = mysql_lock.LeaseTimes()
 
-    def refuses_writes(self, exc: BaseException) -> bool:
-        # 1792 ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION (the session's own), 1290/1836 the server's read_only.
-        code = exc.args[0] if isinstance(exc, MySQLError) and exc.args else None
-        return code == 1792 or (code in (1290, 1836) and _not_ready(code, exc))
-
-    def missing_table(self, exc: BaseException) -> bool:
-        return isinstance(exc, MySQLError) and bool(exc.args) and exc.args[0] == _NO_SUCH_TABLE
-
     @contextmanager
     def migration_lock(self, conn: Connection) -> Iterator[None]:
         """Serialise migrations: DDL commits implicitly in MySQL, so a lock (not a transaction) does.
         On Galera a lock row, as GET_LOCK holds on one node only (:mod:`.mysql_lock`)."""
         if self._lock_row_wanted(conn):
-            with self.migration_lock_row().held():
+            with self._migration_lock_row().held():
                 yield
             return
         # Lock names are server-wide: the name carries the database, or every database on the server
@@ -469,7 +469,7 @@ class MySQLDialect(Dialect):
             return ReplicaState(True, max(known) if len(known) == len(lags) else None)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def migration_lock_row(self) -> mysql_lock.LockRow:
+    def _migration_lock_row(self) -> mysql_lock.LockRow:
         """The lock row of one migration (``{prefix}migration_lock``), on a connection of its own."""
         return mysql_lock.LockRow(self.connect, self.prefix + mysql_lock.TABLE, self.migration_lease, MySQLError)
 
@@ -604,8 +604,8 @@ class MySQLDialect(Dialect):
                            spread: int = 0) -> list[Any]:
         if self._paused(cur, queue):
             return []
-        cur.execute(self.pick_sql(CLAIM_COLUMNS, paused_check=False) + " FOR UPDATE SKIP LOCKED",
-                    self.pick_params(queue, int(limit) + spread, paused_check=False))
+        pick, params = self.pick(queue, int(limit) + spread, CLAIM_COLUMNS, paused_check=False)
+        cur.execute(pick + " FOR UPDATE SKIP LOCKED", params)
         rows = cur.fetchall()
         if not rows:
             return []
@@ -660,8 +660,7 @@ class MySQLDialect(Dialect):
         if self._paused(cur, queue):
             return []
         for _ in range(8):
-            cur.execute(self.pick_sql(paused_check=False),
-                        self.pick_params(queue, int(limit) + self.claim_window + spread, paused_check=False))
+            cur.execute(*self.pick(queue, int(limit) + self.claim_window + spread, paused_check=False))
             candidates = [r["id"] for r in fetch_rows(cur)]
             if not candidates:
                 return []

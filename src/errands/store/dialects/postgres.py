@@ -34,6 +34,7 @@ from .base import (
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
+    MISSING,
     RETRY,
     UNAVAILABLE,
     Dialect,
@@ -446,24 +447,21 @@ class PostgresDialect(Dialect):
         except psycopg.Error:
             return -1
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException, *, replica: bool = False) -> str | None:
         if isinstance(exc, _RETRYABLE):
             return RETRY
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             return UNAVAILABLE
         if isinstance(exc, psycopg.Error):
             state = str(getattr(exc, "sqlstate", None) or "")
-            if state.startswith(("08", "57P")) or state == READ_ONLY:
+            if state == READ_ONLY:
+                return FAIL if replica else UNAVAILABLE
+            if state.startswith(("08", "57P")):
                 return UNAVAILABLE
+            if state in ("42P01", "3F000"):  # undefined_table; invalid_schema_name (a prefix's schema not there)
+                return MISSING
             return FAIL
         return None
-
-    def refuses_writes(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == READ_ONLY
-
-    def missing_table(self, exc: BaseException) -> bool:
-        # 42P01 undefined_table; 3F000 invalid_schema_name (a schema-qualified prefix whose schema is not there).
-        return isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) in ("42P01", "3F000")
 
     def highest_id(self, cur: Cursor) -> int | None:
         # The sequence's last value (NULL before its first use): no table scan, and finished jobs count.
@@ -527,12 +525,13 @@ class PostgresDialect(Dialect):
         # time.  If the server crashes before the flush, the claim is undone and the job is simply
         # claimable again, which at-least-once delivery allows; the settle that follows commits
         # synchronously and so makes the claim durable too.
+        pick, pick_params = self.pick(queue, limit)
         cur.execute(self.q(
             "WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), "
-            "picked AS (" + self.pick_sql() + " FOR UPDATE SKIP LOCKED) "
+            "picked AS (" + pick + " FOR UPDATE SKIP LOCKED) "
             "UPDATE {jobs} AS j SET reserved_by = %s, reserved_at = now(), "
             "reserved_until = now() + make_interval(secs => %s), attempts = j.attempts + 1 "
             "FROM picked, async WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
-            (*self.pick_params(queue, limit), owner, float(lease)))
+            (*pick_params, owner, float(lease)))
         return claim_order(cast(list[Any], cur.fetchall()))

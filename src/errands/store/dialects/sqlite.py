@@ -30,6 +30,7 @@ from .base import (
     CLAIM_COLUMNS,
     CLAIMABLE,
     FAIL,
+    MISSING,
     RETRY,
     UNAVAILABLE,
     Dialect,
@@ -235,20 +236,19 @@ class SQLiteDialect(Dialect):
     def listener(self) -> Listener | None:
         return _DataVersionListener(self.connect, self.q("SELECT MAX(id) FROM {jobs}"))
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException, *, replica: bool = False) -> str | None:
         if isinstance(exc, sqlite3.OperationalError):
             text = str(exc).lower()
             if "locked" in text or "busy" in text:
                 return RETRY
             if "unable to open" in text or "disk i/o" in text:
                 return UNAVAILABLE
+            if "no such table" in text:
+                return MISSING
             return FAIL
         if isinstance(exc, sqlite3.Error):
             return FAIL
         return None
-
-    def missing_table(self, exc: BaseException) -> bool:
-        return isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc).lower()
 
     def to_datetime(self, value: Any) -> datetime:
         return epoch_to_datetime(value)
@@ -275,8 +275,9 @@ class SQLiteDialect(Dialect):
 
     def claim(self, cur: Cursor, owner: str, queue: str, limit: int, lease: float, *, spread: int = 0) -> list[Any]:
         # ``spread`` is ignored: claims here skip each other's rows and never lose at commit.
+        pick, pick_params = self.pick(queue, limit)
         cur.execute(self.q(
             "UPDATE {jobs} SET reserved_by = ?, reserved_at = {now}, reserved_until = {now} + ?, "
-            "attempts = attempts + 1 WHERE id IN (" + self.pick_sql() + ") RETURNING " + CLAIM_COLUMNS),
-            (owner, float(lease), *self.pick_params(queue, limit)))
+            "attempts = attempts + 1 WHERE id IN (" + pick + ") RETURNING " + CLAIM_COLUMNS),
+            (owner, float(lease), *pick_params))
         return claim_order(cast(list[Any], cur.fetchall()))
