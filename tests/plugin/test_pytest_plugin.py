@@ -211,3 +211,23 @@ def test_the_command_line_option_names_the_app(pytester: pytest.Pytester) -> Non
                                            "-o", "pythonpath=.")
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "untouched.db").exists()
+
+
+def test_a_production_read_replica_is_set_aside_for_the_temporary_database(tmp_path) -> None:
+    """An app configured with a read replica (``read_url``, e.g. from ERRANDS_READ_URL) still gets its
+    temporary SQLite file: SQLite has no replicas, so the replica is left out for the block and back after."""
+    from errands import Errands
+    from errands.testing import temporary_database
+
+    replica = "postgresql://reader@replica.invalid/shop"
+    app = Errands("postgresql://app@primary.invalid/shop", read_url=replica)
+
+    @app.job(name="noop")
+    def noop() -> None:
+        return None
+
+    with temporary_database(app, tmp_path):
+        noop.enqueue()
+        assert app.reads is app.store  # no replica: every read on the temporary file
+        assert [job.name for job in app.store.jobs.list_jobs()] == ["noop"]
+    assert (app.read_url, app.database_url) == (replica, "postgresql://app@primary.invalid/shop")

@@ -31,12 +31,14 @@ def temporary_database(app: Errands, directory: str | os.PathLike[str]) -> Itera
         path = folder / f"errands-{n}.db"
     url = f"sqlite:///{path.resolve()}"
     clock = DatabaseClock()
-    original = app.database_url
+    original, read_url = app.database_url, app.read_url
     app.close()
     store = open_store(url, prefix=app.table_prefix, clock=clock.epoch)
+    app.read_url = None  # (a production replica, e.g. from ERRANDS_READ_URL, is no replica of this file)
     app.use_database(url, store=store)
     try:
         yield clock
     finally:
         store.close()
+        app.read_url = read_url
         app.use_database(original)
