@@ -6,6 +6,7 @@
 - claims and settles never go to the standby (it refuses every write: a drain that finishes proves it);
 - the lag shown is the standby's own: replay paused and the primary written, it grows past a small bound
   and the reads go to the primary, which the dashboard says; replay resumed, back to the replica;
+- the standby cut off from its primary (the primary stopped): its lag counts as unknown, whatever the bound;
 - the standby stopped: the reads go to the primary and the dashboard still answers; started again,
   back to the replica.
 """
@@ -158,6 +159,27 @@ def test_a_standby_behind_the_bound_sends_the_reads_to_the_primary(pair: Replica
     wait_for(lambda: _on_replica(strict), timeout=30)
     assert _ready(strict, "e2e_lag") == 5
     assert 'data-reads="replica"' in web.get("/").text
+
+
+def test_a_standby_cut_off_from_its_primary_counts_as_lagging_an_unknown_amount(pair: ReplicatedPair,
+                                                                                apps: Any) -> None:
+    """The primary stopped: the standby has replayed all it received, which says nothing of what the
+    primary may have written since.  Its WAL receiver gone, its lag is unknown however patient the bound
+    (before, it read as caught up, lag 0, for as long as the cut lasted)."""
+    strict, patient = apps
+    wait_for(lambda: _on_replica(strict) and _on_replica(patient), timeout=30)
+    pair.primary.stop()
+    try:
+        wait_for(lambda: pair.standby.scalar("SELECT count(*) FROM pg_stat_wal_receiver") == 0, timeout=30)
+        for app in (strict, patient):
+            source = wait_for(lambda app=app: (lambda s: s if s.state == replicas.UNKNOWN else None)(
+                app.read_router.source()), timeout=30)
+            assert source.lag is None
+    finally:
+        pair.primary.start()
+    wait_for(lambda: _on_replica(strict) and _on_replica(patient), timeout=60)
+    _enqueue(strict, "e2e_cut", 4)
+    wait_for(lambda: _ready(patient, "e2e_cut") == 4, timeout=30)  # streamed and replayed again
 
 
 def test_a_stopped_standby_sends_the_reads_to_the_primary_and_the_dashboard_still_answers(

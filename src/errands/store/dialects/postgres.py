@@ -366,9 +366,13 @@ class PostgresDialect(Dialect):
                        "WHERE datname = current_database() GROUP BY application_name")
     max_connections_sql = "SELECT current_setting('max_connections')::int"
     read_only_sql = "SET default_transaction_read_only = on"
-    # On a hot standby: caught up (0) when everything received is replayed, else the age of the last
-    # transaction replayed.  A server out of recovery takes writes itself: no lag to speak of.
+    # On a hot standby: unknown (NULL) when no WAL receiver runs (cut off from its primary, or fed from an
+    # archive only: everything received is replayed, yet that says nothing of what the primary wrote
+    # since; any user sees whether the receiver's row is there), caught up (0) when everything received
+    # is replayed, else the age of the last transaction replayed.  A server out of recovery takes writes
+    # itself: no lag to speak of.
     replica_state_sql = ("SELECT pg_is_in_recovery() AS replicating, CASE WHEN NOT pg_is_in_recovery() THEN 0 "
+                         "WHEN NOT EXISTS (SELECT 1 FROM pg_stat_wal_receiver) THEN NULL "
                          "WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0 "
                          "ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) END AS lag")
     """Batches from COPY_FROM on are written with COPY after reserving ids: one transaction."""
