@@ -150,3 +150,30 @@ def test_doctor_against_a_refusing_node_names_the_galera_state(refusing_node: st
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Galera node that refuses statements" in done.stdout, done.stdout
     assert "do not exist" not in done.stdout and "errands migrate" not in done.stdout
+
+
+class _StatusCursor:
+    """A cursor answering SHOW REPLICA STATUS with the given rows, in the server's own column case."""
+
+    def __init__(self, rows: list[dict[str, object]]) -> None:
+        self.rows = rows
+        self.description = [(name,) for name in (rows[0] if rows else {"Slave_IO_State": None})]
+
+    def execute(self, sql: str, params: object = None) -> None:
+        assert sql == "SHOW REPLICA STATUS"
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return [tuple(row.values()) for row in self.rows]
+
+
+@pytest.mark.parametrize(("rows", "replicating", "lag"), [
+    ([], False, 0.0),  # replicates nothing: a primary
+    ([{"Slave_IO_State": "Waiting for master", "Seconds_Behind_Master": 3}], True, 3.0),  # MariaDB's spelling
+    ([{"Replica_IO_State": "Waiting for source", "Seconds_Behind_Source": 0}], True, 0.0),  # MySQL 8's
+    ([{"Slave_IO_State": "", "Seconds_Behind_Master": None}], True, None),  # replication stopped: unknown
+    ([{"Seconds_Behind_Master": 2}, {"Seconds_Behind_Master": 7}], True, 7.0),  # multi-source: the furthest
+])
+def test_a_mysql_replica_says_its_lag_by_the_servers_own_column_names(rows: list[dict[str, object]],
+                                                                       replicating: bool, lag: float | None) -> None:
+    state = MYSQL.replica_state(_StatusCursor(rows))  # type: ignore[arg-type]
+    assert (state.replicating, state.lag) == (replicating, lag)
