@@ -60,7 +60,17 @@ class ErrandsCollector(Collector):
             log.warning("errands metrics: cannot read the database (%s)", exc)
             yield _up(0.0)
             return
+        data["oldest_transaction"] = self._oldest_transaction()
         yield from _families(data)
+
+    def _oldest_transaction(self) -> float | None:
+        """The oldest open transaction's age, or None (left out of the scrape) where the database has
+        none to report (SQLite) or refuses the read (a user without the right to see other sessions)."""
+        try:
+            return self.app.store.insights.oldest_transaction()
+        except StoreError as exc:
+            log.debug("errands metrics: cannot read the oldest open transaction (%s)", exc)
+            return None
 
 
 def _up(value: float | None) -> Metric:
@@ -89,6 +99,9 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
                                 "replica, 0 from the primary (only with read_url: docs/read-replicas.md).")
     replica_lag = GaugeMetricFamily("errands_read_replica_lag_seconds", "The read replica's lag when last looked "
                                     "at (only with read_url, while it answers and can tell).")
+    transaction = GaugeMetricFamily(
+        "errands_oldest_transaction_seconds", "Age of the oldest open transaction in errands' database besides "
+        "errands' own (0: none); one held open keeps dead job rows from being cleaned up (PostgreSQL, MySQL).")
     reads = None if data is None else data.get("reads")
     if reads:
         replica.add_metric([], 1.0 if reads["source"] == "replica" else 0.0)
@@ -110,6 +123,9 @@ def _families(data: dict[str, Any] | None) -> Iterator[Metric]:
     yield from (jobs, oldest, paused, succeeded, failed, workers, backlog_jobs, backlog_age)
     if reads:  # only where a read replica is configured (so not among the families ``describe`` names)
         yield from (replica, replica_lag)
+    if data is not None and data.get("oldest_transaction") is not None:  # not on SQLite, nor when refused
+        transaction.add_metric([], data["oldest_transaction"])
+        yield transaction
     yield _up(None if data is None else 1.0)
 
 

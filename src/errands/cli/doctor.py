@@ -26,7 +26,8 @@ TITLES = {
     "sqlite_synchronous": "synchronous", "postgres_autovacuum": "autovacuum",
     "postgres_replication": "replication", "postgres_pooler": "connection pooler", "postgres_wakeup": "worker wake-up",
     "mysql_isolation": "isolation level", "mysql_time_zone": "session time zone", "mysql_engine": "storage engine",
-    "clock_skew": "clock skew", "jobs_table": "jobs table size", "workers": "workers", "app": "app",
+    "clock_skew": "clock skew", "jobs_table": "jobs table size",
+    "open_transactions": "open transactions", "workers": "workers", "app": "app",
 }
 _MARKS = {Status.OK: ("✓", "+", "ok", "green"), Status.INFO: ("i", "i", "info", "blue"),
           Status.WARN: ("!", "!", "warn", "yellow"), Status.FAIL: ("✗", "x", "FAIL", "red")}

@@ -26,6 +26,7 @@ from .context import DoctorContext
 from .model import Check, Report, Status
 from .replica import read_replica
 from .schema import Drift, ExpectedSchema, LiveSchema, compare, expected_schema
+from .transactions import open_transactions
 from .unreachable import Cause, Explained, explain
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class DialectFacts(Protocol):
     UNREACHABLE: tuple[Cause, ...]
     DEFAULT_PORT: int
     ENQUEUE_ENTRY_SQL: str
+    HELD_BACK_SQL: str | None
+    END_TRANSACTION: str
 
     def before_connect(self, ctx: DoctorContext) -> Check | None: ...
     def server(self, ctx: DoctorContext) -> Check: ...
@@ -112,6 +115,7 @@ def _steps(ctx: DoctorContext, facts: DialectFacts) -> Iterable[tuple[str, Calla
         yield "jobs_table", lambda: facts.jobs_table(ctx)
     else:
         yield "jobs_table", lambda: _not_checked("jobs_table", f"{ctx.store.dialect.t_jobs} does not exist")
+    yield "open_transactions", lambda: open_transactions(ctx, facts)
     if ctx.schema_current:
         yield "sql_enqueue", lambda: sql_enqueue(ctx, facts)
         yield "workers", lambda: workers(ctx)

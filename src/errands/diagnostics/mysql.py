@@ -65,6 +65,13 @@ DEFAULT_PORT = 3306
 ENQUEUE_ENTRY_SQL = ("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
                      "AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = %s")
 """Whether the SQL enqueue procedure is there, as this user sees it (param: its name)."""
+HELD_BACK_SQL = ("SELECT CONCAT('InnoDB history list: ', `COUNT`, ' undo logs not yet purged (server-wide)') "
+                 "AS detail, 0 AS stuck FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'")
+"""How far InnoDB's purge is behind: it grows while a transaction (on any database of the server) stays open."""
+END_TRANSACTION = ("end it: KILL {id} (or COMMIT/ROLLBACK in that session); set idle_transaction_timeout "
+                   "(MariaDB) or a shorter wait_timeout (MySQL) so that an idle session cannot hold one open again; "
+                   "information_schema.INNODB_TRX lists the others")
+"""How to end what the open_transactions check found (``{id}``: the oldest one's thread id)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

@@ -66,6 +66,18 @@ DEFAULT_PORT = 5432
 ENQUEUE_ENTRY_SQL = ("SELECT COUNT(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                      "WHERE n.nspname = current_schema() AND p.proname = %s")
 """Whether the SQL enqueue function is in errands' schema (param: its name)."""
+HELD_BACK_SQL = ("SELECT 'replication slot ' || slot_name || CASE WHEN active THEN '' ELSE ' (inactive)' END || "
+                 "' holds the cleanup ' || age(xmin) || ' transactions back' AS detail, NOT active AS stuck "
+                 "FROM pg_replication_slots "
+                 "WHERE xmin IS NOT NULL AND (database IS NULL OR database = current_database())")
+"""Replication slots whose ``xmin`` (a standby's hot_standby_feedback) holds VACUUM back, as an open
+transaction does; an inactive one holds it until someone drops the slot.  (A logical slot's
+``catalog_xmin`` holds the system catalogs only, not the jobs table.)"""
+END_TRANSACTION = ("end it: SELECT pg_terminate_backend({id}) (or COMMIT/ROLLBACK in that session; a prepared "
+                   "transaction: ROLLBACK PREPARED '{id}'; a slot nobody uses: SELECT pg_drop_replication_slot(name)); "
+                   "set idle_in_transaction_session_timeout (e.g. ALTER DATABASE ... SET "
+                   "idle_in_transaction_session_timeout = '5min') so that an idle session cannot hold one open again")
+"""How to end what the open_transactions check found (``{id}``: the oldest one's pid or gid)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

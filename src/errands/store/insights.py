@@ -98,6 +98,21 @@ class InsightStore:
 
         return self.db.run(read)
 
+    def oldest_transaction(self) -> float | None:
+        """Seconds the oldest open transaction in this database has been open, errands' own (named)
+        sessions and this one left out (0.0: none open); None where no snapshot can hold back the
+        cleanup of dead rows (SQLite).  One read of the server's activity views, for ``/metrics``."""
+        sql = self.d.open_transactions_sql
+        if sql is None:
+            return None
+
+        def read(cur: Cursor) -> float:
+            cur.execute(sql, (1,))
+            row = fetch_row(cur)
+            return 0.0 if row is None else float(row["age_seconds"] or 0.0)
+
+        return self.db.run(read)
+
     # ------------------------------------------------------------------ throughput
     def add_stats(self, counts: dict[tuple[str, bool], int]) -> None:
         """Add finished runs to this minute's row per queue (workers call this every few seconds)."""

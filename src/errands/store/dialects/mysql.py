@@ -264,6 +264,16 @@ class MySQLDialect(Dialect):
     # MySQL tells no client name: every session on this database counts under one empty name.
     connections_sql = "SELECT '' AS name, count(*) AS n FROM information_schema.processlist WHERE db = DATABASE()"
     max_connections_sql = "SELECT @@max_connections"
+    # InnoDB's open transactions of sessions on this database (purge cannot remove row versions older than
+    # the oldest read view).  MySQL tells no client name, so errands' own sessions count too (theirs last
+    # milliseconds); the reading session is left out.  A thread idle in its transaction shows as Sleep.
+    open_transactions_sql = (
+        "SELECT CAST(t.trx_mysql_thread_id AS CHAR) AS id, 'session' AS kind, "
+        "TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1000000 AS age_seconds, "
+        "CASE p.COMMAND WHEN 'Sleep' THEN 'idle in transaction' ELSE p.COMMAND END AS state, "
+        "p.USER AS application, p.HOST AS client, LEFT(p.INFO, 80) AS query "
+        "FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE p.DB = DATABASE() AND t.trx_mysql_thread_id <> CONNECTION_ID() ORDER BY t.trx_started LIMIT %s")
     read_only_sql = "SET SESSION TRANSACTION READ ONLY"
     schema_table_ddl = "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER PRIMARY KEY) ENGINE=InnoDB"
     script_delimiter = "//"

@@ -365,6 +365,19 @@ class PostgresDialect(Dialect):
     connections_sql = ("SELECT application_name AS name, count(*) AS n FROM pg_stat_activity "
                        "WHERE datname = current_database() GROUP BY application_name")
     max_connections_sql = "SELECT current_setting('max_connections')::int"
+    # Client sessions in a transaction (or holding a snapshot) and prepared transactions: both keep VACUUM
+    # from removing rows that died after they began.  errands' own sessions carry ``errands <pid>@<host>``
+    # as application_name (their transactions last milliseconds) and are left out.
+    open_transactions_sql = (
+        "SELECT * FROM (SELECT pid::text AS id, 'session' AS kind, "
+        "EXTRACT(EPOCH FROM now() - coalesce(xact_start, backend_start))::float8 AS age_seconds, state, "
+        "application_name AS application, coalesce(host(client_addr), 'local') AS client, "
+        "left(query, 80) AS query FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+        "AND (xact_start IS NOT NULL OR backend_xmin IS NOT NULL) AND left(application_name, 8) <> 'errands ' "
+        "UNION ALL SELECT gid, 'prepared', EXTRACT(EPOCH FROM now() - prepared)::float8, 'prepared', "
+        "owner::text, '', '' FROM pg_prepared_xacts WHERE database = current_database()) t "
+        "ORDER BY age_seconds DESC LIMIT %s")
     read_only_sql = "SET default_transaction_read_only = on"
     # On a hot standby: unknown (NULL) when no WAL receiver runs (cut off from its primary, or fed from an
     # archive only: everything received is replayed, yet that says nothing of what the primary wrote
