@@ -3,17 +3,20 @@ and the facts each dialect reports (WAL, claim mode, isolation, dead rows, worke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import cli_env, run_cli, scaled, start_worker, wait_for
+from prometheus_client import CollectorRegistry
 
 from errands import Errands
 from errands.core.rows import NewJob
@@ -21,15 +24,18 @@ from errands.diagnostics import Status, diagnose
 from errands.diagnostics import mysql as mysql_facts
 from errands.diagnostics import postgres as postgres_facts
 from errands.diagnostics import sqlite as sqlite_facts
+from errands.diagnostics.checks import dialect_facts
 from errands.diagnostics.context import DoctorContext
 from errands.diagnostics.schema import DDLNotUnderstood, _Replay, expected_schema
+from errands.diagnostics.transactions import open_transactions
+from errands.metrics import ErrandsCollector
 from errands.store import open_store
 from errands.store.dialects.base import FAILED_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
 from errands.store.dialects.sqlite import BUSY_TIMEOUT_MS
 from errands.worker.liveness import forget_worker_after
 
 COMMON = ["connectivity", "server", "schema_version", "schema_drift", "claim_index", "claim_mode", "clock_skew",
-          "jobs_table", "workers"]
+          "jobs_table", "open_transactions", "workers"]
 PER_DIALECT = {"sqlite": ["sqlite_journal", "sqlite_busy_timeout"], "postgresql": ["postgres_autovacuum"],
                "mysql": ["mysql_isolation", "mysql_time_zone", "mysql_engine", "galera"]}
 DROP_CLAIM_INDEX = {"sqlite": "DROP INDEX errands_jobs_claim", "postgresql": "DROP INDEX errands_jobs_claim",
@@ -71,6 +77,9 @@ def test_healthy_database_passes_and_reports_every_check(app, db_url):
     assert re.search(r"clock is \d+\.\d{3} s (ahead of|behind) this host's", check(report, "clock_skew")["detail"])
     latest = app.store.dialect.schema_version
     assert check(report, "schema_version")["data"] == {"recorded": latest, "code": latest}
+    # No session but errands' own is in a transaction (SQLite has no concurrent snapshot to speak of).
+    transactions = check(report, "open_transactions")
+    assert transactions["status"] == ("info" if app.store.dialect.name == "sqlite" else "ok"), transactions
     # Nothing is running: the registry check says so, without failing (no job is ready).
     assert check(report, "workers")["status"] == "warn"
 
@@ -437,6 +446,78 @@ def test_postgres_replication_on_a_server_alone(app, db_url):
     assert "no standby" in found.detail and "synchronous_standby_names = ''" in found.detail
     code, report = doctor(db_url)
     assert check(report, "postgres_replication")["status"] == "ok"
+
+
+# ---------------------------------------------------------------------- open transactions
+@contextlib.contextmanager
+def snapshot_held(app: Errands) -> Iterator[str]:
+    """A session of another program (not named ``errands ...``) in a transaction that has read the jobs
+    table, so it holds a snapshot; yields its pid (PostgreSQL) or thread id (MariaDB); commits on exit."""
+    table = app.store.dialect.t_jobs
+    if app.store.dialect.name == "postgresql":
+        import psycopg
+
+        from errands.store.dialects.postgres import driver_url
+
+        with psycopg.connect(driver_url(app.database_url)) as pg:  # not autocommit: SELECT begins a transaction
+            pg.execute(f"SELECT count(*) FROM {table}").fetchone()
+            yield str(pg.info.backend_pid)
+            pg.commit()
+        return
+    import pymysql
+
+    my = pymysql.connect(**app.store.dialect._params)  # type: ignore[attr-defined]
+    with my, my.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        yield str(my.thread_id())
+        my.commit()
+
+
+def oldest_gauge(app: Errands) -> float | None:
+    registry = CollectorRegistry()
+    registry.register(ErrandsCollector(app))
+    return registry.get_sample_value("errands_oldest_transaction_seconds")
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"], indirect=True)
+def test_a_transaction_left_open_is_named_until_it_ends(app, db_url):
+    """A session idle in its transaction pins the dead job rows: the doctor names it once it is older than
+    the threshold (here a fifth of a second), /metrics shows its age, and both fall back when it commits."""
+    ctx = DoctorContext(app, app.store, expected_schema(app.store))
+    facts = dialect_facts(app.store.dialect.name)
+    threshold = 0.2
+
+    def found() -> Any:
+        return open_transactions(ctx, facts, warn_seconds=threshold)
+
+    assert found().status is Status.OK, found()
+    with snapshot_held(app) as session:
+        # (interval: InnoDB refreshes INNODB_TRX only when it was last read over 0.1 s before)
+        warned = wait_for(lambda: (c := found()).status is Status.WARN and c, timeout=10, interval=0.25,
+                          message=f"a warning about session {session}")
+        who = "pid" if app.store.dialect.name == "postgresql" else "thread"
+        assert f"{who} {session}: idle in transaction for " in warned.items[0], warned.items
+        assert re.search(r"a transaction has been open for \d+\.\d s", warned.detail), warned.detail
+        assert "claim rescans more dead index entries" in warned.detail
+        assert session in (warned.fix or "") and ("pg_terminate_backend" in warned.fix or "KILL" in warned.fix)
+        oldest = warned.data["transactions"][0]
+        assert oldest["id"] == session and oldest["age_seconds"] >= threshold, warned.data
+        assert (oldest_gauge(app) or 0.0) >= threshold
+        code, report = doctor(db_url)  # the default threshold (5 minutes): named in the data, not warned
+        assert check(report, "open_transactions")["status"] == "ok"
+        assert check(report, "open_transactions")["data"]["transactions"][0]["id"] == session
+    after = wait_for(lambda: (c := found()).status is Status.OK and c, timeout=10, interval=0.25,
+                     message=f"session {session} to be forgotten once committed")
+    assert session not in [r["id"] for r in after.data["transactions"]], after
+    assert (oldest_gauge(app) or 0.0) < threshold
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sqlite_has_no_open_transactions_to_report(app):
+    found = open_transactions(DoctorContext(app, app.store, expected_schema(app.store)), sqlite_facts)
+    assert found.status is Status.INFO and found.detail.startswith("SQLite")
+    assert oldest_gauge(app) is None
 
 
 # ---------------------------------------------------------------------- workers

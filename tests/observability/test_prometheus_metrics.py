@@ -58,6 +58,9 @@ def test_the_collector_reads_queues_throughput_and_workers(app: Errands) -> None
     assert value("errands_jobs", {"queue": "mails", "state": "ready"}) == 2
     assert value("errands_jobs", {"queue": "mails", "state": "delayed"}) == 1
     assert value("errands_jobs", {"queue": "default", "state": "failed"}) == 1
+    # The oldest open transaction besides errands' own: none here (0); SQLite has none to report.
+    transaction = value("errands_oldest_transaction_seconds")
+    assert transaction is None if app.store.dialect.name == "sqlite" else 0.0 <= transaction < 60, transaction
     assert value("errands_jobs", {"queue": "default", "state": "ready"}) == 0
     assert value("errands_queue_paused", {"queue": "mails"}) == 1
     assert value("errands_queue_paused", {"queue": "default"}) == 0

@@ -47,9 +47,13 @@ def age_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+_WHO = {"session": "pid {}", "thread": "thread {}", "prepared": "prepared transaction '{}'"}
+"""How each ``kind`` of row names itself (a PostgreSQL backend, a MySQL thread, a prepared transaction)."""
+
+
 def _describe(row: dict[str, Any]) -> str:
     """One transaction as a line: who, how old, doing what (every field is the server's, shown as text)."""
-    who = f"pid {row['id']}" if row["kind"] == "session" else f"prepared transaction {row['id']!r}"
+    who = _WHO.get(row["kind"], "{}").format(row["id"])
     parts = [f"{who}: {row['state'] or 'state hidden'} for {age_text(row['age_seconds'])}"]
     if row["application"]:
         parts.append(f"application {row['application']!r}")

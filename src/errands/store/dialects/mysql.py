@@ -267,8 +267,9 @@ class MySQLDialect(Dialect):
     # InnoDB's open transactions of sessions on this database (purge cannot remove row versions older than
     # the oldest read view).  MySQL tells no client name, so errands' own sessions count too (theirs last
     # milliseconds); the reading session is left out.  A thread idle in its transaction shows as Sleep.
+    # InnoDB refreshes this view at most every 0.1 s after its last read, and trx_started has whole seconds.
     open_transactions_sql = (
-        "SELECT CAST(t.trx_mysql_thread_id AS CHAR) AS id, 'session' AS kind, "
+        "SELECT CAST(t.trx_mysql_thread_id AS CHAR) AS id, 'thread' AS kind, "
         "TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1000000 AS age_seconds, "
         "CASE p.COMMAND WHEN 'Sleep' THEN 'idle in transaction' ELSE p.COMMAND END AS state, "
         "p.USER AS application, p.HOST AS client, LEFT(p.INFO, 80) AS query "
