@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
@@ -46,7 +46,7 @@ class DialectFacts(Protocol):
     DEFAULT_PORT: int
     ENQUEUE_ENTRY_SQL: str
     HELD_BACK_SQL: str | None
-    END_TRANSACTION: str
+    END_TRANSACTION: Mapping[str, str]
 
     def before_connect(self, ctx: DoctorContext) -> Check | None: ...
     def server(self, ctx: DoctorContext) -> Check: ...

@@ -68,10 +68,12 @@ ENQUEUE_ENTRY_SQL = ("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROU
 HELD_BACK_SQL = ("SELECT CONCAT('InnoDB history list: ', `COUNT`, ' undo logs not yet purged (server-wide)') "
                  "AS detail, 0 AS stuck FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'")
 """How far InnoDB's purge is behind: it grows while a transaction (on any database of the server) stays open."""
-END_TRANSACTION = ("end it: KILL {id} (or COMMIT/ROLLBACK in that session); set idle_transaction_timeout "
-                   "(MariaDB) or a shorter wait_timeout (MySQL) so that an idle session cannot hold one open again; "
-                   "information_schema.INNODB_TRX lists the others")
-"""How to end what the open_transactions check found (``{id}``: the oldest one's thread id)."""
+END_TRANSACTION = {
+    "thread": "end it: KILL {id} (or COMMIT/ROLLBACK in that session); set idle_transaction_timeout (MariaDB) or "
+              "a shorter wait_timeout (MySQL) so that an idle session cannot hold one open again; "
+              "information_schema.INNODB_TRX lists the others",
+}
+"""How to end what the open_transactions check found, by its kind (``{id}``: the oldest one's thread id)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

@@ -73,11 +73,14 @@ HELD_BACK_SQL = ("SELECT 'replication slot ' || slot_name || CASE WHEN active TH
 """Replication slots whose ``xmin`` (a standby's hot_standby_feedback) holds VACUUM back, as an open
 transaction does; an inactive one holds it until someone drops the slot.  (A logical slot's
 ``catalog_xmin`` holds the system catalogs only, not the jobs table.)"""
-END_TRANSACTION = ("end it: SELECT pg_terminate_backend({id}) (or COMMIT/ROLLBACK in that session; a prepared "
-                   "transaction: ROLLBACK PREPARED '{id}'; a slot nobody uses: SELECT pg_drop_replication_slot(name)); "
-                   "set idle_in_transaction_session_timeout (e.g. ALTER DATABASE ... SET "
-                   "idle_in_transaction_session_timeout = '5min') so that an idle session cannot hold one open again")
-"""How to end what the open_transactions check found (``{id}``: the oldest one's pid or gid)."""
+_TIMEOUT = ("; set idle_in_transaction_session_timeout (e.g. ALTER DATABASE ... SET "
+            "idle_in_transaction_session_timeout = '5min') so that an idle session cannot hold one open again")
+END_TRANSACTION = {
+    "session": "end it: SELECT pg_terminate_backend({id}) (or COMMIT/ROLLBACK in that session)" + _TIMEOUT,
+    "prepared": "finish it: COMMIT PREPARED '{id}' or ROLLBACK PREPARED '{id}' (pg_prepared_xacts lists them)",
+    "slot": "drop a slot nobody uses: SELECT pg_drop_replication_slot('<name>'), or bring its standby back",
+}
+"""How to end what the open_transactions check found, by its kind (``{id}``: the oldest one's pid or gid)."""
 
 
 def before_connect(ctx: DoctorContext) -> Check | None:

@@ -36,7 +36,7 @@ DEFAULT_PORT = 0
 ENQUEUE_ENTRY_SQL = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?"
 """Whether the SQL enqueue view has its INSTEAD OF INSERT trigger (param: the view's name)."""
 HELD_BACK_SQL: str | None = None
-END_TRANSACTION = ""
+END_TRANSACTION: dict[str, str] = {}
 """SQLite has no concurrent snapshot that holds its cleanup back (the open_transactions check says so)."""
 
 

@@ -15,6 +15,7 @@ the dialect's diagnostics module (``HELD_BACK_SQL``, ``END_TRANSACTION``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..store.driver import fetch_rows
@@ -28,7 +29,7 @@ class DialectFacts(Protocol):
     """What this check reads from a dialect's diagnostics module (part of ``checks.DialectFacts``)."""
 
     HELD_BACK_SQL: str | None
-    END_TRANSACTION: str
+    END_TRANSACTION: Mapping[str, str]
 
 OPEN_TRANSACTION_WARN_SECONDS = 300.0
 """Warn about a transaction open longer than this (errands' own last milliseconds)."""
@@ -56,7 +57,7 @@ def _describe(row: dict[str, Any]) -> str:
     who = _WHO.get(row["kind"], "{}").format(row["id"])
     parts = [f"{who}: {row['state'] or 'state hidden'} for {age_text(row['age_seconds'])}"]
     if row["application"]:
-        parts.append(f"application {row['application']!r}")
+        parts.append(f"{'user' if row['kind'] == 'thread' else 'application'} {row['application']!r}")
     if row["client"]:
         parts.append(f"client {row['client']}")
     if row["query"]:
@@ -94,10 +95,10 @@ def open_transactions(ctx: DoctorContext, facts: DialectFacts, *, warn_seconds: 
         return Check("open_transactions", Status.WARN,
                      f"a transaction has been open for {age_text(first['age_seconds'])} (over "
                      f"{age_text(limit)}): {COSTS}", items=tuple(_describe(r) for r in old) + extra,
-                     fix=facts.END_TRANSACTION.format(id=first["id"]), data=data)
+                     fix=facts.END_TRANSACTION.get(first["kind"], "").format(id=first["id"]) or None, data=data)
     if stuck:
         return Check("open_transactions", Status.WARN, f"{stuck[0]['detail']}: {COSTS}", items=extra,
-                     fix=facts.END_TRANSACTION.format(id="<pid>"), data=data)
+                     fix=facts.END_TRANSACTION.get("slot"), data=data)
     oldest = f"the oldest other transaction is {age_text(rows[0]['age_seconds'])} old" if rows else \
         "no other transaction is open"
     return Check("open_transactions", Status.OK, f"no transaction open over {age_text(limit)} in this database "
