@@ -278,9 +278,9 @@ class Dialect(ABC):
     max_connections_sql: str | None = None
     #: The open transactions in this database that hold back the cleanup of dead rows, oldest first, at
     #: most ``%s`` of them: rows of ``id`` (a PostgreSQL pid or prepared gid, a MySQL thread id), ``kind``
-    #: (session, thread, prepared), ``age_seconds``, ``state``, ``application`` (MySQL: the user), ``client`` and ``query`` (its first
-    #: 80 characters); never the reading session itself nor errands' own (named) sessions.  None: the
-    #: database has no concurrent snapshots to hold back (SQLite).
+    #: (session, thread, prepared), ``age_seconds``, ``state``, ``application`` (MySQL: the user), ``client``
+    #: and ``query`` (its first 80 characters); never the reading session itself nor errands' own (named)
+    #: sessions.  None: the database has no concurrent snapshots to hold back (SQLite).
     open_transactions_sql: str | None = None
     #: The SQL function that returns the smallest of its arguments (SQLite's scalar ``MIN``).
     least_function = "LEAST"
