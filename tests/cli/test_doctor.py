@@ -513,6 +513,21 @@ def test_a_transaction_left_open_is_named_until_it_ends(app, db_url):
     assert (oldest_gauge(app) or 0.0) < threshold
 
 
+@pytest.mark.parametrize("backend", ["postgres", "mariadb"], indirect=True)
+def test_open_transactions_refused_to_this_user_are_not_checked_and_leave_the_gauge_out(app, monkeypatch, caplog):
+    """A user without PROCESS (MySQL) gets an error from INNODB_TRX: here any failing statement stands in."""
+    monkeypatch.setattr(app.store.dialect, "open_transactions_sql", "SELECT x FROM errands_no_such_view LIMIT %s")
+    found = open_transactions(DoctorContext(app, app.store, expected_schema(app.store)),
+                              dialect_facts(app.store.dialect.name))
+    assert found.status is Status.INFO and found.detail.startswith("not checked: this database user may not"), found
+    registry = CollectorRegistry()
+    registry.register(ErrandsCollector(app))
+    with caplog.at_level("DEBUG", logger="errands.metrics"):
+        assert registry.get_sample_value("errands_oldest_transaction_seconds") is None
+    assert registry.get_sample_value("errands_database_up") == 1
+    assert "cannot read the oldest open transaction" in caplog.text
+
+
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_sqlite_has_no_open_transactions_to_report(app):
     found = open_transactions(DoctorContext(app, app.store, expected_schema(app.store)), sqlite_facts)

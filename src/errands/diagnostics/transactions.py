@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.errors import StoreError, StoreUnavailable
 from ..store.driver import fetch_rows
 from .model import Check, Status
 
@@ -70,7 +71,12 @@ def _held_back(ctx: DoctorContext, facts: DialectFacts) -> list[dict[str, Any]]:
     if facts.HELD_BACK_SQL is None:
         return []
     sql = facts.HELD_BACK_SQL
-    return ctx.read(lambda cur: (cur.execute(sql), fetch_rows(cur))[1])
+    try:
+        return ctx.read(lambda cur: (cur.execute(sql), fetch_rows(cur))[1])
+    except StoreUnavailable:
+        raise
+    except StoreError:  # (INNODB_METRICS needs PROCESS too; the sessions are what matters)
+        return []
 
 
 def open_transactions(ctx: DoctorContext, facts: DialectFacts, *, warn_seconds: float | None = None) -> Check:
@@ -81,7 +87,14 @@ def open_transactions(ctx: DoctorContext, facts: DialectFacts, *, warn_seconds: 
     if sql is None:
         return Check("open_transactions", Status.INFO, "SQLite: no concurrent snapshot can hold back its cleanup "
                      "(a writer waits for readers only at a checkpoint; see sqlite_journal)")
-    rows = ctx.read(lambda cur: (cur.execute(sql, (LISTED,)), fetch_rows(cur))[1])
+    try:
+        rows = ctx.read(lambda cur: (cur.execute(sql, (LISTED,)), fetch_rows(cur))[1])
+    except StoreUnavailable:
+        raise
+    except StoreError as exc:  # e.g. MySQL's INNODB_TRX needs the PROCESS privilege
+        return Check("open_transactions", Status.INFO, "not checked: this database user may not read the server's "
+                     f"open transactions ({' '.join(str(exc).split())}); grant it PROCESS (MySQL/MariaDB) or "
+                     "pg_read_all_stats (PostgreSQL) to have them checked")
     for row in rows:
         row["age_seconds"] = float(row["age_seconds"] or 0.0)
     held = _held_back(ctx, facts)
