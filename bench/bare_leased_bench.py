@@ -3,7 +3,7 @@
     python bench/bare_leased_bench.py --mode drain --jobs 20000 --processes 1 --db-url URL
 
 bench/run.py runs it as "bare leased loop" beside bare_bench.py's older loops, and prints errands'
-drain as a ratio of it.  ``BENCH_LEASED_CLAIM`` sets the rows per claim (default 100).
+drain as a ratio of it.  ``BENCH_LEASED_CLAIM`` sets the rows per claim (default 510, errands' batch at ``-c 10``).
 Prints one JSON line (see bench/common.py).
 """
 

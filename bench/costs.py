@@ -403,7 +403,8 @@ def per_job(phase: dict[str, Any], jobs: int) -> dict[str, float | None]:
                 "mariadbd_cpu_us": server["mariadbd_cpu_s"] * 1e6 / n}
     if cpu:
         out["server_cpu_us"] = cpu.get("backends", 0.0) * 1e6 / n
-        out["background_cpu_us"] = cpu.get("background", 0.0) * 1e6 / n
+        if "background" in cpu:  # PostgreSQL's; MariaDB's is in the whole process's figure
+            out["background_cpu_us"] = cpu["background"] * 1e6 / n
     idle, secs = phase.get("idle_per_s", {}), phase.get("seconds", 0.0)
     for key, counter, scale in IDLE_OF:
         if key in out and counter in idle:
