@@ -423,7 +423,8 @@ FIGURES = [("statements", "statements", "{:.3f}"), ("write_commits", "write comm
            ("pg_commits", "commits (pg_stat_database)", "{:.4f}"), ("my_handler_commits", "Handler_commit", "{:.4f}"),
            ("my_questions", "statements (Questions)", "{:.3f}"), ("wal_bytes", "WAL bytes", "{:,.0f}"),
            ("redo_bytes", "redo bytes (Innodb_os_log_written)", "{:,.0f}"), ("tup_ins", "tuples inserted", "{:.3f}"),
-           ("tup_upd", "tuples updated", "{:.3f}"), ("tup_del", "tuples deleted", "{:.3f}"),
+           ("tup_upd", "tuples updated", "{:.3f}"),
+           ("hot_share", "HOT share of the updates (PG)", "{:.1%}"), ("tup_del", "tuples deleted", "{:.3f}"),
            ("server_cpu_us", "server CPU, its connections (µs)", "{:.1f}"),
            ("background_cpu_us", "server CPU, shared background (µs)", "{:.1f}"),
            ("mariadbd_cpu_us", "mariadbd whole process CPU (µs, server-wide)", "{:.1f}")]
@@ -450,7 +451,7 @@ def table(results: dict[str, list[dict[str, Any]]], jobs: int) -> str:
         for phase in ("enqueue", "drain"):
             cols.append((f"{system} {phase}", [per_job(r[phase], jobs) for r in ok]))
         cols.append((f"{system} both", [sum_figures(per_job(r["enqueue"], jobs), per_job(r["drain"], jobs))
-                                        for r in ok]))
+                                        | hot_share(r.get("tables")) for r in ok]))
     lines = ["| per job | " + " | ".join(c for c, _ in cols) + " |", "|---|" + "--:|" * len(cols)]
     for key, title, fmt in FIGURES:
         cells = [span([r.get(key) for r in runs], fmt) for _, runs in cols]
@@ -459,6 +460,14 @@ def table(results: dict[str, list[dict[str, Any]]], jobs: int) -> str:
         if any(c != "—" for c in cells):
             lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def hot_share(tables: dict[str, float] | None) -> dict[str, float | None]:
+    """The share of the updates PostgreSQL made HOT (no index entry written): the lease UPDATE is not,
+    while an index covers or filters on a column it changes."""
+    if not tables or not tables.get("n_tup_upd"):
+        return {}
+    return {"hot_share": tables["n_tup_hot_upd"] / tables["n_tup_upd"]}
 
 
 def sum_figures(a: dict[str, float | None], b: dict[str, float | None]) -> dict[str, float | None]:
