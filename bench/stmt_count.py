@@ -24,14 +24,14 @@ from typing import Any
 ENV = "BENCH_STATEMENTS"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 _state = threading.local()
-_fds: dict[int, int] = {}
+_fds: dict[tuple[int, str], int] = {}
 
 
 def _emit(line: str) -> None:
-    pid = os.getpid()
-    fd = _fds.get(pid)
+    key = (os.getpid(), os.environ[ENV])  # a forked child opens its own
+    fd = _fds.get(key)
     if fd is None:
-        fd = _fds[pid] = os.open(os.environ[ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _fds[key] = os.open(key[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, (line + "\n").encode())
 
 
