@@ -157,7 +157,8 @@ class MyServer:
         self.db = dbname
         self.conn = _my_admin()
         self.queries = 0  # the sampler's SELECTs, taken off Com_select
-        self.pid = int(subprocess.run(["pidof", "mariadbd"], capture_output=True, text=True).stdout.split()[0])
+        found = subprocess.run(["pidof", "mariadbd", "mysqld"], capture_output=True, text=True).stdout.split()
+        self.pid = int(found[0]) if found else None  # None: the server runs elsewhere, no CPU figure
 
     def counters(self) -> dict[str, float]:
         with self.conn.cursor() as cur:
@@ -167,9 +168,10 @@ class MyServer:
         out["Com_select"] = out.get("Com_select", 0.0) - self.queries
         out["Questions"] = out.get("Questions", 0.0) - self.queries
         # The whole server process's CPU (utime + stime of /proc/<pid>/stat: exited threads too), seconds.
-        with open(f"/proc/{self.pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-        out["mariadbd_cpu_s"] = (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+        if self.pid is not None:
+            with open(f"/proc/{self.pid}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            out["mariadbd_cpu_s"] = (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
         return out
 
     def tasks(self) -> dict[str, str]:
@@ -177,10 +179,14 @@ class MyServer:
             cur.execute("SELECT TID FROM information_schema.PROCESSLIST WHERE DB = %s", (self.db,))
             tids = [r[0] for r in cur.fetchall()]
         self.queries += 1
+        if self.pid is None:
+            return {}
         return {f"/proc/{self.pid}/task/{tid}/schedstat": "backends" for tid in tids if tid}
 
     def known(self) -> list[str]:
         """Every thread of mariadbd now: a cached thread may serve one of the database's connections later."""
+        if self.pid is None:
+            return []
         try:
             return [f"/proc/{self.pid}/task/{tid}/schedstat" for tid in os.listdir(f"/proc/{self.pid}/task")]
         except OSError:
@@ -400,7 +406,7 @@ def per_job(phase: dict[str, Any], jobs: int) -> dict[str, float | None]:
     if "Handler_commit" in server:
         out |= {"my_handler_commits": server["Handler_commit"] / n, "my_com_commits": server["Com_commit"] / n,
                 "redo_bytes": server["Innodb_os_log_written"] / n, "my_questions": server["Questions"] / n,
-                "mariadbd_cpu_us": server["mariadbd_cpu_s"] * 1e6 / n}
+                "mariadbd_cpu_us": server["mariadbd_cpu_s"] * 1e6 / n if "mariadbd_cpu_s" in server else None}
     if cpu:
         out["server_cpu_us"] = cpu.get("backends", 0.0) * 1e6 / n
         if "background" in cpu:  # PostgreSQL's; MariaDB's is in the whole process's figure
