@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -103,11 +104,22 @@ SYSTEMS = [
            modes=("enqueue", "bulk", "drain1", "drain2")),
     System("bare-sqlite", "bare SQL loop (SQLite)", "bare", "sqlite", "bare_bench.py",
            modes=("enqueue", "bulk", "drain1", "drain2")),
+    # Issue 29: the honest limit of a leased queue (lease UPDATE, no-op, DELETE on settle; errands' durability).
+    System("bare-leased-pg", "bare leased loop (PostgreSQL)", "bare leased", "pg", "bare_leased_bench.py",
+           modes=("drain1", "drain2")),
+    System("bare-leased-mariadb", "bare leased loop (MariaDB)", "bare leased", "mysql", "bare_leased_bench.py",
+           modes=("drain1", "drain2")),
+    System("bare-leased-sqlite", "bare leased loop (SQLite)", "bare leased", "sqlite", "bare_leased_bench.py",
+           modes=("drain1", "drain2")),
 ]
 BY_KEY = {s.key: s for s in SYSTEMS}
 SYNC_PAIR = ("errands-sqlite-full", "errands-sqlite")
 """synchronous=full against errands' default (normal) on SQLite: same figures, same run, ratio printed."""
 BARE_FOR = {"errands-pg": "bare-pg", "errands-mariadb": "bare-mariadb", "errands-sqlite": "bare-sqlite"}
+LEASED_FOR = {"errands-pg": "bare-leased-pg", "errands-mariadb": "bare-leased-mariadb",
+              "errands-sqlite": "bare-leased-sqlite"}
+"""errands against the bare leased loop (issue 29 goal 3: >= 0.9x on PostgreSQL and MariaDB, >= 0.35x SQLite)."""
+LEASED_FIGURES = ("drain1", "drain2", "cpu1", "cpu2")
 PEERS = [s for s in SYSTEMS if s.peer]
 
 # figure key -> (column title, unit, higher is better)
@@ -612,15 +624,16 @@ def backend_of(system: System) -> str:
     return system.label.split("(", 1)[1].split(",")[0].rstrip(")")
 
 
-def bare_rows(agg: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def bare_rows(agg: dict[str, dict[str, dict[str, Any]]], pairs: dict[str, str] = BARE_FOR,
+              figures: Sequence[str] = ()) -> list[dict[str, Any]]:
     """errands against the bare loop of the same backend and run, figure by figure (issue 17's table).
 
     ``ratio`` is errands / bare: above 1 is better for throughput, below 1 for CPU per job.  Pickup has
     no bare counterpart (the bare loop never idles), so its row has errands' figure only.
     """
     rows = []
-    for ekey, bkey in BARE_FOR.items():
-        for fig in BARE_FIGURES:
+    for ekey, bkey in pairs.items():
+        for fig in figures or BARE_FIGURES:
             title, unit, higher = FIGURES[fig]
             mine = agg.get(ekey, {}).get(fig, {"status": "not run"})
             bare = agg.get(bkey, {}).get(fig, {"status": "not run"})
@@ -635,9 +648,9 @@ def bare_rows(agg: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]
     return rows
 
 
-def bare_table(rows: list[dict[str, Any]]) -> str:
+def bare_table(rows: list[dict[str, Any]], loop: str = "bare loop") -> str:
     """``bare_rows`` as a Markdown table: figure | errands | bare loop | errands / bare."""
-    out = ["| figure | errands | bare loop | errands / bare |", "|---|--:|--:|--:|"]
+    out = [f"| figure | errands | {loop} | errands / {loop} |", "|---|--:|--:|--:|"]
     for r in rows:
         ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
         out.append(f"| {r['backend']} {r['title']} ({r['unit']}) | {r['errands']} | {r['bare']} | {ratio} |")
@@ -717,6 +730,11 @@ def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
            "errands / bare: above 1 means errands did better on throughput, below 1 on CPU per job. "
            "The bare loop never idles, so pickup has no bare figure.", "",
            bare_table(report.get("bare_ratios", [])), "",
+           "## errands against the bare leased loop (issue 29; same database, same run)", "",
+           "The bare leased loop claims with a lease UPDATE, runs a no-op and DELETEs on settle, with errands' "
+           "durability (bench/bare_leased_worker.py): the limit of a leased design. The bare loop above is the "
+           "older one (PostgreSQL and MariaDB: lock and delete in one transaction, no lease).", "",
+           bare_table(report.get("leased_ratios", []), "bare leased loop"), "",
            "## errands' ratios", "", *[f"- {x}" for x in ratio_lines], "",
            "## SQLite durability: synchronous=full against normal (issue 11)", "",
            *[f"- {x}" for x in report.get("sync_ratios", [])], ""]
@@ -790,7 +808,7 @@ def main() -> int:
             continue
         name = s.label.split(" (")[0] if not s.key.startswith("errands") else "errands"
         if s.key.startswith("bare"):
-            name = "bare SQL loops"
+            name = "bare leased loops" if s.key.startswith("bare-leased") else "bare SQL loops"
         settings.setdefault(name, info.get("settings", {}))
         if info.get("versions"):
             versions.setdefault(name, info["versions"])
@@ -845,10 +863,11 @@ def main() -> int:
         versions["all packages, peers' venv"] = pip_freeze(PEERS_PY)
     stamp = started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if p.quick else "")
     bare = bare_rows(agg)
+    leased = bare_rows(agg, LEASED_FOR, LEASED_FIGURES)
     report = {"started": started.isoformat(timespec="seconds"), "wall_seconds": round(wall, 1),
               "params": p.__dict__, "machine": machine, "servers": server_facts(), "versions": versions,
               "settings": settings, "results": agg, "raw": raw, "ratios": ratio_lines, "sync_ratios": sync_lines,
-              "table": tbl, "bare_ratios": bare, "chart": f"{stamp}.svg"}
+              "table": tbl, "bare_ratios": bare, "leased_ratios": leased, "chart": f"{stamp}.svg"}
     md = markdown(report, tbl, ratio_lines)
 
     os.makedirs(RESULTS, exist_ok=True)
@@ -882,6 +901,8 @@ def main() -> int:
             print("  " + x)
     print("\nerrands against the bare loop of the same database (same run):")
     print(bare_table(bare))
+    print("\nerrands against the bare leased loop (lease UPDATE, no-op, DELETE on settle; same run):")
+    print(bare_table(leased, "bare leased loop"))
     print(f"\nresults: {os.path.relpath(os.path.join(RESULTS, stamp + '.json'), ROOT)} (+ .md, .svg, latest.json, "
           f"latest.md, latest.svg"
           + (f", {os.path.relpath(DOCS_CHART, ROOT)}" if DOCS_CHART in charts else "")
