@@ -122,6 +122,7 @@ QUICK_SIZES = postgres:2000,20000,sqlite:20000,mariadb:20000
 QUICK_BACKLOG_ARGS = --drain 2000 --samples 50 --enqueues 200
 bench: venv
 	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
+	$(VENV_PYTHON) bench/costs.py --peers $(if $(filter-out 0,$(QUICK)),--jobs 5000 --reps 1)
 	$(VENV_PYTHON) bench/limits.py
 	$(VENV_PYTHON) bench/backlog.py $(if $(filter-out 0,$(QUICK)),--sizes $(QUICK_SIZES) $(QUICK_BACKLOG_ARGS),\
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
