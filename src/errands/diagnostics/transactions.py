@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .context import DoctorContext
 
 
-class DialectFacts(Protocol):
+class HeldBackFacts(Protocol):
     """What this check reads from a dialect's diagnostics module (part of ``checks.DialectFacts``)."""
 
     HELD_BACK_SQL: str | None
@@ -66,7 +66,7 @@ def _describe(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _held_back(ctx: DoctorContext, facts: DialectFacts) -> list[dict[str, Any]]:
+def _held_back(ctx: DoctorContext, facts: HeldBackFacts) -> list[dict[str, Any]]:
     """What else holds cleanup back (replication slots, InnoDB's history list), where readable."""
     if facts.HELD_BACK_SQL is None:
         return []
@@ -79,7 +79,7 @@ def _held_back(ctx: DoctorContext, facts: DialectFacts) -> list[dict[str, Any]]:
         return []
 
 
-def open_transactions(ctx: DoctorContext, facts: DialectFacts, *, warn_seconds: float | None = None) -> Check:
+def open_transactions(ctx: DoctorContext, facts: HeldBackFacts, *, warn_seconds: float | None = None) -> Check:
     """The oldest open transactions in errands' database other than errands' own and this check's:
     OK under ``warn_seconds`` (default :data:`OPEN_TRANSACTION_WARN_SECONDS`), WARN over it."""
     limit = OPEN_TRANSACTION_WARN_SECONDS if warn_seconds is None else warn_seconds
