@@ -75,3 +75,12 @@ class Report:
         return {"database": self.database, "dialect": self.dialect, "exit_code": self.exit_code,
                 "needs_action": [c.name for c in self.needs_action],
                 "checks": [c.as_dict() for c in self.checks]}
+
+
+def age_text(seconds: float) -> str:
+    """An age people read at a glance, with a tenth of a second where that is all there is."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -18,8 +18,9 @@ from ..store.dialects.postgres import PostgresDialect, driver_url
 from ..store.driver import fetch_row, fetch_rows, scalar
 from ..worker.settings import SLEEP
 from .commands import command
-from .model import Check, Status
+from .model import Check, Status, age_text
 from .schema import IndexSpec, LiveColumn, LiveSchema, normalise_predicate
+from .transactions import OPEN_TRANSACTION_WARN_SECONDS
 from .unreachable import Cause
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ MIN_VERSION_NUM = 120000
 """The claim statement uses ``WITH ... AS MATERIALIZED`` (PostgreSQL 12)."""
 DEAD_WARN_ROWS = 10_000
 DEAD_WARN_FRACTION = 0.2
-OLD_TRANSACTION_SECONDS = 600.0
 
 ANALYZE = "ANALYZE {jobs}"
 """Refreshes the planner's statistics of the jobs table (a store template)."""
@@ -404,8 +404,8 @@ def jobs_table(ctx: DoctorContext, *, dead_warn_rows: int = DEAD_WARN_ROWS,
               f"({fraction:.0%} dead), {when}")
     if dead >= dead_warn_rows and fraction >= dead_warn_fraction:
         held = ""
-        if oldest is not None and float(oldest) >= OLD_TRANSACTION_SECONDS:
-            held = (f"; a transaction has been open for {_span(float(oldest))}: VACUUM cannot remove rows "
+        if oldest is not None and float(oldest) >= OPEN_TRANSACTION_WARN_SECONDS:
+            held = (f"; a transaction has been open for {age_text(float(oldest))}: VACUUM cannot remove rows "
                     "that died after it began, so end it (pg_stat_activity shows it)")
         return Check("jobs_table", Status.WARN, detail + ": claims walk past the dead rows in the claim index",
                      fix=f"run VACUUM (ANALYZE) {table} now{held}; if dead rows keep coming back, check "
@@ -413,13 +413,5 @@ def jobs_table(ctx: DoctorContext, *, dead_warn_rows: int = DEAD_WARN_ROWS,
     return Check("jobs_table", Status.OK, detail, data=data)
 
 
-def _span(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _ago(seconds: float) -> str:
-    return _span(seconds) + " ago"
+    return age_text(seconds) + " ago"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import StoreError, StoreUnavailable
 from ..store.driver import fetch_rows
-from .model import Check, Status
+from .model import Check, Status, age_text
 
 if TYPE_CHECKING:
     from .context import DoctorContext
@@ -38,15 +38,6 @@ LISTED = 5
 """How many of the oldest transactions the check names."""
 COSTS = ("the database cannot clean up the job rows that died since it began, so every claim rescans more "
          "dead index entries and the jobs table grows until it ends")
-
-
-def age_text(seconds: float) -> str:
-    """An age people read at a glance, with a tenth of a second where that is all there is."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 _WHO = {"session": "pid {}", "thread": "thread {}", "prepared": "prepared transaction '{}'"}
