@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from .core.config import check_queue_name, database_url, mask_url
+from .core.config import check_queue_name, database_url, mask_url, read_url
 from .core.cron import Cron
 from .core.endings import RecoveryReport, announce
 from .core.errors import ConfigurationError, EnqueueError, InvalidOption, JobNotFound, UnknownJob
@@ -235,9 +235,8 @@ class Errands:
         """Seconds a job of a name no worker registers is held back before the dead letter."""
         self.run_logs = given.run_log_limits
         """How much of each attempt's logging workers keep with it (None: run logs are off)."""
-        self.read_url = given.read_url or os.environ.get("ERRANDS_READ_URL", "").strip() or None
-        """The read replica: the option, else ERRANDS_READ_URL (read here as ERRANDS_DATABASE_URL is, so that
-        ``errands status`` and the dashboard on a bare URL find it); ``?read_url=`` in the database URL wins."""
+        self.read_url = read_url(given.read_url)
+        """The read replica (:func:`errands.core.config.read_url`); ``?read_url=`` in the database URL wins."""
         configured_read_url(self.database_url, self.read_url)  # a bad one fails here, before anything connects
         self.read_max_lag = float(given.read_max_lag)
         self.registry: dict[str, JobDefinition[Any, Any]] = {}

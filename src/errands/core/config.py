@@ -21,6 +21,13 @@ def database_url(explicit: str | None = None) -> str:
             or DEFAULT_DATABASE_URL)
 
 
+def read_url(explicit: str | None = None) -> str | None:
+    """The read replica's URL: explicit, then ``ERRANDS_READ_URL`` (empty counts as unset), else None.
+    Read where ``ERRANDS_DATABASE_URL`` is, so that ``errands status`` and the dashboard on a bare URL
+    find the replica too; ``?read_url=`` in the database URL wins over both (``store/replicas.py``)."""
+    return explicit or os.environ.get("ERRANDS_READ_URL", "").strip() or None
+
+
 NESTED_URLS = ("listen_url", "read_url")
 """Query options whose value is a database URL of its own (percent-encoded), password and all."""
 
