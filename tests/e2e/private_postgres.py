@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import scaled
-from private_servers import PrivatePostgres, _has_user, _port_is_free, _unavailable, postgres_bindir, spare_port
+from private_servers import PrivatePostgres, _has_user, _unavailable, postgres_bindir, start_on_a_free_port
 
 TOO_MANY = "too many clients already"
 """PostgreSQL's refusal once ``max_connections`` backends are connected (FATAL 53300)."""
@@ -127,14 +127,7 @@ def start_scratch_postgres(max_connections: int = 40, **settings: str) -> Scratc
     server = ScratchPostgres(require_postgres_bindir(), max_connections=max_connections, **settings)
     try:
         server.initialise()
-        for attempt in range(3):
-            try:
-                server.start()
-                break
-            except RuntimeError:
-                if attempt == 2 or _port_is_free(server.port):
-                    raise
-                server.port = spare_port()  # someone took the port since it was picked
+        start_on_a_free_port(server)
     except BaseException:
         server.destroy()
         raise

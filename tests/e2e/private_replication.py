@@ -41,7 +41,7 @@ from typing import Any
 
 from helpers import scaled
 from private_postgres import ScratchPostgres, require_postgres_bindir
-from private_servers import DATABASE, PASSWORD, USER, _port_is_free, spare_port
+from private_servers import DATABASE, PASSWORD, USER, _port_is_free, start_on_a_free_port
 
 STANDBY_NAME = "standby1"
 """The standby's ``application_name`` (as ``pg_stat_replication`` and ``synchronous_standby_names`` see it)
@@ -103,17 +103,6 @@ class StandbyServer(PairServer):
         if done.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
-
-def _start(server: PairServer) -> None:
-    """Start ``server``, picking another port if someone took its own since it was chosen."""
-    for attempt in range(3):
-        try:
-            server.start()
-            return
-        except RuntimeError:
-            if attempt == 2 or _port_is_free(server.port):
-                raise
-            server.port = spare_port()
 
 
 class ReplicatedPair:
@@ -261,11 +250,11 @@ def start_pair(*, synchronous: bool) -> ReplicatedPair:
     standby: StandbyServer | None = None
     try:
         primary.initialise()
-        _start(primary)
+        start_on_a_free_port(primary)
         _create_app_database(primary)
         standby = StandbyServer(bindir, primary)
         standby.initialise()
-        _start(standby)
+        start_on_a_free_port(standby)
         pair = ReplicatedPair(primary, standby, synchronous=synchronous)
         deadline = time.monotonic() + scaled(30)
         while not pair.streaming():

@@ -346,6 +346,18 @@ class PrivateMariaDB(PrivateServer):
 
 
 # ---------------------------------------------------------------------------------- fixture
+def start_on_a_free_port(server: PrivateServer) -> None:
+    """Start ``server``, picking another port if someone took its own since it was chosen."""
+    for attempt in range(3):
+        try:
+            server.start()
+            return
+        except RuntimeError:
+            if attempt == 2 or _port_is_free(server.port):
+                raise
+            server.port = spare_port()
+
+
 def make_server(kind: str) -> PrivateServer:
     """Build, initialise and start a private server of ``kind``; skip (or fail in CI) when not installed."""
     server: PrivateServer
@@ -368,14 +380,7 @@ def make_server(kind: str) -> PrivateServer:
         raise ValueError(kind)
     try:
         server.initialise()
-        for attempt in range(3):
-            try:
-                server.start()
-                break
-            except RuntimeError:
-                if attempt == 2 or _port_is_free(server.port):
-                    raise
-                server.port = spare_port()  # someone took the port since it was picked
+        start_on_a_free_port(server)
         server.create_database()
     except BaseException:
         server.destroy()
