@@ -26,6 +26,8 @@ import sys
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from bare_worker import run_forked
+
 CLAIM = 510
 """Rows per claim: errands' own at ``-c 10`` with no-op jobs (10 running + its largest prefetch, 500,
 which no-op jobs reach at once).  The old bare loop takes 100; ``BENCH_LEASED_CLAIM=100`` gives
@@ -168,25 +170,7 @@ def work(url: str, claim: int) -> None:
 def main() -> None:
     url, processes = sys.argv[1], int(sys.argv[2])
     claim = int(sys.argv[3]) if len(sys.argv) > 3 else CLAIM
-    children = []
-    for _ in range(processes):
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                work(url, claim)
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-                code = 1
-            os._exit(code)
-        children.append(pid)
-    status = 0
-    for pid in children:
-        _, st = os.waitpid(pid, 0)
-        status = status or os.waitstatus_to_exitcode(st)
-    sys.exit(status)
+    run_forked(processes, lambda: work(url, claim))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -120,15 +121,15 @@ def work(url: str) -> None:
     db.close()
 
 
-def main() -> None:
-    url, processes = sys.argv[1], int(sys.argv[2])
+def run_forked(processes: int, body: Callable[[], None]) -> None:
+    """Run ``body`` in ``processes`` forked children and exit with the first failure's code (0: none)."""
     children = []
     for _ in range(processes):
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                work(url)
+                body()
             except BaseException:
                 import traceback
 
@@ -141,6 +142,11 @@ def main() -> None:
         _, st = os.waitpid(pid, 0)
         status = status or os.waitstatus_to_exitcode(st)
     sys.exit(status)
+
+
+def main() -> None:
+    url, processes = sys.argv[1], int(sys.argv[2])
+    run_forked(processes, lambda: work(url))
 
 
 if __name__ == "__main__":
