@@ -335,3 +335,42 @@ def test_a_missed_start_is_taken_back_once_even_when_its_give_back_is_retried(ap
     assert calls == [1, 1]
     assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 1  # the second run's stays
     assert app.store.jobs.get_job(first.id).reserved_by is None
+
+
+def test_a_run_one_rate_limit_grants_and_a_later_one_refuses_leaves_no_start_behind(app):
+    # A job's own limit ("a", room) and its queue's ("b", full): the run does not start now, so the
+    # start "a" recorded for it in the same admission is taken back (it stayed, and the window lost
+    # a start for a run that never ran).
+    @app.job(name="r")
+    def r(n: int) -> None: ...
+
+    app.store.db.run(lambda cur: cur.execute(app.store.dialect.q(
+        "INSERT INTO {rate_starts} (name, started_at, units) VALUES ('b', {now}, NULL)")), write=True)
+    r.enqueue(0)
+    [row] = app.store.jobs.claim("w", ["default"], 1, lease=30)
+    decision = app.store.features.admission("w", [(row.id, [Limit("rate", "a", 5, 1000.0),
+                                                            Limit("rate", "b", 1, 1000.0)])])
+    assert decision.admitted == [] and row.id in decision.waits and decision.starts == {}
+    assert _rows(app, "SELECT id FROM {rate_starts} WHERE name = 'a'") == []
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'b'")) == 1
+
+
+def test_runs_given_back_unstarted_take_back_their_recorded_starts(app):
+    # A quieted or stopping worker gives back the runs no runner started: the starts recorded for
+    # them go too, or the window would count starts of runs that never ran (and that run again
+    # later, each with a new start).
+    @app.job(name="r", rate_limit="100/s")
+    def r(n: int) -> None: ...
+
+    for n in range(3):
+        r.enqueue(n)
+    worker = _worker(app)
+    assert len(worker.admission.take(4)) == 3
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 3
+    running = worker.state.work.get()  # one of them is running (its runner took its start)
+    worker.state.not_before.pop(running.id)
+    worker.state.starts.pop(running.id)
+    worker._give_back_unstarted()
+    assert len(_rows(app, "SELECT id FROM {rate_starts} WHERE name = 'r'")) == 1
+    assert worker.state.starts == {} and worker.state.not_before == {}
+    assert len([j for j in app.store.jobs.list_jobs() if j.reserved_by is None]) == 2  # released

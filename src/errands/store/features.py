@@ -517,6 +517,10 @@ class FeatureStore:
                 else:
                     refused[job_id] = max(refused.get(job_id, 0.0), wait - horizon + RATE_MARGIN)
         granted = {job_id: wait for job_id, wait in later.items() if job_id not in refused}
+        # A run granted by one limit and refused by a later one (a job's own limit and its queue's)
+        # does not start now: the starts recorded for it are taken back, in this transaction.
+        self._delete_starts(cur, [start for job_id, starts in recorded.items() if job_id in refused
+                                  for start in starts])
         return granted, {job_id: recorded[job_id] for job_id in granted}, decided
 
     def _clock_reading(self, cur: Cursor) -> tuple[datetime, float]:
@@ -553,19 +557,19 @@ class FeatureStore:
         the same.  Returns how many."""
         if not starts:
             return 0
+        return self.db.run(lambda cur: self._delete_starts(cur, starts), write=True)
 
-        def delete(cur: Cursor) -> int:
-            gone = 0
-            for name, started, units in starts:
-                # (MySQL reads the table it deletes from only through a derived table; MIN keeps the
-                # derived table from being merged back into the DELETE.)
-                cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE id = (SELECT one.id FROM (SELECT MIN(id) AS id "
-                                     "FROM {rate_starts} WHERE name = {p} AND started_at = {p} "
-                                     "AND COALESCE(units, 1) = {p}) one)"), (name, started, units))
-                gone += max(0, int(cur.rowcount))
-            return gone
-
-        return self.db.run(delete, write=True)
+    def _delete_starts(self, cur: Cursor, starts: Sequence[tuple[str, Any, int]]) -> int:
+        """Delete one recorded start for each of ``starts``; returns how many went."""
+        gone = 0
+        for name, started, units in starts:
+            # (MySQL reads the table it deletes from only through a derived table; MIN keeps the
+            # derived table from being merged back into the DELETE.)
+            cur.execute(self.d.q("DELETE FROM {rate_starts} WHERE id = (SELECT one.id FROM (SELECT MIN(id) AS id "
+                                 "FROM {rate_starts} WHERE name = {p} AND started_at = {p} "
+                                 "AND COALESCE(units, 1) = {p}) one)"), (name, started, units))
+            gone += max(0, int(cur.rowcount))
+        return gone
 
     def _rate_waits(self, cur: Cursor, name: str, lim: Limit, free: int, costs: list[int],
                     now: datetime) -> list[float]:

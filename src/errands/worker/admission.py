@@ -24,7 +24,7 @@ import heapq
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StoreConflict, StoreError
 from ..core.rows import QUEUE_RATE_PREFIX, ClaimedJob, Limit, QueueLimits
@@ -222,6 +222,25 @@ class Admission:
         state.claimed -= len(ids)
         log.debug("gave back %d rate-limited run(s) that missed their start: %s", len(ids), ids)
         state.new_jobs.set()
+
+    def take_back_starts(self, ids: list[int]) -> None:
+        """These runs are given back unstarted (the buffer released when quieted or stopping, the
+        runs still held at shutdown): take back the rate-limit starts recorded for them, so their
+        windows have that room again.  A run that started has none left here (its runner took
+        them); a run that missed its start has its own in ``WorkerState.missed``, for
+        :meth:`give_back_missed`.  A failure is logged, not raised: the runs are released all the
+        same (a start left behind only costs its window that room until the window passes)."""
+        state = self.state
+        starts: list[tuple[str, Any, int]] = []
+        for job_id in ids:
+            state.not_before.pop(job_id, None)
+            starts.extend(state.starts.pop(job_id, ()))
+        if starts:
+            try:
+                self.store.features.forget_starts(starts)
+            except StoreError as exc:
+                log.warning("could not take back %d rate-limit start(s) of runs given back unstarted (%s)",
+                            len(starts), exc)
 
     def next_due(self, now: float) -> float | None:
         """When the next refused run is due again, if any is still ahead of ``now``."""

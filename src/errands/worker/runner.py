@@ -262,6 +262,7 @@ class Worker:
         unstarted = self.runners.unstarted()
         if unstarted:
             try:
+                self.admission.take_back_starts(unstarted)
                 self.store.jobs.release(self.id, unstarted)
                 state.forget(unstarted)
                 state.claimed -= len(unstarted)  # (--max counts runs it was allowed to start)
@@ -294,6 +295,7 @@ class Worker:
                 settling.flush_stats(force=True)
                 leftover = self.held_ids
                 if leftover:
+                    self.admission.take_back_starts(leftover)
                     n = self.store.jobs.release(self.id, leftover)
                     log.warning("released %d unfinished job(s) for another worker: %s", n, leftover)
                 self.store.workers.unregister(self.id)
