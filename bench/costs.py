@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/costs.py [--backends postgres,mariadb,sqlite] [--jobs 20000] [--reps 2]
                                     [--peers]     # also PgQueuer (bench/.venv-peers), PostgreSQL only
+                                    [--wal-records]   # PostgreSQL: which WAL records made the bytes
+                                    [--schema-sql "ALTER TABLE {jobs} SET (fillfactor = 70)"]  # a variant
 
 Measuring only; nothing here times or asserts.  For each backend and repetition, a fresh database
 (bench/run.py's FreshDatabase), the schema made by errands (not counted), then two phases, each a
@@ -33,6 +35,12 @@ Per phase and job:
   share it.  A MariaDB connection thread is cached and reused: its CPU counts from its value
   when the phase began.
   SQLite has no server: its work is in the worker's own CPU (``make bench``'s CPU/job).
+
+``--wal-records`` (PostgreSQL 15+, ``pg_walinspect``): each phase's WAL records grouped by type and
+relation (bench/wal_records.py), this database's apart from the rest of the server's; a physical
+replication slot holds the phase's segments until they are read.  ``--schema-sql``: statements run
+after errands made its schema and before the phases (not counted), to measure a design variant (a
+fillfactor, an index dropped or redefined) before writing it as a migration.
 
 ``--peers``: PgQueuer's ``drain`` script (prefill in batches + drain, bench/peers/pgqueuer_bench.py)
 under the same server-side counters, as one phase; compare it with errands' enqueue + drain.

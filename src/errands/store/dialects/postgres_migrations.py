@@ -355,12 +355,12 @@ def _room_for_the_lease_update(d: Dialect) -> list[str | Step]:
     claim's UPDATE writes each row's new version on the row's own page.  A claim updates every row of
     a page in one transaction, so a page needs room for a second version of each of its rows.  On
     the same page PostgreSQL logs only the bytes of the row that changed, and it need not lock the
-    old version in a WAL record of its own while it looks for another page: about 120 of the drain's
-    540 WAL bytes per job (docs/performance.md, "Pushing WAL down, one change at a time").  The
+    old version in a WAL record of its own while it looks for another page: the drain's WAL went from
+    537 to 397 bytes a job (docs/performance.md, "Pushing WAL down, one change at a time").  The
     UPDATE is still not HOT (the claim and lease indexes name the columns it changes), so its index
-    entries stay.  The price: a waiting backlog takes two and a half times the pages.  40 and not 50: a claimed
-    row is some 45 bytes longer than the waiting one (the worker id, two timestamps), and at 50 a quarter
-    of the new versions of the bench's rows found no room.
+    entries stay.  The price: a waiting backlog takes two and a half times the pages.  40 and not
+    50: a claimed row is some 45 bytes longer than the waiting one (the worker id, two timestamps),
+    and at 50 a quarter of the new versions of the bench's rows found no room.
 
     A storage parameter, no rewrite, a brief ``SHARE UPDATE EXCLUSIVE`` lock on a populated table;
     rows already stored keep their pages as they are, and each page follows the setting from the
