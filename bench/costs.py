@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/costs.py [--backends postgres,mariadb,sqlite] [--jobs 20000] [--reps 2]
                                     [--peers]     # also PgQueuer (bench/.venv-peers), PostgreSQL only
+                                    [--wal-records]   # PostgreSQL: which WAL records made the bytes
+                                    [--schema-sql "ALTER TABLE {jobs} SET (fillfactor = 70)"]  # a variant
 
 Measuring only; nothing here times or asserts.  For each backend and repetition, a fresh database
 (bench/run.py's FreshDatabase), the schema made by errands (not counted), then two phases, each a
@@ -34,6 +36,12 @@ Per phase and job:
   when the phase began.
   SQLite has no server: its work is in the worker's own CPU (``make bench``'s CPU/job).
 
+``--wal-records`` (PostgreSQL 15+, ``pg_walinspect``): each phase's WAL records grouped by type and
+relation (bench/wal_records.py), this database's apart from the rest of the server's; a physical
+replication slot holds the phase's segments until they are read.  ``--schema-sql``: statements run
+after errands made its schema and before the phases (not counted), to measure a design variant (a
+fillfactor, an index dropped or redefined) before writing it as a migration.
+
 ``--peers``: PgQueuer's ``drain`` script (prefill in batches + drain, bench/peers/pgqueuer_bench.py)
 under the same server-side counters, as one phase; compare it with errands' enqueue + drain.
 Writes bench/results/costs-<timestamp>.json and .md.
@@ -60,8 +68,11 @@ sys.path.insert(0, HERE)
 
 import common  # noqa: E402
 import stmt_count  # noqa: E402
+import wal_records  # noqa: E402
 from run import PEERS_PY, FreshDatabase, _my_admin, _pg_admin  # noqa: E402
 
+SCHEMA_SQL = [""]
+"""--schema-sql: statements run after errands made its schema (``{jobs}`` for the jobs table), not counted."""
 KINDS = {"postgres": "pg", "mariadb": "mysql", "sqlite": "sqlite"}
 ENQUEUE_BATCH = 1000
 CONCURRENCY = 10
@@ -303,18 +314,23 @@ def measured(server: Any, run: Callable[[], None]) -> dict[str, Any]:
         server.quiet()
         after = server.counters()
         out["server"] = {k: after[k] - before[k] for k in before}
+        if "wal_bytes" in before:  # the phase's WAL range, for --wal-records
+            out["wal_range"] = [before["wal_bytes"], after["wal_bytes"]]
         out["server_cpu_s"] = cpu
     return out
 
 
-def errands_run(kind: str, url: str, jobs: int, workdir: str, timeout: float) -> dict[str, Any]:
-    """Schema (not counted), then the enqueue phase and the drain phase, each measured."""
+def errands_run(kind: str, url: str, jobs: int, workdir: str, timeout: float,
+                wal: bool = False) -> dict[str, Any]:
+    """Schema (not counted), then the enqueue phase and the drain phase, each measured; with ``wal``
+    (PostgreSQL), the WAL records of each phase grouped (bench/wal_records.py)."""
     env = {"PYTHONPATH": os.pathsep.join([HERE, os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")])}
     log = os.path.join(workdir, "child.log")
-    _child([__file__, "--child", "migrate", "--db-url", url], env, log, timeout)
+    _child([__file__, "--child", "migrate", "--db-url", url], env | {"BENCH_SCHEMA_SQL": SCHEMA_SQL[0]}, log, timeout)
     dbname = url.rsplit("/", 1)[1].split("?")[0]
     server = server_for(kind, dbname)
     phases: dict[str, Any] = {}
+    inspect = wal_inspector(url) if wal and isinstance(server, PgServer) else None
     try:
         for phase in ("enqueue", "drain"):
             counts = os.path.join(workdir, f"{phase}.statements")
@@ -334,7 +350,15 @@ def errands_run(kind: str, url: str, jobs: int, workdir: str, timeout: float) ->
                             raise RuntimeError(f"the worker handled {collector.count} of {jobs} jobs")
                     finally:
                         collector.close()
-            result = measured(server, go)
+            if inspect is not None:  # no checkpoint recycles the phase's WAL before it is read
+                wal_records.hold(server.conn)
+            try:
+                result = measured(server, go)
+                if inspect is not None:
+                    result["wal_records"] = inspect(*result.get("wal_range", [0, 0]))
+            finally:
+                if inspect is not None:
+                    wal_records.release(server.conn)
             result["statements"] = stmt_count.read(counts)
             phases[phase] = result
         if isinstance(server, PgServer):
@@ -343,6 +367,23 @@ def errands_run(kind: str, url: str, jobs: int, workdir: str, timeout: float) ->
         if server is not None:
             server.close()
     return phases
+
+
+def wal_inspector(url: str) -> Callable[[float, float], list[dict[str, Any]]]:
+    """Made before the phases (pg_walinspect and the relations' names); called after them (it connects)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        oid, names = wal_records.prepare(c)
+
+    def inspect(start: float, end: float) -> list[dict[str, Any]]:
+        try:
+            with psycopg.connect(url, autocommit=True) as c:
+                return wal_records.breakdown(c, start, end, oid, names)
+        except psycopg.Error as e:  # a segment already recycled: no breakdown, the totals stand
+            return [{"rmgr": "breakdown unavailable", "type": type(e).__name__, "relation": "-", "records": 0,
+                     "bytes": 0, "fpi_bytes": 0}]
+    return inspect
 
 
 def pgqueuer_run(url: str, jobs: int, workdir: str, timeout: float) -> dict[str, Any]:
@@ -376,6 +417,14 @@ def child(mode: str, url: str, jobs: int) -> None:
     app.use_database(url)
     if mode == "migrate":
         app.migrate()
+        variant = os.environ.get("BENCH_SCHEMA_SQL", "")
+        if variant:  # --schema-sql: a design variant measured against the shipped schema
+
+            def apply(cur: Any) -> None:
+                for statement in filter(str.strip, variant.split(";")):
+                    cur.execute(app.store.dialect.q(statement))
+
+            app.store.db.run(apply)
         return
     done = 0
     while done < jobs:
@@ -468,6 +517,19 @@ def table(results: dict[str, list[dict[str, Any]]], jobs: int) -> str:
     return "\n".join(lines)
 
 
+def wal_tables(results: dict[str, list[dict[str, Any]]], jobs: int) -> str:
+    """--wal-records: per system, repetition and phase, the records that made the WAL."""
+    out = []
+    for system, runs in results.items():
+        for i, r in enumerate(runs):
+            for phase in ("enqueue", "drain"):
+                groups = r.get(phase, {}).get("wal_records") if isinstance(r.get(phase), dict) else None
+                if groups:
+                    out.append(f"\n{system}, repetition {i + 1}, {phase}: WAL records per job\n\n"
+                               + wal_records.table(groups, jobs) + "\n")
+    return "".join(out)
+
+
 def hot_share(tables: dict[str, float] | None) -> dict[str, float | None]:
     """The share of the updates PostgreSQL made HOT (no index entry written): the lease UPDATE is not,
     while an index covers or filters on a column it changes."""
@@ -487,12 +549,17 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--peers", action="store_true", help="also PgQueuer on PostgreSQL (needs bench/.venv-peers)")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--schema-sql", default="", help="statements (';'-separated, {jobs} for the jobs table) run "
+                    "after errands made its schema, before the phases: a design variant to measure")
+    ap.add_argument("--wal-records", action="store_true",
+                    help="PostgreSQL: group each phase's WAL records by type and relation (pg_walinspect)")
     ap.add_argument("--child", choices=["migrate", "enqueue"], help=argparse.SUPPRESS)
     ap.add_argument("--db-url", help=argparse.SUPPRESS)
     opts = ap.parse_args()
     if opts.child:
         child(opts.child, opts.db_url, opts.jobs)
         return 0
+    SCHEMA_SQL[0] = opts.schema_sql
     started = datetime.now(timezone.utc)
     results: dict[str, list[dict[str, Any]]] = {}
     for rep in range(opts.reps):
@@ -506,7 +573,8 @@ def main() -> int:
                 t = time.perf_counter()
                 try:
                     with FreshDatabase(kind, "costs") as db:
-                        r = (errands_run(kind, db.url, opts.jobs, workdir, opts.timeout) if what == "errands"
+                        r = (errands_run(kind, db.url, opts.jobs, workdir, opts.timeout, opts.wal_records)
+                             if what == "errands"
                              else pgqueuer_run(db.url, opts.jobs, workdir, opts.timeout))
                 except Exception as e:
                     r = {"error": f"{type(e).__name__}: {e}"[:400]}
@@ -519,9 +587,10 @@ def main() -> int:
     load = [round(x, 2) for x in os.getloadavg()]
     head = (f"What a job costs the database, {started.isoformat(timespec='seconds')}: {opts.jobs:,} no-op jobs "
             f"enqueued in calls of {ENQUEUE_BATCH:,}, drained by `errands worker -p 1 -c {CONCURRENCY} --burst`; "
-            f"range over {opts.reps} repetition(s); load average at the end {load}. (idle x): what the same "
+            f"range over {opts.reps} repetition(s); load average at the end {load}."
+            + (f" Schema variant: `{opts.schema_sql}`." if opts.schema_sql else "") + " (idle x): what the same "
             "server-wide counter did per job-time while this database was idle just before (other clients).")
-    md = head + "\n\n" + tbl + "\n"
+    md = head + "\n\n" + tbl + "\n" + wal_tables(results, opts.jobs)
     report = {"started": started.isoformat(timespec="seconds"), "jobs": opts.jobs, "reps": opts.reps,
               "load_average": load, "results": results, "table": tbl}
     common.save_results("costs-" + started.strftime("%Y%m%dT%H%M%SZ"), report, md)

@@ -225,9 +225,10 @@ def test_purge_leaves_a_job_a_worker_claimed_meanwhile(app):
 def test_migrate_reports_each_step(db_url):
     done = CliRunner().invoke(main, ["migrate"], env={"ERRANDS_DATABASE_URL": db_url, "ERRANDS_CONFIG": "none"})
     assert done.exit_code == 0, done.output
-    assert "migrating" in done.output and "applied schema version(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11" in done.output
+    applied = "applied schema version(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+    assert "migrating" in done.output and applied in done.output
     again = CliRunner().invoke(main, ["migrate"], env={"ERRANDS_DATABASE_URL": db_url, "ERRANDS_CONFIG": "none"})
-    assert "schema already at version 11" in again.output
+    assert "schema already at version 12" in again.output
 
 
 def test_every_command_and_subcommand_takes_defaults_from_the_file(tmp_path):

@@ -179,7 +179,7 @@ def _autovacuum(ctx: DoctorContext) -> list[Check]:
                       data=data)]
     if differs:
         setting = ", ".join(f"{k} = {v}" for k, v in wanted.items())
-        return [Check("postgres_autovacuum", Status.WARN, f"{table} lacks errands' autovacuum settings "
+        return [Check("postgres_autovacuum", Status.WARN, f"{table} lacks errands' autovacuum or page settings "
                       f"({', '.join(sorted(differs))}): it is vacuumed only after 20 % of it is dead",
                       fix=f"ALTER TABLE {table} SET ({setting})", data=data)]
     return [Check("postgres_autovacuum", Status.OK, f"autovacuum on, with errands' settings on {table}", data=data)]

@@ -200,11 +200,22 @@ class _Replay:
             self._table(table, sql).columns.pop(_ident(words[-1]), None)
         elif head in ("DROP KEY", "DROP INDEX"):
             self.schema.indexes.pop(_ident(words[2]), None)
+        elif words[0].upper() == "SET" and action[3:].strip().startswith("("):  # storage parameters
+            self._set_options(self._table(table, sql), action[3:].strip()[1:-1])
         elif words[0].upper() == "ADD" and (key := _KEY_DEF.match(action[4:].strip())):
             spec = IndexSpec(table, _columns(key.group(3)), None, bool(key.group(1)))
             self._add_index(_ident(key.group(2)), spec, f"ALTER TABLE {table} {action}")
         else:
             raise DDLNotUnderstood(f"diagnostics cannot read this ALTER TABLE action ({action}) in: {sql}")
+
+    @staticmethod
+    def _set_options(table: ExpectedTable, pairs: str) -> None:
+        """``ALTER TABLE t SET (a = 1)``: the option joins (or replaces) those of the CREATE TABLE's ``WITH``."""
+        m = re.search(r"WITH \((.*)\)", table.options, re.I | re.S)
+        have = dict(p.split("=", 1) for p in m.group(1).split(",")) if m else {}
+        have = {k.strip(): v.strip() for k, v in have.items()}
+        have |= {k.strip(): v.strip() for k, v in (p.split("=", 1) for p in pairs.split(","))}
+        table.options = "WITH (" + ", ".join(f"{k} = {v}" for k, v in have.items()) + ")"
 
     def _table(self, table: str, sql: str) -> ExpectedTable:
         if table not in self.schema.tables:
