@@ -107,6 +107,8 @@ class Sample:
     idx_tup_read: int
     start_ms: float
     start_buffers: int
+    after_ms: float
+    after_buffers: int
     table_mb: float
     index_mb: float
     dead: int
@@ -180,10 +182,16 @@ class Run:
         pick, params = d.pick(QUEUE, self.args.concurrency)
         count, seconds, longest_ms, slow = self.claim_totals()
         cur = self.sampler.cursor()
-        cur.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {pick}", params)
-        plan = cur.fetchone()[0][0]
-        top = plan["Plan"]
-        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+        start_ms, start_buffers = _explain(cur, pick, params)
+        # The same pick after a worker's position (issue 29), the job before the first ready one: what a
+        # claim that remembers its position costs the server (the SQL's figure, whichever tree runs).
+        cur.execute(*d.pick(QUEUE, 1, "priority, fair_turn, id"))
+        first = cur.fetchone()
+        if first is None:
+            cur.execute("SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')), 0)", (d.t_jobs,))
+            first = (0, 0, int(cur.fetchone()[0]) + 1)
+        after_ms, after_buffers = _explain(cur, *d.pick(QUEUE, self.args.concurrency,
+                                                        after=(first[0], first[1], first[2] - 1)))
         cur.execute("SELECT pg_stat_get_xact_numscans(%s::regclass), pg_stat_get_xact_tuples_returned(%s::regclass)",
                     (d.t_jobs + "_claim",) * 2)
         own = cur.fetchone() or (0, 0)
@@ -201,7 +209,7 @@ class Run:
             t=round(t, 1), phase=phase, produced=_read_int(self.count_file), handled=self.collector.count,
             claims=count, claim_seconds=seconds, claim_max_ms=round(longest_ms, 2), slow=slow,
             idx_scan=int(scans) - self._own[0], idx_tup_read=int(read) - self._own[1],
-            start_ms=round(float(plan.get("Execution Time", 0.0)), 3), start_buffers=buffers,
+            start_ms=start_ms, start_buffers=start_buffers, after_ms=after_ms, after_buffers=after_buffers,
             table_mb=round(table / 1e6, 1), index_mb=round(index / 1e6, 1), dead=int(dead)))
 
     def stop(self) -> None:
@@ -214,12 +222,21 @@ class Run:
         self.db.__exit__(None, None, None)
 
 
+def _explain(cur: Any, sql: str, params: Any) -> tuple[float, int]:
+    """Milliseconds (the server's execution time) and shared buffers of one read-only statement."""
+    cur.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
+    plan = cur.fetchone()[0][0]
+    top = plan["Plan"]
+    buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    return round(float(plan.get("Execution Time", 0.0)), 3), buffers
+
+
 # ---------------------------------------------------------------------------- the report
 
 def rows(run: Run) -> list[dict[str, Any]]:
     """One row per sampling interval: rates and per-claim figures from the deltas."""
     out = []
-    for a, b in zip(run.samples, run.samples[1:]):
+    for a, b in zip(run.samples, run.samples[1:], strict=False):
         dt = b.t - a.t
         claims = b.claims - a.claims
         scans = b.idx_scan - a.idx_scan
@@ -231,6 +248,7 @@ def rows(run: Run) -> list[dict[str, Any]]:
             "claim_max_ms": b.claim_max_ms, "slow": b.slow - a.slow,
             "entries_per_claim": round((b.idx_tup_read - a.idx_tup_read) / scans, 1) if scans else None,
             "from_start_ms": b.start_ms, "from_start_buffers": b.start_buffers,
+            "after_ms": b.after_ms, "after_buffers": b.after_buffers,
             "table_mb": b.table_mb, "index_mb": b.index_mb, "dead": b.dead})
     return out
 
@@ -251,7 +269,10 @@ def summary(run: Run, table: list[dict[str, Any]]) -> dict[str, Any]:
         "claims_over_2ms": sum(r["slow"] for r in pinned), "claims": end.claims - start.claims,
         "entries_per_claim_end": pinned[-1]["entries_per_claim"],
         "from_start_ms_end": pinned[-1]["from_start_ms"], "from_start_buffers_end": pinned[-1]["from_start_buffers"],
-        "produced": produced, "drained": drained, "throughput_ratio": round(drained / produced, 3) if produced else None,
+        "after_ms_max": max(r["after_ms"] for r in pinned),
+        "after_buffers_max": max(r["after_buffers"] for r in pinned),
+        "produced": produced, "drained": drained,
+        "throughput_ratio": round(drained / produced, 3) if produced else None,
         "backlog_end": pinned[-1]["backlog"], "table_mb_end": pinned[-1]["table_mb"], "dead_end": pinned[-1]["dead"],
     }
 
@@ -259,7 +280,8 @@ def summary(run: Run, table: list[dict[str, Any]]) -> dict[str, Any]:
 COLUMNS = [("t", "t s"), ("phase", "phase"), ("produced_per_s", "made/s"), ("drained_per_s", "done/s"),
            ("backlog", "backlog"), ("claims_per_s", "claims/s"), ("claim_ms", "claim ms"),
            ("claim_max_ms", "max ms"), ("slow", ">2ms"), ("entries_per_claim", "entries/claim"),
-           ("from_start_ms", "start ms"), ("from_start_buffers", "start bufs"), ("table_mb", "table MB"),
+           ("from_start_ms", "start ms"), ("from_start_buffers", "start bufs"), ("after_ms", "after ms"),
+           ("after_buffers", "after bufs"), ("table_mb", "table MB"),
            ("index_mb", "claim idx MB"), ("dead", "n_dead_tup")]
 
 
@@ -273,16 +295,17 @@ def markdown(runs: list[Run], tables: dict[str, list[dict[str, Any]]], summaries
             lines.append("| " + " | ".join("" if r[k] is None else str(r[k]) for k, _ in COLUMNS) + " |")
         lines.append("")
     lines += ["### Summary (while pinned)", "", "| run | claim ms start | end | highest mean | longest | >2 ms "
-              "| entries/claim end | from-start ms / buffers end | drained/produced | backlog end | table MB "
-              "| n_dead_tup |", "|" + "---|" * 12]
+              "| entries/claim end | from-start ms / buffers end | after-position ms / buffers max | drained/produced "
+              "| backlog end | table MB | n_dead_tup |", "|" + "---|" * 13]
     for run in runs:
         s = summaries[run.label]
         if "error" in s:
-            lines.append(f"| {run.label} | {s['error']} |" + " |" * 10)
+            lines.append(f"| {run.label} | {s['error']} |" + " |" * 11)
             continue
         lines.append(f"| {run.label} | {s['claim_ms_start']} | {s['claim_ms_end']} | {s['claim_ms_highest_mean']} "
                      f"| {s['claim_ms_longest']} | {s['claims_over_2ms']} of {s['claims']} "
                      f"| {s['entries_per_claim_end']} | {s['from_start_ms_end']} / {s['from_start_buffers_end']} "
+                     f"| {s['after_ms_max']} / {s['after_buffers_max']} "
                      f"| {s['throughput_ratio']} | {s['backlog_end']} | {s['table_mb_end']} | {s['dead_end']} |")
     return "\n".join(lines) + "\n"
 
