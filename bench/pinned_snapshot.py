@@ -25,7 +25,7 @@ Every ``--every`` seconds it samples, per run:
 - jobs/s produced and drained, the backlog, the table's and the claim index's size and ``n_dead_tup``.
 
 Prints one table per run and a summary (claim time at the pin's start and end, the highest; throughput
-drained/produced while pinned), and writes bench/results/pinned-<stamp>.json and .md.  Nothing asserts.
+drained/produced while pinned), and writes bench/results/pinned-<timestamp>.json and .md.  Nothing asserts.
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{load0[0]:.2f} at the start, {load1[0]:.2f} at the end; {len(runs)} run(s) at the same time)")
     text = markdown(runs, tables, summaries, head)
     print(text)
-    common.save_results(f"pinned-{started:%Y%m%d-%H%M%S}", {
+    common.save_results(f"pinned-{started:%Y%m%dT%H%M%SZ}", {
         "args": {k: v for k, v in vars(args).items() if k not in ("produce", "count_file")},
         "load": [load0, load1], "tables": tables, "summaries": summaries}, text)
     return 0 if all("error" not in s for s in summaries.values()) else 1

@@ -1,33 +1,33 @@
 """Where each worker's claim starts when a claim from the start of the queue has become costly (issue 29).
 
 A claim walks the claim index ``(queue, priority DESC, fair_turn, id)`` from the start of its queue.
-Every job claimed leaves an entry there for its unreserved row version, and the settle's DELETE another
-dead version behind it; PostgreSQL drops such entries (marks them dead in the index, or vacuums them)
-only once no snapshot can still see the versions.  A session sitting ``idle in transaction`` (an
-analyst's psql, a stuck migration) pins the oldest snapshot, so nothing is dropped while it lasts: the
-entries of every job claimed since pile up at the front of the index and every claim walks them all,
-a heap visit each (0.02 ms a claim growing to 13-24 ms after 3 minutes at 1,000 jobs/s).
+Every job claimed leaves there the entry of its unreserved row version (the claim's UPDATE makes a new
+version, outside the partial index, and the settle deletes that one); PostgreSQL drops such entries
+(marks them dead in the index, or vacuums them) only once no snapshot can still see the version.  A
+session sitting ``idle in transaction`` (an analyst's psql, a stuck migration) pins the oldest snapshot,
+so nothing is dropped while it lasts: the entries of every job claimed since pile up at the front of the
+index and every claim walks them all, a heap visit each (0.02 ms a claim growing to 13-24 ms after 3
+minutes at 1,000 jobs/s).
 
 So a worker remembers, per queue, the claim-order key ``(priority, fair_turn, id)`` of the last job it
 claimed and, while a transaction other than errands' own has been open for :data:`HELD_FOR` (the same
 query as ``errands doctor``'s ``open_transactions`` check and the ``errands_oldest_transaction_seconds``
 gauge, asked at most every :data:`CHECK_EVERY` seconds) and a claim from the start costs more than
-:data:`CHEAP`, claims **after** it: the same
-statement with ``priority = P AND (fair_turn, id) > (T, I)``, which the index seeks to directly, past
-the dead entries.  A job can become claimable before that position (a job of a higher priority, a
-retry, a delayed job coming due, a chain's next step, a lapsed lease, an enqueue that committed late,
-and a queue of a lower priority once P's jobs are all taken), so a claim from the start is still made
-every so often: after :data:`RESCAN_RATIO` times the last one's cost has elapsed, at most
-:data:`RESCAN_MAX` seconds apart.  When a claim from the start is cheap (no pinned snapshot: 0.02-0.2
-ms), or when no transaction holds a snapshot that long, every claim is one, as before, and priority,
-turns and ids keep their exact order (a busy machine that makes claims slow changes nothing: the
-switch needs the held snapshot); while both hold, a job that does not lie after the position waits
-at most until the next claim from the start.
+:data:`CHEAP`, claims **after** it: the same statement with ``priority = P AND (fair_turn, id) > (T, I)``,
+which the index seeks to directly, past the dead entries.  A job can become claimable before that
+position (a job of a higher priority, a retry, a delayed job coming due, a chain's next step, a lapsed
+lease, an enqueue that committed late, and a queue of a lower priority once P's jobs are all taken), so
+a claim from the start is still made every so often: after :data:`RESCAN_RATIO` times the last one's
+cost has elapsed, at most :data:`RESCAN_MAX` seconds apart.  When a claim from the start is cheap (no
+pinned snapshot: 0.02-0.2 ms), or when no transaction holds a snapshot that long, every claim is one, as
+before, and priority, turns and ids keep their exact order (a busy machine that makes claims slow
+changes nothing: the switch needs the held snapshot); while both hold, a job that does not lie after the
+position waits at most until the next claim from the start.
 
 The position is a hint, never a lock: claims after it run the claim's own conditions and ``FOR UPDATE
-SKIP LOCKED``, so no job goes to two workers, and a position that ran ahead (the claim's commit
-failed) only delays the jobs it skipped until the next claim from the start.  PostgreSQL only: MariaDB's
-InnoDB has the same hazard (a long transaction stops the purge) but its claims are its own statements.
+SKIP LOCKED``, so no job goes to two workers, and a position that ran ahead (the claim's commit failed)
+only delays the jobs it skipped until the next claim from the start.  PostgreSQL only: MariaDB's InnoDB
+has the same hazard (a long transaction stops the purge) but its claims are its own statements.
 """
 
 from __future__ import annotations
