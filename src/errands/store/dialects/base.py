@@ -22,6 +22,7 @@ from ...core.columns import BY_NAME, CLAIMED, FAILED, JOBS, Column, Fill, Kind, 
 from ...core.errors import ConfigurationError
 from ..driver import Connection, Cursor, fetch_row, fetch_rows, last_row_id
 from ..pool import BoundedPool, Pool, pool_setting
+from .claim_positions import after_sql
 from .inserts import INSERT_CHUNK, JobInserts
 
 T = TypeVar("T")
@@ -493,8 +494,8 @@ class Dialect(ABC):
         first ready ones (0: exactly the first ones).  Where claims do not conflict with each other
         (SKIP LOCKED on one server) a dialect may ignore it."""
 
-    def pick(self, queue: str, limit: int, columns: str = "id", *,
-             paused_check: bool = True) -> tuple[str, tuple[Any, ...]]:
+    def pick(self, queue: str, limit: int, columns: str = "id", *, paused_check: bool = True,
+             after: tuple[int, int, int] | None = None) -> tuple[str, tuple[Any, ...]]:
         """The heart of every claim: ready rows of one queue in index order, as a statement and its
         parameters (queue, queue again for the paused check, limit).  The claim index
         (queue, priority DESC, fair_turn, id) over unreserved, unblocked rows serves both the
@@ -502,13 +503,15 @@ class Dialect(ABC):
         tests guard that with EXPLAIN on every backend.  ``fair_turn`` is 0 for a job without a
         fairness key, so such jobs keep their order (priority, then id); keyed jobs of one
         priority take turns (:mod:`errands.store.fairness`).  The paused check is one lookup
-        of the queue's row, evaluated once per statement.
+        of the queue's row, evaluated once per statement.  ``after``: only the rows past this
+        (priority, fair_turn, id) within its priority (:mod:`.claim_positions`; params after the queue).
         """
         paused = " AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {p} AND paused = 1)" if paused_check else ""
+        past, past_params = after_sql(after)
         sql = self.q("SELECT " + columns + " FROM {jobs} WHERE queue = {p} AND reserved_by IS NULL "
-                     "AND blocked_by IS NULL AND available_at <= {now}" + STARTABLE + paused +
+                     "AND blocked_by IS NULL AND available_at <= {now}" + past + STARTABLE + paused +
                      " ORDER BY priority DESC, fair_turn, id LIMIT {p}")
-        return sql, ((queue, queue, int(limit)) if paused_check else (queue, int(limit)))
+        return sql, (queue, *past_params, *((queue,) if paused_check else ()), int(limit))
 
     def after_pause(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """A queue was paused or resumed by this process (MySQL forgets its cached paused queues)."""

@@ -42,6 +42,7 @@ from .base import (
     claim_order,
     int_or_none,
 )
+from .claim_positions import ClaimPositions
 from .inserts import FULL, InsertShape, JobInserts, shape_of
 from .urls import refused, split_url
 
@@ -402,6 +403,8 @@ class PostgresDialect(Dialect):
             checked_url(self.listen_url, f"listen URL (from {self.listen_url_from}), PostgreSQL")
         #: Whether statements may be prepared on the server (never through a transaction pooler).
         self.prepares = self.pooler != "transaction"
+        #: Where each worker's claims start while a claim from the start is costly (a pinned snapshot).
+        self.claim_positions = ClaimPositions(self.open_transactions_sql)
 
     def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
         return "id = ANY(%s)", [list(ids)]
@@ -542,7 +545,13 @@ class PostgresDialect(Dialect):
         # time.  If the server crashes before the flush, the claim is undone and the job is simply
         # claimable again, which at-least-once delivery allows; the settle that follows commits
         # synchronously and so makes the claim durable too.
-        pick, pick_params = self.pick(queue, limit)
+        # While a long transaction pins a snapshot and a claim from the start walks many dead index
+        # entries, most claims start after this worker's last claimed job: claim_positions.py.
+        positions = self.claim_positions
+        position = positions.of(owner, queue)
+        after = position.after(positions.clock()) if positions.held(cur) else None
+        pick, pick_params = self.pick(queue, limit, after=after)
+        started = positions.clock()
         cur.execute(self.q(
             "WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), "
             "picked AS (" + pick + " FOR UPDATE SKIP LOCKED) "
@@ -551,4 +560,7 @@ class PostgresDialect(Dialect):
             "FROM picked, async WHERE j.id = picked.id RETURNING "
             + ", ".join("j." + c.strip() for c in CLAIM_COLUMNS.split(","))),
             (*pick_params, owner, float(lease)))
-        return claim_order(cast(list[Any], cur.fetchall()))
+        rows = claim_order(cast(list[Any], cur.fetchall()))
+        ended = positions.clock()
+        position.claimed(rows, full=after is None, cost=ended - started, now=ended)
+        return rows
