@@ -111,7 +111,8 @@ clean:
 # (bench/run.py, docs/performance.md), then the backlog benchmark (bench/backlog.py, docs/scaling.md "Big
 # backlogs") at issue 13's sizes: 10,000, 1,000,000 and 10,000,000 waiting jobs on PostgreSQL, 1,000,000 on
 # SQLite and MariaDB, and the 10,000,000-job table drained whole (some 12 minutes more; SIZES= and
-# BACKLOG_ARGS= as for bench-backlog), then fairness between tenants (bench/fairness.py, docs/performance.md).
+# BACKLOG_ARGS= as for bench-backlog), then fairness between tenants (bench/fairness.py, docs/performance.md),
+# then claims under a pinned snapshot (bench/pinned_snapshot.py, docs/performance.md; 10 minutes, QUICK=1: 2).
 # QUICK=1: all at small sizes, a few minutes in all.
 # The peers go into their own venv, bench/.venv-peers, never into .venv.
 .PHONY: bench
@@ -128,6 +129,7 @@ bench: venv
 		--sizes $(SIZES)) $(BACKLOG_ARGS)
 	$(VENV_PYTHON) bench/fairness.py $(if $(filter-out 0,$(QUICK)),--quick)
 	$(VENV_PYTHON) bench/run_logs.py $(if $(filter-out 0,$(QUICK)),--quick)
+	$(VENV_PYTHON) bench/pinned_snapshot.py $(if $(filter-out 0,$(QUICK)),--minutes 2)
 
 # make bench-fairness [BENCH_ARGS="--backends postgres --rounds 5 --src base=/tmp/base/src"]: one tenant's 10,000
 # waiting jobs and ten tenants' 10 under `errands worker -c 8` (at which of the big tenant's starts the small tenants'
@@ -136,6 +138,12 @@ bench: venv
 .PHONY: bench-fairness
 bench-fairness: venv
 	$(VENV_PYTHON) bench/fairness.py $(BENCH_ARGS)
+
+# make bench-pinned [BENCH_ARGS="--minutes 2 --src base=/path/to/other/src --src this=src"]: 1,000 jobs/s while another
+# session sits idle in a transaction holding a snapshot (bench/pinned_snapshot.py, docs/performance.md); part of `make bench`.
+.PHONY: bench-pinned
+bench-pinned: venv
+	$(VENV_PYTHON) bench/pinned_snapshot.py $(BENCH_ARGS)
 
 # make bench-limits [BENCH_ARGS="--backends sqlite --reps 3 --src base=/tmp/base/src --src this=src"]: concurrency
 # groups (average active runs / limit while work waits) and rate limits (runs per second / allowed) with real
