@@ -113,30 +113,42 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
 
 
 WROTE_COOKIE = "errands_wrote"
-"""Set by a change made through the dashboard while a read replica is configured, for ``read_max_lag``
-seconds: the same browser's pages then read the primary, so a page shown after an action shows it."""
+"""Set by a change made through the dashboard, for as long as a read may still predate it: a read
+replica's ``read_max_lag`` and the shared read models' lifetime (:mod:`.readcache`, which another
+process of the dashboard may hold).  Meanwhile the same browser's pages read the primary and past
+the cache, so a page shown after an action shows it."""
+
+
+def _stale_for(d: Dashboard) -> float:
+    """Seconds a read served to others may predate a change: 0 when nothing can (no replica, no cache)."""
+    router = d.app.read_router
+    return max(router.max_lag if router.replica_url is not None else 0.0,
+               d.read_cache.ttl if d.read_cache.enabled else 0.0)
 
 
 async def _handled(d: Dashboard, handler: Handler, request: Request, principal: Principal, *, api: bool
                    ) -> Response:
-    """``handler``'s answer; with a read replica, a change marks the browser for ``read_max_lag``
-    seconds, and that browser's reads meanwhile go to the primary (a replica whose lag is within the
-    bound has replayed every change older than the bound, so afterwards it shows the change too)."""
+    """``handler``'s answer.  A change empties this process's shared read models and, while a read
+    may predate it (a replica within its lag bound has replayed every change older than the bound;
+    a cached model expires), marks the browser: its reads meanwhile go to the primary, past the cache."""
     router = d.app.read_router
-    if router.replica_url is None:
-        return await handler(d, request, principal)
     if request.method not in READS:
         response = await handler(d, request, principal)
-        if response.status_code < 400:
-            response.set_cookie(WROTE_COOKIE, "1", max_age=max(1, math.ceil(router.max_lag)), httponly=True,
+        stale_for = _stale_for(d)
+        if response.status_code < 400 and stale_for > 0:
+            d.read_cache.clear()
+            response.set_cookie(WROTE_COOKIE, "1", max_age=max(1, math.ceil(stale_for)), httponly=True,
                                 samesite="lax", path=request.scope.get("root_path", "") or "/")
         return response
     if request.cookies.get(WROTE_COOKIE):
+        request.state.own_writes = True
+        if router.replica_url is None:
+            return await handler(d, request, principal)
         with router.own_writes():
             if not api:
                 request.state.reads = await run_in_threadpool(d.reads_for_page)
             return await handler(d, request, principal)
-    if not api:
+    if router.replica_url is not None and not api:
         request.state.reads = await run_in_threadpool(d.reads_for_page)
     return await handler(d, request, principal)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -28,11 +28,13 @@ from ..services.operator import displayable, reads_view
 from .auth import Authenticator, Principal
 from .charts import throughput_chart
 from .limits import ApiLimits, RequestLimiter
+from .readcache import DEFAULT_TTL, Cached, ReadModelCache, uncached
 
 if TYPE_CHECKING:
     from ..app import Errands
 
 HERE = Path(__file__).parent
+T = TypeVar("T")
 
 
 class JSONResponse(_StarletteJSONResponse):
@@ -148,7 +150,8 @@ def environment() -> Environment:
 class Dashboard:
     """What every handler needs: the app, who is asking (the authenticator) and how to draw a page."""
 
-    def __init__(self, app: Errands, auth: Authenticator, tracebacks_for: str = "admins") -> None:
+    def __init__(self, app: Errands, auth: Authenticator, tracebacks_for: str = "admins",
+                 cache_seconds: float = DEFAULT_TTL) -> None:
         self.app = app
         self.auth = auth
         self.env = environment()
@@ -159,6 +162,16 @@ class Dashboard:
         thresholds = app.alert_thresholds
         self.alert_clock = AlertClock(thresholds.every) if thresholds.any else None
         """When this process next takes its turn at evaluating the alerts, as it serves a request."""
+        self.read_cache = ReadModelCache(cache_seconds)
+        """The read models everyone shares for a second (:mod:`.readcache`)."""
+
+    async def read_model(self, request: Request, key: Hashable, load: Callable[[], T]) -> Cached[T]:
+        """``load()`` (blocking: it runs in a worker thread) through the shared cache; read afresh
+        for a browser that has just changed something (``request.state.own_writes``, set by the
+        guards) or when the cache is off."""
+        if not self.read_cache.enabled or getattr(request.state, "own_writes", False):
+            return await uncached(load)
+        return await self.read_cache.get(key, load)
 
     def alerts_for_page(self) -> list[AlertView]:
         """The alerts crossed now, for a page's banners (blocking: call it in a worker thread); an

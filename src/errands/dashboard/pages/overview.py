@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+from functools import partial
+
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -16,5 +18,14 @@ async def overview_page(d: Dashboard, request: Request, user: Principal) -> Resp
     window = request.query_params.get("window", "1h")
     if window not in ops.WINDOWS:
         window = "1h"
-    data = await run_in_threadpool(ops.overview, d.app, window)
-    return d.render(request, "overview.html", user, data=data, window=window, windows=list(ops.WINDOWS))
+    entry = await d.read_model(request, ("overview", window), partial(ops.overview, d.app, window))
+    root = request.scope.get("root_path", "")
+    drawn = entry.fragment(f"overview:{root}", partial(_parts, d, root))
+    return d.render(request, "overview.html", user, data=entry.value, window=window, windows=list(ops.WINDOWS),
+                    drawn=drawn)
+
+
+def _parts(d: Dashboard, root: str, data: ops.Overview) -> dict[str, Markup]:
+    """The chart and the queue table, the same for everyone: drawn once per cached overview."""
+    parts = d.env.get_template("overview_parts.html").make_module({"root": root})
+    return {"chart": Markup(str(parts.chart(data))), "queues": Markup(str(parts.queues(data)))}

@@ -1,0 +1,134 @@
+"""A short-lived cache of the read models behind the busiest pages, shared by everyone who looks.
+
+Sixty-four operators with the overview open (it refreshes itself every two seconds), or a dozen
+people paging through a million jobs, asked the database the same questions dozens of times a
+second: each request ran the overview's half-dozen counting queries (or the jobs list's page and
+count) on its own, and drew the same rows into the same HTML.  The answers are the same for
+everyone signed in (neither page shows anything that depends on who asks), so for ``ttl`` seconds
+(1 by default) one answer serves them all:
+
+* **single flight**: while one request loads a key, the others asking for it wait for that load
+  instead of starting their own: 64 concurrent requests cause one query, not 64;
+* **fragments**: what a page draws from a model that is the same for everyone (the jobs table's
+  rows, the queue table and the chart) is drawn once per model and kept beside it;
+* **your own changes at once**: a change made through this dashboard empties the cache, and the
+  browser that made it reads past the cache (its ``errands_wrote`` cookie, the one the read replicas
+  use for the same guarantee) until any entry another process of the dashboard may hold has expired;
+* changes made elsewhere (workers, the CLI, your code) show up at most ``ttl`` seconds late, less
+  than the overview's own refresh period.
+
+The cache lives in one process and is only used from its event loop (loads run in worker threads,
+their results are stored back on the loop), so it needs no lock.  A dashboard mounted in a host that
+runs several event loops keeps the in-flight loads of each loop apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+
+T = TypeVar("T")
+
+DEFAULT_TTL = 1.0
+"""Seconds a read model serves everyone before the next request loads it again."""
+MAX_ENTRIES = 256
+"""Keys kept at most (the jobs list has one per filter); expired ones go first, then the oldest."""
+
+
+@dataclass
+class Cached(Generic[T]):
+    """One loaded model, when it stops serving, and what pages drew from it (by fragment name)."""
+
+    value: T
+    expires: float
+    fragments: dict[str, Any] = field(default_factory=dict)
+
+    def fragment(self, name: str, draw: Callable[[T], Any]) -> Any:
+        """What ``draw`` makes of the model, drawn once for everyone who reads this entry."""
+        if name not in self.fragments:
+            self.fragments[name] = draw(self.value)
+        return self.fragments[name]
+
+
+class ReadModelCache:
+    """Read models by key for ``ttl`` seconds, loaded once however many ask at the same time."""
+
+    def __init__(self, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.monotonic,
+                 max_entries: int = MAX_ENTRIES) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self.max_entries = max_entries
+        self.entries: dict[Hashable, Cached[Any]] = {}
+        self.inflight: dict[tuple[int, Hashable], asyncio.Task[Cached[Any]]] = {}
+        self.generation = 0
+        """Counts the clears: a load that began before one is not kept."""
+        self.loads = 0
+        """Loads started (a test and the bench read it: hits are the requests minus these)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl > 0
+
+    async def get(self, key: Hashable, load: Callable[[], T]) -> Cached[T]:
+        """The entry of ``key``: a fresh one as it is, else the load another request has started,
+        else a new load (``load`` is blocking: it runs in a worker thread).  The load is a task of
+        its own, so a request that gives up (its client went away) cancels nobody else's wait.  A
+        failed load is nobody's entry: every request that waited for it gets the error, the next
+        one loads again."""
+        found = self.entries.get(key)
+        if found is not None and found.expires > self.clock():
+            return found
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), key)
+        task = self.inflight.get(flight)
+        if task is None:
+            task = loop.create_task(self._load(flight, key, load))
+            task.add_done_callback(_retrieved)
+            self.inflight[flight] = task
+        return await asyncio.shield(task)
+
+    async def _load(self, flight: tuple[int, Hashable], key: Hashable, load: Callable[[], T]) -> Cached[T]:
+        generation = self.generation
+        self.loads += 1
+        try:
+            value = await run_in_threadpool(load)
+        finally:
+            if self.inflight.get(flight) is asyncio.current_task():
+                del self.inflight[flight]
+        entry = Cached(value, self.clock() + self.ttl)
+        if generation == self.generation:  # nothing changed through this dashboard while it loaded
+            self._keep(key, entry)
+        return entry
+
+    def _keep(self, key: Hashable, entry: Cached[Any]) -> None:
+        if key not in self.entries and len(self.entries) >= self.max_entries:
+            now = self.clock()
+            for old in [k for k, e in self.entries.items() if e.expires <= now]:
+                del self.entries[old]
+            while len(self.entries) >= self.max_entries:
+                del self.entries[next(iter(self.entries))]
+        self.entries[key] = entry
+
+    def clear(self) -> None:
+        """Forget every entry: something changed through this dashboard.  Loads in flight still
+        answer the requests that wait for them (they began before the change, as those requests did)
+        but are no longer kept."""
+        self.entries.clear()
+        self.inflight.clear()
+        self.generation += 1
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Mark a load's error as seen: when every request that waited for it had gone, nobody did."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def uncached(load: Callable[[], T]) -> Cached[T]:
+    """``load`` as an entry of its own, for a request that must read past the cache."""
+    return Cached(await run_in_threadpool(load), 0.0)
