@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import socket
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys

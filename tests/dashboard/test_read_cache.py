@@ -53,21 +53,32 @@ def test_concurrent_requests_for_one_key_cause_one_load() -> None:
     assert {id(e) for e in entries} == {id(entries[0])} and entries[0].value == "model"
 
 
-def test_an_entry_serves_for_its_lifetime_then_loads_again() -> None:
+def test_an_entry_serves_for_its_lifetime_then_is_refreshed_behind_the_scenes() -> None:
     clock = FakeClock()
     cache = ReadModelCache(1.0, clock=clock)
     values = iter(range(10))
 
-    async def read(key: str = "k") -> Any:
-        return (await cache.get(key, lambda: next(values))).value
+    async def main() -> list[Any]:
+        async def read(key: str = "k") -> Any:
+            return (await cache.get(key, lambda: next(values))).value
 
-    assert asyncio.run(read()) == 0
-    clock.now += 0.9
-    assert asyncio.run(read()) == 0
-    assert asyncio.run(read("other")) == 1  # a key of its own
-    clock.now += 0.2
-    assert asyncio.run(read()) == 2
-    assert cache.loads == 3
+        async def refreshed() -> None:
+            await asyncio.gather(*cache.inflight.values())
+
+        seen = [await read()]  # 0: nothing yet, so this request waits for the load
+        clock.now += 0.9
+        seen.append(await read())  # 0: fresh
+        seen.append(await read("other"))  # 1: a key of its own
+        clock.now += 0.2
+        seen.append(await read())  # 0: expired, so a refresh starts, and this request does not wait for it
+        await refreshed()
+        seen.append(await read())  # 2: the refresh
+        clock.now += cache.horizon + 0.1
+        seen.append(await read())  # 3: too old to show even while refreshing: this request waits
+        return seen
+
+    assert asyncio.run(main()) == [0, 0, 1, 0, 2, 3]
+    assert cache.loads == 4
 
 
 def test_a_failed_load_is_kept_by_nobody() -> None:

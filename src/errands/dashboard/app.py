@@ -26,7 +26,6 @@ from .auth import Authenticator, AuthSettings, HostAuth
 from .guards import guarded, unguarded
 from .limits import ApiLimits, RequestLimiter
 from .openapi import openapi_document
-from .readcache import DEFAULT_TTL
 from .pages import (
     audit,
     charts,
@@ -42,6 +41,7 @@ from .pages import (
     workers,
     workflows,
 )
+from .readcache import DEFAULT_TTL
 from .rendering import HERE, Dashboard, Handler, JSONResponse
 from .security import SecurityHeaders
 

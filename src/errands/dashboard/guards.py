@@ -123,7 +123,7 @@ def _stale_for(d: Dashboard) -> float:
     """Seconds a read served to others may predate a change: 0 when nothing can (no replica, no cache)."""
     router = d.app.read_router
     return max(router.max_lag if router.replica_url is not None else 0.0,
-               d.read_cache.ttl if d.read_cache.enabled else 0.0)
+               d.read_cache.horizon if d.read_cache.enabled else 0.0)
 
 
 async def _handled(d: Dashboard, handler: Handler, request: Request, principal: Principal, *, api: bool

@@ -9,13 +9,17 @@ everyone signed in (neither page shows anything that depends on who asks), so fo
 
 * **single flight**: while one request loads a key, the others asking for it wait for that load
   instead of starting their own: 64 concurrent requests cause one query, not 64;
+* **refreshed behind the scenes**: when an entry expires, the next request starts its refresh and
+  everyone keeps getting the expiring entry until the refresh is in (up to ``horizon``, 5 s by
+  default, from the start of its own load), so the second-long queries of a million-row overview are nobody's wait;
 * **fragments**: what a page draws from a model that is the same for everyone (the jobs table's
   rows, the queue table and the chart) is drawn once per model and kept beside it;
 * **your own changes at once**: a change made through this dashboard empties the cache, and the
   browser that made it reads past the cache (its ``errands_wrote`` cookie, the one the read replicas
   use for the same guarantee) until any entry another process of the dashboard may hold has expired;
-* changes made elsewhere (workers, the CLI, your code) show up at most ``ttl`` seconds late, less
-  than the overview's own refresh period.
+* changes made elsewhere (workers, the CLI, your code) show up ``ttl`` seconds late plus the time one
+  load takes (never more than ``horizon``): about when the overview's own refresh (every two
+  seconds) comes round, a little later when the database is slow.
 
 The cache lives in one process and is only used from its event loop (loads run in worker threads,
 their results are stored back on the loop), so it needs no lock.  A dashboard mounted in a host that
@@ -35,7 +39,9 @@ from starlette.concurrency import run_in_threadpool
 T = TypeVar("T")
 
 DEFAULT_TTL = 1.0
-"""Seconds a read model serves everyone before the next request loads it again."""
+"""Seconds a read model serves everyone before the next request loads it again (in the background)."""
+STALE_FACTOR = 4.0
+"""How many lifetimes more an entry still answers while its refresh is loading (:attr:`ReadModelCache.horizon`)."""
 MAX_ENTRIES = 256
 """Keys kept at most (the jobs list has one per filter); expired ones go first, then the oldest."""
 
@@ -46,6 +52,8 @@ class Cached(Generic[T]):
 
     value: T
     expires: float
+    started: float = 0.0
+    """When its load began: what it shows is no older than that."""
     fragments: dict[str, Any] = field(default_factory=dict)
 
     def fragment(self, name: str, draw: Callable[[T], Any]) -> Any:
@@ -74,33 +82,47 @@ class ReadModelCache:
     def enabled(self) -> bool:
         return self.ttl > 0
 
+    @property
+    def horizon(self) -> float:
+        """The oldest an answer may be (from the start of its load): ``ttl`` and ``STALE_FACTOR``
+        lifetimes more while a refresh loads.  A change made through another process of the
+        dashboard is on every page of this one after that."""
+        return self.ttl * (1 + STALE_FACTOR)
+
     async def get(self, key: Hashable, load: Callable[[], T]) -> Cached[T]:
-        """The entry of ``key``: a fresh one as it is, else the load another request has started,
-        else a new load (``load`` is blocking: it runs in a worker thread).  The load is a task of
-        its own, so a request that gives up (its client went away) cancels nobody else's wait.  A
-        failed load is nobody's entry: every request that waited for it gets the error, the next
-        one loads again."""
+        """The entry of ``key``: a fresh one as it is; else one load for everyone who asks (``load``
+        is blocking: it runs in a worker thread), and meanwhile the entry it replaces while that is
+        within the ``horizon`` (nobody waits for the overview's refresh every second; a request
+        waits only when there is no entry, or only one too old to show).
+        The load is a task of its own, so a request that gives up (its client went away) cancels
+        nobody else's wait.  A failed load is nobody's entry: every request that waited for it gets
+        the error, the next one loads again."""
         found = self.entries.get(key)
-        if found is not None and found.expires > self.clock():
+        now = self.clock()
+        if found is not None and now - found.started > self.horizon:
+            found = None  # too old to show anyone, even while its refresh loads
+        if found is not None and found.expires > now:
             return found
         loop = asyncio.get_running_loop()
         flight = (id(loop), key)
         task = self.inflight.get(flight)
-        if task is None:
+        if task is None or task.get_loop() is not loop:
             task = loop.create_task(self._load(flight, key, load))
             task.add_done_callback(_retrieved)
             self.inflight[flight] = task
+        if found is not None:
+            return found
         return await asyncio.shield(task)
 
     async def _load(self, flight: tuple[int, Hashable], key: Hashable, load: Callable[[], T]) -> Cached[T]:
-        generation = self.generation
+        generation, started = self.generation, self.clock()
         self.loads += 1
         try:
             value = await run_in_threadpool(load)
         finally:
             if self.inflight.get(flight) is asyncio.current_task():
                 del self.inflight[flight]
-        entry = Cached(value, self.clock() + self.ttl)
+        entry = Cached(value, self.clock() + self.ttl, started)
         if generation == self.generation:  # nothing changed through this dashboard while it loaded
             self._keep(key, entry)
         return entry

@@ -65,11 +65,21 @@ def visible(text: str) -> str:
     return HIDDEN.sub(lambda m: f"\\u{ord(m[0]):04x}" if ord(m[0]) <= 0xFFFF else f"\\U{ord(m[0]):08x}", text)
 
 
+class Drawn(Markup):
+    """HTML this environment drew itself (a fragment of a cached read model, :mod:`.readcache`): every
+    value in it went through :func:`_finalize` as it was drawn, so printing it again needs no second
+    pass over what may be thirty kilobytes of rows."""
+
+    __slots__ = ()
+
+
 def _finalize(value: Any) -> Any:
     """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8, its hidden
     characters spelled out (:func:`visible`); markup, already escaped, stays markup (the spelling
     adds no character HTML gives a meaning to, so that holds in an attribute too)."""
     if isinstance(value, str):
+        if isinstance(value, Drawn) or value.isascii():  # ASCII: no hidden character, no lone surrogate
+            return value
         clean = visible(safe_text(value))
         return Markup(clean) if isinstance(value, Markup) else clean
     return value
@@ -131,8 +141,10 @@ def _clip(text: Any, limit: int) -> str:
 
 def environment() -> Environment:
     """The templates' environment: autoescaped, and every printed value safe to encode."""
+    # auto_reload=False: the templates ship with the package and never change under a running server;
+    # Jinja would otherwise look at each template file's modification time on every page it draws.
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                      trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+                      trim_blocks=True, lstrip_blocks=True, finalize=_finalize, auto_reload=False)
     env.filters["urlencode"] = _urlencode
     env.filters["segment"] = _segment
     env.tests["queue_name"] = _valid_queue_name

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from functools import partial
 
-from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ...core.errors import JobNotFound
 from ...services import operator as ops
+from ...services.models import JobPage
 from .. import params
 from ..auth import Principal
-from ..rendering import Dashboard
+from ..rendering import Dashboard, Drawn
 
 
 async def jobs_page(d: Dashboard, request: Request, user: Principal, stale: bool = False) -> Response:
@@ -31,9 +31,9 @@ async def jobs_page(d: Dashboard, request: Request, user: Principal, stale: bool
                     sorts=ops.SORTS, queues=d.app.default_queues(), rows=rows)
 
 
-def _rows(d: Dashboard, root: str, data: ops.JobPage) -> Markup:
+def _rows(d: Dashboard, root: str, data: JobPage) -> Drawn:
     """The table's rows, the same for everyone: drawn once per cached page of jobs."""
-    return Markup(d.env.get_template("job_rows.html").render(data=data, root=root))
+    return Drawn(d.env.get_template("job_rows.html").render(data=data, root=root))
 
 
 async def stale_page(d: Dashboard, request: Request, user: Principal) -> Response:

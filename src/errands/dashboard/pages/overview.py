@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
-from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ...services import operator as ops
+from ...services.models import Overview
 from ..auth import Principal
-from ..rendering import Dashboard
+from ..rendering import Dashboard, Drawn
 
 
 async def overview_page(d: Dashboard, request: Request, user: Principal) -> Response:
@@ -25,7 +26,7 @@ async def overview_page(d: Dashboard, request: Request, user: Principal) -> Resp
                     drawn=drawn)
 
 
-def _parts(d: Dashboard, root: str, data: ops.Overview) -> dict[str, Markup]:
+def _parts(d: Dashboard, root: str, data: Overview) -> dict[str, Drawn]:
     """The chart and the queue table, the same for everyone: drawn once per cached overview."""
-    parts = d.env.get_template("overview_parts.html").make_module({"root": root})
-    return {"chart": Markup(str(parts.chart(data))), "queues": Markup(str(parts.queues(data)))}
+    parts: Any = d.env.get_template("overview_parts.html").make_module({"root": root})  # its macros
+    return {"chart": Drawn(parts.chart(data)), "queues": Drawn(parts.queues(data))}
