@@ -161,16 +161,18 @@ def test_the_pages_share_their_read_models(dash_app: Any, monkeypatch: pytest.Mo
             assert 'data-queue="mails" data-state="ready">1<' in ada.get("/").text
             assert "a@example.com" in ada.get("/jobs").text
         assert len(overviews) == 1 and len(lists) == 1
-        assert ada.get("/api/overview").json()["totals"]["ready"] == 1  # the page's model: no load of its own
+        live = {"X-Errands-Live": "1"}  # the open overview's own refresh
+        assert ada.get("/api/overview", headers=live).json()["totals"]["ready"] == 1  # the page's model
         assert len(overviews) == 1
-        assert ada.get("/api/overview?window=7d").status_code == 200 and len(overviews) == 2
-        assert ada.get("/api/overview?window=1y").status_code == 400
+        assert ada.get("/api/overview?window=7d", headers=live).status_code == 200 and len(overviews) == 2
+        assert ada.get("/api/overview?window=1y", headers=live).status_code == 400
+        assert ada.get("/api/overview").status_code == 200 and len(overviews) == 3  # a program: read afresh
         assert "a@example.com" not in ada.get("/jobs?queue=default").text  # another filter, its own model
         assert len(lists) == 2
         login(uncached)
         uncached.get("/")
         uncached.get("/")
-        assert len(overviews) == 4  # cache_seconds=0: every request reads
+        assert len(overviews) == 5  # cache_seconds=0: every request reads
 
 
 def test_an_operators_own_change_shows_at_once(dash_app: Any) -> None:

@@ -97,8 +97,8 @@ def api(fn: ApiCall) -> Handler:
                 return read
             body = read
         try:
-            shared = SHARED_MODELS.get(fn)
-            if shared is not None:  # the model the page shows too, loaded once for everyone (readcache.py)
+            shared = SHARED_MODELS.get(fn) if request.headers.get(LIVE_HEADER) else None
+            if shared is not None:  # an open page's refresh: the model everyone shares (readcache.py)
                 key, load = shared(d, request)
                 result = (await d.read_model(request, key, load)).value
             else:
@@ -138,7 +138,11 @@ def overview_model(d: Dashboard, request: Request) -> tuple[Hashable, Callable[[
 
 SHARED_MODELS: dict[Any, Callable[[Dashboard, Request], tuple[Hashable, Callable[[], Any]]]] = {
     api_overview: overview_model}
-"""API reads answered from the shared read models (:mod:`.readcache`): the call's key and load."""
+"""API reads the dashboard's own pages make as they refresh (:data:`LIVE_HEADER`), answered from the
+shared read models (:mod:`.readcache`): the call's key and load.  Other clients read afresh: a program
+that changes something and reads at once sees its change."""
+LIVE_HEADER = "x-errands-live"
+"""Sent by the overview's refresh every two seconds (static/app.js)."""
 
 
 def api_jobs(d: Dashboard, request: Request, user: Principal, body: Any) -> JobPage:

@@ -21,12 +21,12 @@ async def overview_page(d: Dashboard, request: Request, user: Principal) -> Resp
         window = "1h"
     entry = await d.read_model(request, ("overview", window), partial(ops.overview, d.app, window))
     root = request.scope.get("root_path", "")
-    drawn = entry.fragment(f"overview:{root}", partial(_parts, d, root))
-    return d.render(request, "overview.html", user, data=entry.value, window=window, windows=list(ops.WINDOWS),
-                    drawn=drawn)
+    drawn = entry.fragment(f"overview:{root}", partial(_drawn, d, root, window))
+    return d.render(request, "overview.html", user, data=entry.value, window=window, drawn=drawn)
 
 
-def _parts(d: Dashboard, root: str, data: Overview) -> dict[str, Drawn]:
-    """The chart and the queue table, the same for everyone: drawn once per cached overview."""
+def _drawn(d: Dashboard, root: str, window: str, data: Overview) -> Drawn:
+    """The page's content (counters, chart, queues: no form, nothing of the user's), drawn once per
+    cached overview; the frame around it (the user, the banners, the CSRF token) is drawn per request."""
     parts: Any = d.env.get_template("overview_parts.html").make_module({"root": root})  # its macros
-    return {"chart": Drawn(parts.chart(data)), "queues": Drawn(parts.queues(data))}
+    return Drawn(parts.main(data, window, list(ops.WINDOWS)))

@@ -122,8 +122,9 @@
 
   function refresh() {
     const params = new URLSearchParams(window.location.search);
+    // X-Errands-Live: the page's own refresh, answered from the model every open overview shares.
     fetch(root + "/api/overview?window=" + encodeURIComponent(params.get("window") || "1h"),
-          { credentials: "same-origin", headers: { "Accept": "application/json" } })
+          { credentials: "same-origin", headers: { "Accept": "application/json", "X-Errands-Live": "1" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (data) {
         Object.keys(data.totals).forEach(function (k) {
