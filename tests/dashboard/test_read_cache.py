@@ -59,8 +59,8 @@ def test_an_entry_serves_for_its_lifetime_then_is_refreshed_behind_the_scenes() 
     values = iter(range(10))
 
     async def main() -> list[Any]:
-        async def read(key: str = "k") -> Any:
-            return (await cache.get(key, lambda: next(values))).value
+        async def read(key: str = "k", live: bool = False) -> Any:
+            return (await cache.get(key, lambda: next(values), stale_ok=live)).value
 
         async def refreshed() -> None:
             await asyncio.gather(*cache.inflight.values())
@@ -70,15 +70,17 @@ def test_an_entry_serves_for_its_lifetime_then_is_refreshed_behind_the_scenes() 
         seen.append(await read())  # 0: fresh
         seen.append(await read("other"))  # 1: a key of its own
         clock.now += 0.2
-        seen.append(await read())  # 0: expired, so a refresh starts, and this request does not wait for it
+        seen.append(await read(live=True))  # 0: expired, a reload starts; a page's refresh does not wait for it
         await refreshed()
-        seen.append(await read())  # 2: the refresh
+        seen.append(await read())  # 2: the reload
+        clock.now += 1.1
+        seen.append(await read())  # 3: someone opens the page: it waits for the reload
         clock.now += cache.horizon + 0.1
-        seen.append(await read())  # 3: too old to show even while refreshing: this request waits
+        seen.append(await read(live=True))  # 4: too old to show even to a refresh: it waits too
         return seen
 
-    assert asyncio.run(main()) == [0, 0, 1, 0, 2, 3]
-    assert cache.loads == 4
+    assert asyncio.run(main()) == [0, 0, 1, 0, 2, 3, 4]
+    assert cache.loads == 5
 
 
 def test_a_failed_load_is_kept_by_nobody() -> None:

@@ -61,6 +61,7 @@ from ..services.models import (
 )
 from . import params
 from .auth import Principal
+from .readcache import LIVE_HEADER
 from .rendering import Dashboard, Handler, JSONResponse
 
 BODY_DEPTH = MAX_DEPTH + 2
@@ -141,8 +142,6 @@ SHARED_MODELS: dict[Any, Callable[[Dashboard, Request], tuple[Hashable, Callable
 """API reads the dashboard's own pages make as they refresh (:data:`LIVE_HEADER`), answered from the
 shared read models (:mod:`.readcache`): the call's key and load.  Other clients read afresh: a program
 that changes something and reads at once sees its change."""
-LIVE_HEADER = "x-errands-live"
-"""Sent by the overview's refresh every two seconds (static/app.js)."""
 
 
 def api_jobs(d: Dashboard, request: Request, user: Principal, body: Any) -> JobPage:

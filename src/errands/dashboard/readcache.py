@@ -9,11 +9,13 @@ everyone signed in (neither page shows anything that depends on who asks), so fo
 
 * **single flight**: while one request loads a key, the others asking for it wait for that load
   instead of starting their own: 64 concurrent requests cause one query, not 64;
-* **refreshed behind the scenes**: when an entry expires, the next request starts its refresh and
-  everyone keeps getting the expiring entry until the refresh is in (up to ``horizon``, 5 s by
-  default, from the start of its own load), so the second-long queries of a million-row overview are nobody's wait;
+* **refreshed behind the scenes** for the pages' own periodic refreshes (the ``X-Errands-Live``
+  header of static/app.js): when an entry expires, the next request starts its reload and those
+  refreshes keep getting the expiring entry until it is in (up to ``horizon``, 5 s by default, from
+  the start of its own load), so the slow queries of a million-row overview are no refresh's wait;
+  a page someone opens or reloads waits for the reload (with everyone else who asks meanwhile);
 * **fragments**: what a page draws from a model that is the same for everyone (the jobs table's
-  rows, the queue table and the chart) is drawn once per model and kept beside it;
+  rows, the overview's whole content) is drawn once per model and kept beside it;
 * **your own changes at once**: a change made through this dashboard empties the cache, and the
   browser that made it reads past the cache (its ``errands_wrote`` cookie, the one the read replicas
   use for the same guarantee) until any entry another process of the dashboard may hold has expired;
@@ -42,6 +44,9 @@ DEFAULT_TTL = 1.0
 """Seconds a read model serves everyone before the next request loads it again (in the background)."""
 STALE_FACTOR = 4.0
 """How many lifetimes more an entry still answers while its refresh is loading (:attr:`ReadModelCache.horizon`)."""
+LIVE_HEADER = "x-errands-live"
+"""Sent by a page refreshing itself (static/app.js): such a request may get the previous model while
+the next one loads."""
 MAX_ENTRIES = 256
 """Keys kept at most (the jobs list has one per filter); expired ones go first, then the oldest."""
 
@@ -89,11 +94,12 @@ class ReadModelCache:
         dashboard is on every page of this one after that."""
         return self.ttl * (1 + STALE_FACTOR)
 
-    async def get(self, key: Hashable, load: Callable[[], T]) -> Cached[T]:
+    async def get(self, key: Hashable, load: Callable[[], T], *, stale_ok: bool = False) -> Cached[T]:
         """The entry of ``key``: a fresh one as it is; else one load for everyone who asks (``load``
-        is blocking: it runs in a worker thread), and meanwhile the entry it replaces while that is
-        within the ``horizon`` (nobody waits for the overview's refresh every second; a request
-        waits only when there is no entry, or only one too old to show).
+        is blocking: it runs in a worker thread).  ``stale_ok`` (an open page refreshing itself):
+        meanwhile the entry that load replaces, while that is within the ``horizon``, so nobody's
+        refresh waits for the overview's reload every second; a page someone opens or reloads waits
+        for the load, and so is never more than ``ttl`` older than the click.
         The load is a task of its own, so a request that gives up (its client went away) cancels
         nobody else's wait.  A failed load is nobody's entry: every request that waited for it gets
         the error, the next one loads again."""
@@ -110,7 +116,7 @@ class ReadModelCache:
             task = loop.create_task(self._load(flight, key, load))
             task.add_done_callback(_retrieved)
             self.inflight[flight] = task
-        if found is not None:
+        if found is not None and stale_ok:
             return found
         return await asyncio.shield(task)
 

@@ -28,7 +28,7 @@ from ..services.operator import displayable, reads_view
 from .auth import Authenticator, Principal
 from .charts import throughput_chart
 from .limits import ApiLimits, RequestLimiter
-from .readcache import DEFAULT_TTL, Cached, ReadModelCache, uncached
+from .readcache import DEFAULT_TTL, LIVE_HEADER, Cached, ReadModelCache, uncached
 
 if TYPE_CHECKING:
     from ..app import Errands
@@ -178,12 +178,13 @@ class Dashboard:
         """The read models everyone shares for a second (:mod:`.readcache`)."""
 
     async def read_model(self, request: Request, key: Hashable, load: Callable[[], T]) -> Cached[T]:
-        """``load()`` (blocking: it runs in a worker thread) through the shared cache; read afresh
+        """``load()`` (blocking: it runs in a worker thread) through the shared cache (a page's own
+        refresh, ``X-Errands-Live``, may get the previous model while the next loads); read afresh
         for a browser that has just changed something (``request.state.own_writes``, set by the
         guards) or when the cache is off."""
         if not self.read_cache.enabled or getattr(request.state, "own_writes", False):
             return await uncached(load)
-        return await self.read_cache.get(key, load)
+        return await self.read_cache.get(key, load, stale_ok=LIVE_HEADER in request.headers)
 
     def alerts_for_page(self) -> list[AlertView]:
         """The alerts crossed now, for a page's banners (blocking: call it in a worker thread); an
