@@ -178,13 +178,13 @@ class Dashboard:
         """The read models everyone shares for a second (:mod:`.readcache`)."""
 
     async def read_model(self, request: Request, key: Hashable, load: Callable[[], T]) -> Cached[T]:
-        """``load()`` (blocking: it runs in a worker thread) through the shared cache (a page's own
-        refresh, ``X-Errands-Live``, may get the previous model while the next loads); read afresh
+        """``load()`` (blocking: it runs in a worker thread) shared with everyone asking at the same
+        time (a page's own refresh, ``X-Errands-Live``, may get a model a second old); read alone
         for a browser that has just changed something (``request.state.own_writes``, set by the
         guards) or when the cache is off."""
         if not self.read_cache.enabled or getattr(request.state, "own_writes", False):
             return await uncached(load)
-        return await self.read_cache.get(key, load, stale_ok=LIVE_HEADER in request.headers)
+        return await self.read_cache.get(key, load, live=LIVE_HEADER in request.headers)
 
     def alerts_for_page(self) -> list[AlertView]:
         """The alerts crossed now, for a page's banners (blocking: call it in a worker thread); an
