@@ -745,10 +745,23 @@ def _probe_ids(app: Errands, filled: Filled | None) -> dict[str, Any]:
     return store.db.run(read)
 
 
+def fill_scratch(app: Errands, url: str, backend: str, jobs: int, dead: int) -> tuple[Filled, dict[str, Any]]:
+    """Fill a scratch database, add the bench's admin (``USER``) and gather the statistics a running
+    server would have; what the fill took and the rows it left, for the report.  Shared with
+    bench/dashboard_load.py, which loads the same database with many concurrent operators."""
+    from errands.services.passwords import hash_password
+
+    print(f"filling {url}: {jobs:,} jobs, {dead:,} dead ...", file=sys.stderr)
+    filled = fill(app, jobs, dead, log=lambda m: print(m, file=sys.stderr))
+    app.store.accounts.create_user(USER, hash_password(PASSWORD), "admin")
+    filled.seconds["analyze"] = analyze(app, backend)
+    report = {"seconds": {k: round(v, 1) for k, v in filled.seconds.items()}, "counts": _count_rows(app)}
+    print(f"  filled: {report}", file=sys.stderr)
+    return filled, report
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from run import FreshDatabase
-
-    from errands.services.passwords import hash_password
 
     started = datetime.now(timezone.utc)
     db: Any = None
@@ -764,13 +777,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         app = build_app(url)
         if args.reuse is None:
-            print(f"filling {url}: {args.jobs:,} jobs, {args.dead:,} dead ...", file=sys.stderr)
-            filled = fill(app, args.jobs, args.dead, log=lambda m: print(m, file=sys.stderr))
-            app.store.accounts.create_user(USER, hash_password(PASSWORD), "admin")
-            filled.seconds["analyze"] = analyze(app, args.backend)
-            fill_report = {"seconds": {k: round(v, 1) for k, v in filled.seconds.items()},
-                           "counts": _count_rows(app)}
-            print(f"  filled: {fill_report}", file=sys.stderr)
+            filled, fill_report = fill_scratch(app, url, args.backend, args.jobs, args.dead)
             running = filled.running
         else:  # the live workers of the filling run are those that beat last
             workers = app.store.workers.list_workers()

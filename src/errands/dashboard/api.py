@@ -5,8 +5,9 @@ answers with; the OpenAPI document (:mod:`.openapi`) is generated from that list
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -60,6 +61,7 @@ from ..services.models import (
 )
 from . import params
 from .auth import Principal
+from .readcache import LIVE_HEADER
 from .rendering import Dashboard, Handler, JSONResponse
 
 BODY_DEPTH = MAX_DEPTH + 2
@@ -96,7 +98,12 @@ def api(fn: ApiCall) -> Handler:
                 return read
             body = read
         try:
-            result = await run_in_threadpool(fn, d, request, user, body)
+            shared = SHARED_MODELS.get(fn) if request.headers.get(LIVE_HEADER) else None
+            if shared is not None:  # an open page's refresh: the model everyone shares (readcache.py)
+                key, load = shared(d, request)
+                result = (await d.read_model(request, key, load)).value
+            else:
+                result = await run_in_threadpool(fn, d, request, user, body)
         except HTTPException as exc:
             return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
         except JobNotFound as exc:
@@ -118,10 +125,23 @@ def api_me(d: Dashboard, request: Request, user: Principal, body: Any) -> Me:
 
 
 def api_overview(d: Dashboard, request: Request, user: Principal, body: Any) -> Overview:
+    return overview_model(d, request)[1]()
+
+
+def overview_model(d: Dashboard, request: Request) -> tuple[Hashable, Callable[[], Overview]]:
+    """The overview's cache key and load: ``/api/overview``, which every open overview asks for every
+    two seconds, shares the model of the page ``/`` (an unknown window is refused here)."""
     window = request.query_params.get("window", "1h")
     if window not in ops.WINDOWS:
         raise HTTPException(400, f"window must be one of {', '.join(ops.WINDOWS)}")
-    return ops.overview(d.app, window)
+    return ("overview", window), partial(ops.overview, d.app, window)  # the key pages/overview.py uses
+
+
+SHARED_MODELS: dict[Any, Callable[[Dashboard, Request], tuple[Hashable, Callable[[], Any]]]] = {
+    api_overview: overview_model}
+"""API reads the dashboard's own pages make as they refresh (:data:`LIVE_HEADER`), answered from the
+shared read models (:mod:`.readcache`): the call's key and load.  Other clients read afresh: a program
+that changes something and reads at once sees its change."""
 
 
 def api_jobs(d: Dashboard, request: Request, user: Principal, body: Any) -> JobPage:

@@ -41,6 +41,7 @@ from .pages import (
     workers,
     workflows,
 )
+from .readcache import DEFAULT_TTL
 from .rendering import HERE, Dashboard, Handler, JSONResponse
 from .security import SecurityHeaders
 
@@ -79,7 +80,7 @@ TRACEBACK_AUDIENCES = ("admins", "everyone")
 
 def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_access: bool = False,
                      settings: AuthSettings | None = None, tracebacks_for: str = "admins",
-                     api_limits: ApiLimits | None = None) -> Starlette:
+                     api_limits: ApiLimits | None = None, cache_seconds: float = DEFAULT_TTL) -> Starlette:
     """The dashboard for ``app``.
 
     Without ``host_auth`` it has its own logins (``errands users create``) and refuses to run
@@ -90,14 +91,18 @@ def create_dashboard(app: Errands, *, host_auth: HostAuth | None = None, open_ac
     on the pages and in the API: ``"admins"`` (the default) or ``"everyone"`` signed in.
     ``api_limits``: the JSON API's request limits per principal and per address, for enqueueing,
     actions and reads (:class:`~errands.dashboard.limits.ApiLimits`; its defaults when None).
+    ``cache_seconds``: how long the overview's and the jobs list's read models serve everyone
+    signed in before they are read again (:mod:`~errands.dashboard.readcache`; 0 turns that off).
     """
     if host_auth is not None and open_access:
         raise ConfigurationError("give host_auth or open_access, not both")
     if tracebacks_for not in TRACEBACK_AUDIENCES:
         raise ConfigurationError(f"tracebacks_for must be one of {', '.join(TRACEBACK_AUDIENCES)}, "
                                  f"got {tracebacks_for!r}")
+    if not cache_seconds >= 0:
+        raise ConfigurationError(f"cache_seconds must be 0 or more, got {cache_seconds!r}")
     auth = Authenticator(app, settings or AuthSettings(), host_auth, open_access)
-    d = Dashboard(app, auth, tracebacks_for)
+    d = Dashboard(app, auth, tracebacks_for, cache_seconds)
     d.limiter = RequestLimiter(api_limits or ApiLimits())
     if auth.own_logins and accounts.count_users(app) == 0:
         raise ConfigurationError(NO_USER)

@@ -86,10 +86,11 @@ class Authenticator:
                 return None, []
             return Principal(found.username, found.role, found.theme, conn.cookies.get(CSRF_COOKIE, ""), True), []
         # Database reads block: they run in a worker thread so one slow query never stalls other requests.
-        return await run_in_threadpool(self._own_principal, conn)
+        return await run_in_threadpool(self.own_principal, conn)
 
-    def _own_principal(self, conn: HTTPConnection
-                       ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
+    def own_principal(self, conn: HTTPConnection
+                      ) -> tuple[Principal | None, list[tuple[str, str, dict[str, Any]]]]:
+        """The own-logins user behind a request (blocking: call it in a worker thread)."""
         signed = sessions.current(self.app, conn.cookies.get(SESSION_COOKIE), conn.cookies.get(REMEMBER_COOKIE),
                                   self.settings, conn.client.host if conn.client else "unknown")
         if signed is None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ..services.models import AlertView
 from ..services.tokens import new_token, same
 from .auth import Principal
 from .limits import retry_after
@@ -69,6 +71,21 @@ def too_many(d: Dashboard, kind: str, per: str, wait: float) -> Response:
                          "retry_after": int(seconds)}, status_code=429, headers={"Retry-After": seconds})
 
 
+async def _who(d: Dashboard, request: Request, page: bool) -> tuple[Principal | None, list[Any], list[AlertView]]:
+    """Who is asking, the cookies a new session sets and, for a page, the alerts crossed now: with the
+    dashboard's own logins one trip to a worker thread for both reads (each trip costs the event
+    loop a hand-off, which 64 operators' requests a second notice)."""
+    if page and d.auth.own_logins:
+        def both() -> tuple[Principal | None, list[Any], list[AlertView]]:
+            principal, cookies = d.auth.own_principal(request)
+            return principal, cookies, d.alerts_for_page() if principal is not None else []
+
+        return await run_in_threadpool(both)
+    principal, cookies = await d.auth.principal(request)
+    alerts = await run_in_threadpool(d.alerts_for_page) if page and principal is not None else []
+    return principal, cookies, alerts
+
+
 def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = False,
             limit: str | None = None) -> Endpoint:
     """``handler`` behind the guards, as a Starlette endpoint; ``limit``: the API's request limits
@@ -78,7 +95,8 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
         wait = None if limit is None else d.limiter.check(limit, "address", address)
         if wait is not None:
             return too_many(d, str(limit), "address", wait)
-        principal, cookies = await d.auth.principal(request)
+        page = not api and request.method in READS
+        principal, cookies, alerts = await _who(d, request, page)
         # A new session (a remember-me token used up and replaced) goes out with whatever answers:
         # the handler's response, a refusal below, or the error page an exception becomes.
         request.state.new_cookies = cookies
@@ -100,8 +118,8 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
             if refused is not None:
                 d.auth.set_cookies(refused, cookies)
                 return refused
-        if not api and request.method in READS:  # a page: its banners show the alerts crossed now
-            request.state.alerts = await run_in_threadpool(d.alerts_for_page)
+        if page:  # its banners show the alerts crossed now
+            request.state.alerts = alerts
         response = await _handled(d, handler, request, principal, api=api)
         if cookies:
             d.auth.set_cookies(response, cookies)
@@ -113,30 +131,42 @@ def guarded(d: Dashboard, handler: Handler, *, admin: bool = False, api: bool = 
 
 
 WROTE_COOKIE = "errands_wrote"
-"""Set by a change made through the dashboard while a read replica is configured, for ``read_max_lag``
-seconds: the same browser's pages then read the primary, so a page shown after an action shows it."""
+"""Set by a change made through the dashboard, for as long as a read may still predate it: a read
+replica's ``read_max_lag`` and the shared read models' lifetime (:mod:`.readcache`, which another
+process of the dashboard may hold).  Meanwhile the same browser's pages read the primary and past
+the cache, so a page shown after an action shows it."""
+
+
+def _stale_for(d: Dashboard) -> float:
+    """Seconds a read served to others may predate a change: 0 when nothing can (no replica, no cache)."""
+    router = d.app.read_router
+    return max(router.max_lag if router.replica_url is not None else 0.0,
+               d.read_cache.horizon if d.read_cache.enabled else 0.0)
 
 
 async def _handled(d: Dashboard, handler: Handler, request: Request, principal: Principal, *, api: bool
                    ) -> Response:
-    """``handler``'s answer; with a read replica, a change marks the browser for ``read_max_lag``
-    seconds, and that browser's reads meanwhile go to the primary (a replica whose lag is within the
-    bound has replayed every change older than the bound, so afterwards it shows the change too)."""
+    """``handler``'s answer.  A change empties this process's shared read models and, while a read
+    may predate it (a replica within its lag bound has replayed every change older than the bound;
+    a cached model expires), marks the browser: its reads meanwhile go to the primary, past the cache."""
     router = d.app.read_router
-    if router.replica_url is None:
-        return await handler(d, request, principal)
     if request.method not in READS:
         response = await handler(d, request, principal)
-        if response.status_code < 400:
-            response.set_cookie(WROTE_COOKIE, "1", max_age=max(1, math.ceil(router.max_lag)), httponly=True,
+        stale_for = _stale_for(d)
+        if response.status_code < 400 and stale_for > 0:
+            d.read_cache.clear()
+            response.set_cookie(WROTE_COOKIE, "1", max_age=max(1, math.ceil(stale_for)), httponly=True,
                                 samesite="lax", path=request.scope.get("root_path", "") or "/")
         return response
     if request.cookies.get(WROTE_COOKIE):
+        request.state.own_writes = True
+        if router.replica_url is None:
+            return await handler(d, request, principal)
         with router.own_writes():
             if not api:
                 request.state.reads = await run_in_threadpool(d.reads_for_page)
             return await handler(d, request, principal)
-    if not api:
+    if router.replica_url is not None and not api:
         request.state.reads = await run_in_threadpool(d.reads_for_page)
     return await handler(d, request, principal)
 

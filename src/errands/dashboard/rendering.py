@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -28,11 +28,13 @@ from ..services.operator import displayable, reads_view
 from .auth import Authenticator, Principal
 from .charts import throughput_chart
 from .limits import ApiLimits, RequestLimiter
+from .readcache import DEFAULT_TTL, LIVE_HEADER, Cached, ReadModelCache, uncached
 
 if TYPE_CHECKING:
     from ..app import Errands
 
 HERE = Path(__file__).parent
+T = TypeVar("T")
 
 
 class JSONResponse(_StarletteJSONResponse):
@@ -63,11 +65,21 @@ def visible(text: str) -> str:
     return HIDDEN.sub(lambda m: f"\\u{ord(m[0]):04x}" if ord(m[0]) <= 0xFFFF else f"\\U{ord(m[0]):08x}", text)
 
 
+class Drawn(Markup):
+    """HTML this environment drew itself (a fragment of a cached read model, :mod:`.readcache`): every
+    value in it went through :func:`_finalize` as it was drawn, so printing it again needs no second
+    pass over what may be thirty kilobytes of rows."""
+
+    __slots__ = ()
+
+
 def _finalize(value: Any) -> Any:
     """What every ``{{ ... }}`` of a template prints: text made safe to encode as UTF-8, its hidden
     characters spelled out (:func:`visible`); markup, already escaped, stays markup (the spelling
     adds no character HTML gives a meaning to, so that holds in an attribute too)."""
     if isinstance(value, str):
+        if isinstance(value, Drawn) or value.isascii():  # ASCII: no hidden character, no lone surrogate
+            return value
         clean = visible(safe_text(value))
         return Markup(clean) if isinstance(value, Markup) else clean
     return value
@@ -129,8 +141,10 @@ def _clip(text: Any, limit: int) -> str:
 
 def environment() -> Environment:
     """The templates' environment: autoescaped, and every printed value safe to encode."""
+    # auto_reload=False: the templates ship with the package and never change under a running server;
+    # Jinja would otherwise look at each template file's modification time on every page it draws.
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                      trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+                      trim_blocks=True, lstrip_blocks=True, finalize=_finalize, auto_reload=False)
     env.filters["urlencode"] = _urlencode
     env.filters["segment"] = _segment
     env.tests["queue_name"] = _valid_queue_name
@@ -148,7 +162,8 @@ def environment() -> Environment:
 class Dashboard:
     """What every handler needs: the app, who is asking (the authenticator) and how to draw a page."""
 
-    def __init__(self, app: Errands, auth: Authenticator, tracebacks_for: str = "admins") -> None:
+    def __init__(self, app: Errands, auth: Authenticator, tracebacks_for: str = "admins",
+                 cache_seconds: float = DEFAULT_TTL) -> None:
         self.app = app
         self.auth = auth
         self.env = environment()
@@ -159,6 +174,17 @@ class Dashboard:
         thresholds = app.alert_thresholds
         self.alert_clock = AlertClock(thresholds.every) if thresholds.any else None
         """When this process next takes its turn at evaluating the alerts, as it serves a request."""
+        self.read_cache = ReadModelCache(cache_seconds)
+        """The read models everyone shares for a second (:mod:`.readcache`)."""
+
+    async def read_model(self, request: Request, key: Hashable, load: Callable[[], T]) -> Cached[T]:
+        """``load()`` (blocking: it runs in a worker thread) shared with everyone asking at the same
+        time (a page's own refresh, ``X-Errands-Live``, may get a model a second old); read alone
+        for a browser that has just changed something (``request.state.own_writes``, set by the
+        guards) or when the cache is off."""
+        if not self.read_cache.enabled or getattr(request.state, "own_writes", False):
+            return await uncached(load)
+        return await self.read_cache.get(key, load, live=LIVE_HEADER in request.headers)
 
     def alerts_for_page(self) -> list[AlertView]:
         """The alerts crossed now, for a page's banners (blocking: call it in a worker thread); an

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ...core.errors import JobNotFound
 from ...services import operator as ops
+from ...services.models import JobPage
 from .. import params
 from ..auth import Principal
-from ..rendering import Dashboard
+from ..rendering import Dashboard, Drawn
 
 
 async def jobs_page(d: Dashboard, request: Request, user: Principal, stale: bool = False) -> Response:
@@ -19,10 +22,18 @@ async def jobs_page(d: Dashboard, request: Request, user: Principal, stale: bool
     flt = params.job_filter(query)
     if stale:
         flt.state = "stale"
-    data = await run_in_threadpool(ops.list_jobs, d.app, flt, params.query_int(request, "before"), params.PAGE_SIZE,
-                                   params.sort(query), params.query_int(request, "after"))
-    return d.render(request, "jobs.html", user, data=data, flt=flt, stale=stale, states=ops.STATES, sorts=ops.SORTS,
-                    queues=await run_in_threadpool(d.app.default_queues))
+    before, after, sort = params.query_int(request, "before"), params.query_int(request, "after"), params.sort(query)
+    key = ("jobs", tuple(sorted(flt.args().items())), before, after, sort)
+    entry = await d.read_model(request, key, partial(ops.list_jobs, d.app, flt, before, params.PAGE_SIZE, sort, after))
+    root = request.scope.get("root_path", "")
+    rows = entry.fragment(f"rows:{root}", partial(_rows, d, root))
+    return d.render(request, "jobs.html", user, data=entry.value, flt=flt, stale=stale, states=ops.STATES,
+                    sorts=ops.SORTS, queues=d.app.default_queues(), rows=rows)
+
+
+def _rows(d: Dashboard, root: str, data: JobPage) -> Drawn:
+    """The table's rows, the same for everyone: drawn once per cached page of jobs."""
+    return Drawn(d.env.get_template("job_rows.html").render(data=data, root=root))
 
 
 async def stale_page(d: Dashboard, request: Request, user: Principal) -> Response:

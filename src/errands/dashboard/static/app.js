@@ -71,7 +71,9 @@
 
     function tick() {
       if (typed || document.visibilityState !== "visible") { return; }
-      fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      // X-Errands-Live: a refresh, which may get the list everyone shares while its next read loads.
+      fetch(window.location.href, { credentials: "same-origin",
+                                    headers: { "Accept": "text/html", "X-Errands-Live": "1" } })
         .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
         .then(swap)
         .catch(function () { /* a missed refresh is retried at the next tick */ });
@@ -122,8 +124,10 @@
 
   function refresh() {
     const params = new URLSearchParams(window.location.search);
+    // X-Errands-Live: the page's own refresh, answered from the model every open overview shares
+    // (the previous one while the next loads).
     fetch(root + "/api/overview?window=" + encodeURIComponent(params.get("window") || "1h"),
-          { credentials: "same-origin", headers: { "Accept": "application/json" } })
+          { credentials: "same-origin", headers: { "Accept": "application/json", "X-Errands-Live": "1" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (data) {
         Object.keys(data.totals).forEach(function (k) {
