@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import operator
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("errands.worker")
 
-_ID, _QUEUE, _GROUP = (operator.itemgetter(ClaimedJob._fields.index(f)) for f in ("id", "queue", "concurrency_key"))
-"""A claimed row's id, queue and concurrency group, read in C (collect reads them per batch)."""
 _NOT_ENDED = (Result.SNOOZED, Result.UNKNOWN, Result.INTERRUPTED)
 """Outcomes that count neither as a success nor as a failure in the throughput figures."""
 SETTLE_EVERY = 0.02
@@ -170,15 +167,13 @@ class Settling:
         """Move the runners' outcomes to the main thread's lists, counting them for the stats."""
         succeeded, failed, stats = self._succeeded, self._failed, self._stats
         to_complete, unsettled, freed = self.to_complete, self.unsettled, self.freed
-        popleft = succeeded.popleft
-        rows = [popleft() for _ in range(len(succeeded))]  # (runners may append more meanwhile: next time)
-        if rows:  # per batch, not per row: the ids, a count per queue and per group, each made in C
-            to_complete.extend(map(_ID, rows))
-            for queue, n in collections.Counter(map(_QUEUE, rows)).items():
-                stats[(queue, True)] = stats.get((queue, True), 0) + n
-            groups = [g for g in map(_GROUP, rows) if g is not None]
-            for group, n in collections.Counter(groups).items():
-                freed[group] = freed.get(group, 0) + n
+        while succeeded:
+            row = succeeded.popleft()
+            to_complete.append(row.id)
+            key = (row.queue, True)
+            stats[key] = stats.get(key, 0) + 1
+            if row.concurrency_key is not None:
+                freed[row.concurrency_key] = freed.get(row.concurrency_key, 0) + 1
         while failed:
             outcome = failed.popleft()
             unsettled.append(outcome)
