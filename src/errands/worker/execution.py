@@ -83,9 +83,11 @@ def row_problem(row: ClaimedJob) -> str | None:
     return None
 
 
-def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | RunOutcome:
-    """Find the registered handler and decode arguments, or say why the job can never run."""
-    definition = app.registry.get(row.name) if type(row.name) is str else None
+def prepare(app: RunHost, row: ClaimedJob, found: JobDefinition[Any, Any] | None = None,
+            ) -> tuple[JobDefinition[Any, Any], list[Any], dict[str, Any]] | RunOutcome:
+    """Find the registered handler and decode arguments, or say why the job can never run.
+    ``found``: the handler the caller already looked up for this row (a runner thread does)."""
+    definition = found or (app.registry.get(row.name) if type(row.name) is str else None)
     if definition is None:
         # A name that is text but not registered here may be a rolling deploy's new job: held back.
         return RunOutcome(row, Result.UNKNOWN if type(row.name) is str else Result.FATAL, 0.0, "errands.UnknownJob",
@@ -100,10 +102,12 @@ def prepare(app: RunHost, row: ClaimedJob) -> tuple[JobDefinition[Any, Any], lis
     return definition, args, kwargs
 
 
-def run_sync(app: RunHost, row: ClaimedJob, stopping: Stopping | None = None) -> RunOutcome:
+def run_sync(app: RunHost, row: ClaimedJob, stopping: Stopping | None = None,
+             found: JobDefinition[Any, Any] | None = None) -> RunOutcome:
     """Run a plain (``def``) job in the calling thread; ``async def`` jobs go through ``run_async``.
-    ``stopping``: the worker's stop flag, which ``current_job().stopping`` reads."""
-    prepared = prepare(app, row)
+    ``stopping``: the worker's stop flag, which ``current_job().stopping`` reads; ``found``: the
+    row's handler, when the caller has looked it up already."""
+    prepared = prepare(app, row, found)
     if type(prepared) is RunOutcome:
         return prepared
     definition, args, kwargs = prepared  # type: ignore[misc]
@@ -337,7 +341,7 @@ class Runners:
                     return self._future_outcome(future, row)
                 finally:
                     self.futures.pop(row.id, None)
-            return run_sync(self.app, row, self.state.stopping)
+            return run_sync(self.app, row, self.state.stopping, definition)
         finally:
             if slots is not None:
                 slots.clear(slot)

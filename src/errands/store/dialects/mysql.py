@@ -593,6 +593,14 @@ class MySQLDialect(Dialect):
             return self._claim_skip_locked(cur, owner, queue, limit, lease, spread)
         return self._claim_conditional_update(cur, owner, queue, limit, lease, spread)
 
+    def ids_match(self, ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """``id IN (1,2,...)`` written out, no parameters: PyMySQL interpolates every parameter on the
+        client, in Python (``escape`` per value, about 0.4 µs each: the claim's UPDATE and the settle's
+        DELETE paid it for every job, issue 29), and a plain int literal is all it would write.
+        ``int.__repr__`` accepts ints only (a TypeError for anything else), so nothing but digits and
+        signs reach the text."""
+        return "id IN (" + ",".join(map(int.__repr__, ids)) + ")", []
+
     def supports_skip_locked(self, cur: Cursor) -> bool:
         """Whether the server accepts ``FOR UPDATE SKIP LOCKED`` (MySQL 8, MariaDB 10.6+), found by
         behaviour rather than from a version string: a locking read that matches no row, so it
@@ -625,12 +633,11 @@ class MySQLDialect(Dialect):
         # Times are computed by the server in the UPDATE: nothing per row to convert in Python.
         # The UPDATE reads the clock again, a moment after the pick: a job whose expiry or deadline falls
         # in between is left alone (STARTABLE again), so no reserved_at is ever past either.
+        match, _ = self.ids_match([r[_ID] for r in rows])
         cur.execute(self.q("UPDATE {jobs} SET reserved_by = %s, reserved_at = {now}, reserved_until = {now_plus}, "
-                           "attempts = attempts + 1 WHERE id IN (") + self.marks(rows) + ")" + self.q(STARTABLE),
-                    [owner, float(lease), *(r[_ID] for r in rows)])
+                           "attempts = attempts + 1 WHERE ") + match + self.q(STARTABLE), [owner, float(lease)])
         if cur.rowcount != len(rows):  # rare: read back which of the picked rows this claim took
-            cur.execute(self.q("SELECT id FROM {jobs} WHERE reserved_by = %s AND id IN (") + self.marks(rows) + ")",
-                        [owner, *(r[_ID] for r in rows)])
+            cur.execute(self.q("SELECT id FROM {jobs} WHERE reserved_by = %s AND ") + match, [owner])
             taken = {r["id"] for r in fetch_rows(cur)}
             rows = [r for r in rows if r[_ID] in taken]
         # The rows as they are now: one more attempt, reserved by this owner.
