@@ -66,6 +66,13 @@ $(PGBOUNCER):
 		echo "could not install pgbouncer: the connection-pooler tests will be skipped"
 
 # The Galera tests run a private three-node MariaDB Galera Cluster (Debian's galera-4; rsync for its state transfers).
+# The dashboard load benchmark drives the pages with ApacheBench (Debian's apache2-utils).
+AB = /usr/bin/ab
+$(AB):
+	command -v apt-get >/dev/null && (apt-get install -y -q apache2-utils >/dev/null 2>&1 || \
+		(apt-get update -q >/dev/null && apt-get install -y -q apache2-utils >/dev/null)) || \
+		echo "could not install apache2-utils: bench/dashboard_load.py will say how to install ab"
+
 GALERA = /usr/lib/galera/libgalera_smm.so
 $(GALERA):
 	command -v apt-get >/dev/null && (apt-get install -y -q galera-4 rsync >/dev/null 2>&1 || \
@@ -112,7 +119,8 @@ clean:
 # backlogs") at issue 13's sizes: 10,000, 1,000,000 and 10,000,000 waiting jobs on PostgreSQL, 1,000,000 on
 # SQLite and MariaDB, and the 10,000,000-job table drained whole (some 12 minutes more; SIZES= and
 # BACKLOG_ARGS= as for bench-backlog), then fairness between tenants (bench/fairness.py, docs/performance.md),
-# then claims under a pinned snapshot (bench/pinned_snapshot.py, docs/performance.md; 10 minutes, QUICK=1: 2).
+# then claims under a pinned snapshot (bench/pinned_snapshot.py, docs/performance.md; 10 minutes, QUICK=1: 2), then
+# the dashboard under 64 concurrent connections (bench/dashboard_load.py, ApacheBench).
 # QUICK=1: all at small sizes, a few minutes in all.
 # The peers go into their own venv, bench/.venv-peers, never into .venv.
 .PHONY: bench
@@ -121,7 +129,7 @@ BACKLOG_ARGS ?=
 SIZES ?= postgres:10000,1000000,10000000,sqlite:1000000,mariadb:1000000
 QUICK_SIZES = postgres:2000,20000,sqlite:20000,mariadb:20000
 QUICK_BACKLOG_ARGS = --drain 2000 --samples 50 --enqueues 200
-bench: venv
+bench: venv $(AB)
 	$(VENV_PYTHON) bench/run.py $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
 	$(VENV_PYTHON) bench/costs.py --peers $(if $(filter-out 0,$(QUICK)),--jobs 5000 --reps 1)
 	$(VENV_PYTHON) bench/limits.py
@@ -130,6 +138,7 @@ bench: venv
 	$(VENV_PYTHON) bench/fairness.py $(if $(filter-out 0,$(QUICK)),--quick)
 	$(VENV_PYTHON) bench/run_logs.py $(if $(filter-out 0,$(QUICK)),--quick)
 	$(VENV_PYTHON) bench/pinned_snapshot.py $(if $(filter-out 0,$(QUICK)),--minutes 2)
+	$(VENV_PYTHON) bench/dashboard_load.py $(if $(filter-out 0,$(QUICK)),--jobs 100000 --seconds 10 --rounds 1)
 
 # make bench-fairness [BENCH_ARGS="--backends postgres --rounds 5 --src base=/tmp/base/src"]: one tenant's 10,000
 # waiting jobs and ten tenants' 10 under `errands worker -c 8` (at which of the big tenant's starts the small tenants'
@@ -138,6 +147,13 @@ bench: venv
 .PHONY: bench-fairness
 bench-fairness: venv
 	$(VENV_PYTHON) bench/fairness.py $(BENCH_ARGS)
+
+# make bench-dashboard-load [BENCH_ARGS="--backend sqlite --rounds 3 --src base=/tmp/base/src --src this=src"]: / and
+# /jobs under 64 concurrent connections (ApacheBench, a logged-in session, a live worker) on PostgreSQL with 1,000,000
+# jobs (bench/dashboard_load.py, docs/performance.md); part of `make bench`.
+.PHONY: bench-dashboard-load
+bench-dashboard-load: venv $(AB)
+	$(VENV_PYTHON) bench/dashboard_load.py $(BENCH_ARGS)
 
 # make bench-pinned [BENCH_ARGS="--minutes 2 --src base=/path/to/other/src --src this=src"]: 1,000 jobs/s while another
 # session sits idle in a transaction holding a snapshot (bench/pinned_snapshot.py, docs/performance.md); part of `make bench`.
