@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import PASSWORD, csrf, login
+from conftest import PASSWORD, VIEWER, csrf, login
 from starlette.testclient import TestClient
 
 from errands.core.errors import ConfigurationError
@@ -245,8 +245,6 @@ def test_a_change_through_one_process_shows_at_once_in_another(dash_app: Any) ->
 
 
 def test_a_viewer_reads_the_same_models_but_draws_its_own_page(dash_app: Any) -> None:
-    from conftest import VIEWER
-
     dash_app.registry["mail"].enqueue("a@example.com")
     ada = _client(dash_app)
     with ada, TestClient(ada.app, base_url="https://testserver") as vic:

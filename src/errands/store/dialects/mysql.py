@@ -139,9 +139,10 @@ def _not_ready(code: int | None, exc: BaseException) -> bool:
     return any(w in message for w in words)
 
 
-def spread_pick(rows: Sequence[T], count: int, rng: random.Random = _rng) -> list[T]:
-    """``count`` of ``rows`` chosen at random, in their order (the claim order)."""
-    chosen = set(rng.sample(range(len(rows)), count))
+def spread_pick(rows: Sequence[T], count: int, rng: random.Random | None = None) -> list[T]:
+    """``count`` of ``rows`` chosen at random, in their order (the claim order).  The module's
+    generator is looked up at each call (not bound as a default), so a test can seed it."""
+    chosen = set((rng or _rng).sample(range(len(rows)), count))
     return [r for i, r in enumerate(rows) if i in chosen]
 
 
