@@ -183,3 +183,28 @@ def test_under_a_pinned_snapshot_a_claim_after_the_position_reads_a_few_buffers(
     assert "ROW(fair_turn, id) >" in _claim_scan(plan, d.t_jobs + "_claim").get("Index Cond", ""), json.dumps(plan)
     assert from_start > 40, from_start  # the hazard is real here: the dead entries are walked (about 70)
     assert after <= 12, (after, from_start)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_server_that_refuses_the_look_for_long_transactions_costs_no_claim(app, caplog):
+    """The look is a hint: refused (here a catalogue column that does not exist), the claim still
+    succeeds, from the start, and the look waits before it is tried again."""
+    positions = app.store.dialect.claim_positions
+    positions.oldest_sql = "SELECT no_such_column FROM pg_class WHERE %s = 1"
+    jobs = app.store.jobs
+    first = jobs.enqueue([NewJob("x", "default", "{}") for _ in range(4)])
+    assert _ids(jobs.claim("w", ["default"], 2, 30)) == first[:2]
+    assert "cannot look for long-open transactions" in caplog.text
+    caplog.clear()
+    assert _ids(jobs.claim("w", ["default"], 2, 30)) == first[2:]
+    assert "cannot look" not in caplog.text  # asked again only after a pause
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_an_age_that_is_not_a_number_counts_as_no_long_transaction(app):
+    positions = app.store.dialect.claim_positions
+    positions.oldest_sql = "SELECT 1, 'x', NULL WHERE %s = 1"
+    jobs = app.store.jobs
+    first = jobs.enqueue([NewJob("x", "default", "{}") for _ in range(2)])
+    assert _ids(jobs.claim("w", ["default"], 2, 30)) == first
+    assert positions._held is False

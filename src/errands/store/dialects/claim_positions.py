@@ -32,14 +32,18 @@ has the same hazard (a long transaction stops the purge) but its claims are its 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ...core.columns import claimed_index
 from ..driver import Cursor
+
+log = logging.getLogger("errands.store")
 
 CHEAP = 0.002
 """Seconds: a claim from the start that took less than this (round trip included) is made every time
@@ -56,6 +60,8 @@ HELD_FOR = 10.0
 a claim from the start then walks about 10,000 dead entries (2-5 ms here)."""
 CHECK_EVERY = 5.0
 """Seconds between two looks at the oldest open transaction (one statement in a claim's transaction)."""
+REFUSED_PAUSE = 600.0
+"""Seconds before looking again after the server refused the look."""
 
 Key = tuple[int, int, int]
 """A claim-order position: (priority, fair_turn, id)."""
@@ -104,13 +110,35 @@ class ClaimPositions:
 
     def held(self, cur: Cursor) -> bool:
         """Whether a transaction has held its snapshot for ``held_for`` seconds, as last seen: looked at
-        on ``cur`` (the claim's own transaction) when the last look is CHECK_EVERY seconds old."""
+        on ``cur`` (the claim's own transaction) when the last look is CHECK_EVERY seconds old.
+
+        The look is a hint, so it must never cost the claim: a refused look (a role without the
+        catalogue's rights, a catalogue it lacks) is caught, under a savepoint if the claim runs in a
+        transaction, and it or an answer that is not an age leaves claims as they were (from the
+        start); a refused look is tried again only after REFUSED_PAUSE seconds, with one warning."""
         now = self.clock()
-        if now - self._checked_at >= CHECK_EVERY:
-            self._checked_at = now
+        if now - self._checked_at < CHECK_EVERY:
+            return self._held
+        self._checked_at = now
+        # (The claim is one statement in autocommit; inside a transaction a savepoint keeps a refused
+        # look from aborting it.)
+        saved = getattr(getattr(cur, "connection", None), "autocommit", True) is False
+        if saved:
+            cur.execute("SAVEPOINT errands_claim_position")
+        try:
             cur.execute(self.oldest_sql, (1,))
             row = cur.fetchone()
-            self._held = row is not None and float(row[2]) >= self.held_for
+        except Exception as exc:  # noqa: BLE001 - any refusal of the look: the claim goes on without it
+            if saved:
+                cur.execute("ROLLBACK TO SAVEPOINT errands_claim_position")
+            self._held, self._checked_at = False, now + REFUSED_PAUSE
+            log.warning("claims cannot look for long-open transactions (%s): they start from the start of "
+                        "the queue, as without one, and look again in %.0f s", exc, REFUSED_PAUSE)
+            return False
+        if saved:
+            cur.execute("RELEASE SAVEPOINT errands_claim_position")
+        age = row[2] if row is not None else None
+        self._held = isinstance(age, (int, float, Decimal)) and float(age) >= self.held_for
         return self._held
 
     def of(self, owner: str, queue: str) -> QueuePosition:
