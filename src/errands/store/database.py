@@ -260,7 +260,10 @@ class Database:
             raise
 
     def _attempts(self, fn: Callable[[Any], T], *, write: bool, attempts: int = 8) -> T:
-        for attempt in range(1, attempts + 1):
+        reconnected = False
+        attempt = 0
+        while attempt < attempts:
+            attempt += 1
             conn = self.connection()
             in_tx = False
             try:
@@ -286,6 +289,14 @@ class Database:
                     raise
                 if kind == UNAVAILABLE:
                     self.release_thread_connection()
+                    if not write and not reconnected:
+                        # A read lost with its connection (the server it was on died mid-query, a
+                        # pooler dropped it) is asked once more on a fresh connection: nothing was
+                        # changed, and a multi-host URL connects to the next server that answers.
+                        # A write is never repeated: its COMMIT may have landed.
+                        reconnected = True
+                        attempt -= 1
+                        continue
                     raise StoreUnavailable(f"database {self.safe_url} is unavailable: {exc}") from exc
                 if in_tx:
                     self._rollback(conn)
