@@ -98,11 +98,23 @@ def run_once(root: str, mode: str, processes: int, backend: str, jobs: int, n: i
         _drop(backend, name)
 
 
+def checked_case(case: str) -> str:
+    """A ``--case`` as argparse's type: a mode or backend it does not know is a usage error naming the
+    choices (it was a KeyError after the first rounds had run)."""
+    parts = case.split(":")
+    if len(parts) not in (3, 4) or parts[0] not in FIGURES or not parts[1].isdigit() \
+            or parts[2] not in ("sqlite", "postgresql", "mariadb") or (len(parts) == 4 and not parts[3].isdigit()):
+        raise argparse.ArgumentTypeError(f"{case!r}: want mode:processes:backend[:jobs], mode one of "
+                                         f"{', '.join(FIGURES)}, backend sqlite, postgresql or mariadb")
+    return case
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the other checkout (with its own .venv)")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--case", action="append", default=[], help="mode:processes:backend[:jobs], repeatable")
+    ap.add_argument("--case", action="append", default=[], type=checked_case,
+                    help="mode:processes:backend[:jobs], repeatable")
     ap.add_argument("--all", action="store_true", help="every mode on every backend (issue 24's comparison)")
     args = ap.parse_args()
     cases = ALL_CASES if args.all else args.case or ["drain:1:sqlite", "drain:2:sqlite", "bulk:1:sqlite",
