@@ -130,10 +130,15 @@ FIGURES = {
     "drain2": ("drain 2p", "jobs/s", True),
     "cpu1": ("CPU/job 1p", "µs", False),
     "cpu2": ("CPU/job 2p", "µs", False),
+    "cpu_enqueue": ("CPU/job enqueue", "µs", False),
+    "cpu_bulk": ("CPU/job bulk", "µs", False),
     "latency_p50": ("pickup p50", "ms", False),
     "latency_p99": ("pickup p99", "ms", False),
     "io": ("I/O 10 ms x32", "jobs/s", True),
 }
+CPU_FIGURES = ("cpu1", "cpu2", "cpu_enqueue", "cpu_bulk")
+"""The figures read from a run's ``cpu_us_per_job``: the workers' CPU per job in a drain, the
+enqueuing process's in an enqueue (issue 29, goal 1)."""
 IO_IDEAL = 3200
 """32 threads each finishing a 10 ms job: the most an I/O-bound run can reach."""
 
@@ -454,13 +459,13 @@ def value_of(result: dict[str, Any], figure: str) -> float | None:
         return result.get("p50_ms")
     if figure == "latency_p99":
         return result.get("p99_ms")
-    if figure in ("cpu1", "cpu2"):
+    if figure in CPU_FIGURES:
         return result.get("cpu_us_per_job")
     return result.get("value")
 
 
 FIGURE_MODE = {"enqueue": "enqueue", "bulk": "bulk", "drain1": "drain1", "drain2": "drain2",
-               "cpu1": "drain1", "cpu2": "drain2",
+               "cpu1": "drain1", "cpu2": "drain2", "cpu_enqueue": "enqueue", "cpu_bulk": "bulk",
                "latency_p50": "latency", "latency_p99": "latency", "io": "io"}
 
 
@@ -497,8 +502,8 @@ def aggregate(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict
                 out[s.key][fig] = cell
             elif nas:
                 out[s.key][fig] = {"status": "n/a", "reason": nas[0]}
-            elif not errors and fig in ("cpu1", "cpu2"):
-                out[s.key][fig] = {"status": "not measured"}  # the drain ran, its CPU sample did not
+            elif not errors and fig in CPU_FIGURES:
+                out[s.key][fig] = {"status": "not measured"}  # the run ran, its CPU was not measured
             else:
                 out[s.key][fig] = {"status": "failed", "reason": errors[0] if errors else "no result"}
     return out
@@ -657,7 +662,8 @@ def bare_table(rows: list[dict[str, Any]], loop: str = "bare loop") -> str:
     return "\n".join(out)
 
 
-CHART_FIGURES = ["enqueue", "bulk", "drain1", "drain2", "cpu1", "cpu2", "latency_p50", "latency_p99"]
+CHART_FIGURES = ["enqueue", "bulk", "drain1", "drain2", "cpu1", "cpu2", "cpu_enqueue", "cpu_bulk", "latency_p50",
+                 "latency_p99"]
 """The table's columns that the chart draws, all systems side by side (I/O and scale are errands' alone)."""
 
 
@@ -704,7 +710,8 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     subtitle = (f"{m['cpus']} CPUs; load average {m['load_average_at_start']} at start, "
                 f"{m.get('load_average_at_end')} at end; noisy when the load is high.\n"
                 "\"x bare\": errands / the bare loop of the same database in the same run. "
-                "CPU/job: the worker processes' own CPU time per job (not the database server's).")
+                "CPU/job 1p, 2p: the worker processes' own CPU time per job; enqueue, bulk: the enqueuing "
+                "process's (never the database server's).")
     svg = chart.render(chart_panels(report["results"]), title, subtitle)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
@@ -723,8 +730,9 @@ def markdown(report: dict[str, Any], tbl: str, ratio_lines: list[str]) -> str:
            f"at end {report['machine'].get('load_average_at_end')}.", "",
            "Throughput in jobs/s (higher is better); pickup latency in ms (lower is better). "
            "Drains are timed from the first handled job to the N-th; see docs/performance.md. "
-           "CPU/job: CPU time of the worker processes (their own, not the database server's) over the same "
-           "window, per job (lower is better).", "",
+           "CPU/job 1p, 2p: CPU time of the worker processes (their own, not the database server's) over the same "
+           "window, per job; CPU/job enqueue and bulk: the enqueuing process's CPU per job over its enqueue "
+           "calls, its driver's included (lower is better).", "",
            tbl, "", f"![the table as a chart]({report['chart']})", "",
            "## errands against the bare loop (same database, same run)", "",
            "errands / bare: above 1 means errands did better on throughput, below 1 on CPU per job. "

@@ -50,14 +50,12 @@ def enqueue(args: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         await _install(args.db_url)
         conn, q = await _queries(args.db_url)
-        import time
-
-        t0 = time.perf_counter()
+        started = common.enqueue_clocks()
         for _ in range(args.jobs):
             await q.enqueue("noop", b"0")
-        dt = time.perf_counter() - t0
+        result = common.enqueue_result(args.jobs, started)
         await conn.close()
-        return {"value": args.jobs / dt, "unit": "jobs/s", "seconds": round(dt, 4)}
+        return result
 
     return asyncio.run(go())
 
@@ -72,15 +70,13 @@ async def _bulk(q: Any, n: int) -> None:
 
 def bulk(args: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
-        import time
-
         await _install(args.db_url)
         conn, q = await _queries(args.db_url)
-        t0 = time.perf_counter()
+        started = common.enqueue_clocks()
         await _bulk(q, args.jobs)
-        dt = time.perf_counter() - t0
+        result = common.enqueue_result(args.jobs, started, batch=common.BULK_BATCH)
         await conn.close()
-        return {"value": args.jobs / dt, "unit": "jobs/s", "seconds": round(dt, 4), "batch": common.BULK_BATCH}
+        return result
 
     return asyncio.run(go())
 

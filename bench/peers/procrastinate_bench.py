@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,11 +55,10 @@ def enqueue(args: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         async with app.open_async():
             await _install(app)
-            t0 = time.perf_counter()
+            started = common.enqueue_clocks()
             for _ in range(args.jobs):
                 await noop.defer_async(stamp=0.0)
-            dt = time.perf_counter() - t0
-        return {"value": args.jobs / dt, "unit": "jobs/s", "seconds": round(dt, 4)}
+            return common.enqueue_result(args.jobs, started)
 
     return asyncio.run(go())
 
@@ -71,10 +69,9 @@ def bulk(args: Any) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         async with app.open_async():
             await _install(app)
-            t0 = time.perf_counter()
+            started = common.enqueue_clocks()
             await _bulk(noop, args.jobs)
-            dt = time.perf_counter() - t0
-        return {"value": args.jobs / dt, "unit": "jobs/s", "seconds": round(dt, 4), "batch": common.BULK_BATCH}
+            return common.enqueue_result(args.jobs, started, batch=common.BULK_BATCH)
 
     return asyncio.run(go())
 

@@ -144,3 +144,25 @@ def test_render_writes_one_bar_per_figure_longer_for_larger_values() -> None:
     assert "40,000 (0.20x bare)" in texts and "failed: boom" in texts and "SQLite <&>" in texts
     assert "no figures in this run" in texts and "line 2" in texts
     assert "MariaDB" not in texts  # a group without bars is left out
+
+
+def test_the_enqueuing_processs_cpu_becomes_the_enqueue_cpu_columns() -> None:
+    """Issue 29, goal 1: "report µs per job for enqueue too"; a peer whose script measured none says so."""
+    raw = {"errands-pg": {"enqueue": [{"value": 3_000.0, "cpu_us_per_job": 95.0}],
+                          "bulk": [{"value": 80_000.0, "cpu_us_per_job": 7.5, "batch": 1000}]},
+           "pgqueuer": {"enqueue": [{"value": 2_000.0}]}}
+    agg = run.aggregate(raw)
+    assert agg["errands-pg"]["cpu_enqueue"]["median"] == 95.0 and agg["errands-pg"]["cpu_bulk"]["median"] == 7.5
+    assert agg["pgqueuer"]["cpu_enqueue"] == {"status": "not measured"}
+    tbl = run.table(agg, run.Params.make(True, None, None, scale=False))
+    assert "CPU/job enqueue (µs)" in tbl and "CPU/job bulk (µs)" in tbl
+    assert "CPU/job enqueue" in {p.title for p in run.chart_panels(agg)}
+
+
+def test_an_enqueue_result_counts_this_processs_cpu_per_job() -> None:
+    import common
+
+    started = common.enqueue_clocks()
+    sum(i * i for i in range(200_000))  # some CPU for the clock to see
+    result = common.enqueue_result(1_000, started, batch=1000)
+    assert result["cpu_us_per_job"] > 0 and result["value"] > 0 and result["batch"] == 1000
